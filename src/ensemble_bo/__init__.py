@@ -1,0 +1,4 @@
+"""Ensemble BO
+"""
+
+__version__ = "0.1"
