@@ -1,0 +1,5 @@
+"""Validate a raw dataset, split it and prepare the model input."""
+
+from .pipeline import create_pipeline
+
+__all__ = ["create_pipeline"]

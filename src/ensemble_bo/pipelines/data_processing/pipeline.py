@@ -1,0 +1,47 @@
+"""data_processing: raw table -> train/test split, encoded model input, CV folds."""
+
+from kedro.pipeline import Node, Pipeline
+
+from .nodes import make_model_input, validate_and_split
+
+
+def create_pipeline(**kwargs) -> Pipeline:
+    return Pipeline(
+        [
+            Node(
+                validate_and_split,
+                inputs=["raw_dataset", "params:dataset", "params:data_processing", "params:seed"],
+                outputs={
+                    name: name
+                    for name in (
+                        "dataset_info",
+                        "train_features",
+                        "train_target",
+                        "test_features",
+                        "test_target",
+                    )
+                },
+                name="validate_and_split",
+            ),
+            Node(
+                make_model_input,
+                inputs=[
+                    "train_features",
+                    "train_target",
+                    "dataset_info",
+                    "params:data_processing",
+                    "params:seed",
+                ],
+                outputs={
+                    name: name
+                    for name in (
+                        "model_input_features",
+                        "model_input_target",
+                        "cv_folds",
+                        "target_scaling",
+                    )
+                },
+                name="make_model_input",
+            ),
+        ]
+    )
