@@ -1,0 +1,448 @@
+"""Gaussian-process surrogate (Snoek et al. 2012 style) in pure numpy/scipy.
+
+Matern-5/2 ARD kernel, constant mean, homoscedastic Gaussian noise, type-II maximum
+likelihood (ML-II) hyperparameters. Inputs are expected in the unit cube [0, 1]^d.
+
+Hyperparameter vector ``theta`` (length d + 3), all in standardized-y units::
+
+    theta = [log amplitude, log length_scale_1, ..., log length_scale_d, log noise, mean]
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+from scipy.linalg import cho_solve, solve_triangular
+from scipy.linalg.lapack import dpotrf, dpotri
+from scipy.optimize import minimize
+from scipy.spatial.distance import cdist
+
+__all__ = [
+    "CholeskyError",
+    "GPHyperparameters",
+    "GaussianProcess",
+    "matern52",
+]
+
+_SQRT5 = math.sqrt(5.0)
+_LOG_2PI = math.log(2.0 * math.pi)
+
+# Bounds for ML-II, valid because inputs live in [0, 1]^d and y is standardized.
+# Length scales: below 1e-2 two points must be closer than ~0.01 to be correlated, which
+# essentially never happens with <= ~1000 points, so the GP degenerates into white noise
+# that the noise term already models; above 10 a dimension moves r by < 0.1 across the
+# whole cube (kernel flat in it = ARD "switched off"), larger values only worsen the
+# amplitude/length-scale ridge and conditioning.
+_LENGTH_SCALE_BOUNDS = (1e-2, 1e1)
+# Amplitude: standardized y has unit variance; 1e2 still allows a smooth trend seen over
+# only part of its range, 1e-3 means "almost all variance is noise".
+_AMPLITUDE_BOUNDS = (1e-3, 1e2)
+# Noise variance above 10x the data variance is never the ML-II optimum.
+_NOISE_UPPER = 1e1
+# The constant mean may extrapolate slightly beyond the observed standardized range.
+_MEAN_MARGIN = 1.0
+_JITTERS = (1e-10, 1e-8, 1e-6, 1e-4, 1e-2)
+# Returned by the objective when even the jittered Cholesky fails, so L-BFGS-B backtracks.
+_FAILED_NLML = 1e25
+
+
+class CholeskyError(np.linalg.LinAlgError):
+    """Kernel matrix not positive definite even after jitter escalation."""
+
+
+@dataclass(frozen=True, eq=False)
+class GPHyperparameters:
+    """GP hyperparameters in standardized-y units; ``length_scales`` has shape (d,)."""
+
+    amplitude: float
+    length_scales: np.ndarray
+    noise: float
+    mean: float
+
+    def __post_init__(self) -> None:
+        ls = np.array(self.length_scales, dtype=float).reshape(-1)
+        ls.setflags(write=False)
+        object.__setattr__(self, "length_scales", ls)
+        for name in ("amplitude", "noise", "mean"):
+            object.__setattr__(self, name, float(getattr(self, name)))
+        if ls.size == 0:
+            raise ValueError("length_scales must contain at least one value")
+        if not (np.all(np.isfinite(ls)) and np.all(ls > 0)):
+            raise ValueError(f"length_scales must be finite and > 0, got {ls}")
+        if not (math.isfinite(self.amplitude) and self.amplitude > 0):
+            raise ValueError(f"amplitude must be finite and > 0, got {self.amplitude}")
+        if not (math.isfinite(self.noise) and self.noise >= 0):
+            raise ValueError(f"noise must be finite and >= 0, got {self.noise}")
+        if not math.isfinite(self.mean):
+            raise ValueError(f"mean must be finite, got {self.mean}")
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, GPHyperparameters):
+            return NotImplemented
+        return (
+            self.amplitude == other.amplitude
+            and self.noise == other.noise
+            and self.mean == other.mean
+            and np.array_equal(self.length_scales, other.length_scales)
+        )
+
+    __hash__ = None  # type: ignore[assignment]  # holds an ndarray
+
+    @property
+    def theta(self) -> np.ndarray:
+        """Packed vector (d + 3,): [log amp, log ls..., log noise, mean]."""
+        # noise == 0 is legal for condition(); map it to a tiny value for the log
+        return np.concatenate(
+            [
+                [math.log(self.amplitude)],
+                np.log(self.length_scales),
+                [math.log(max(self.noise, 1e-300)), self.mean],
+            ]
+        )
+
+    @classmethod
+    def from_theta(cls, theta: np.ndarray) -> GPHyperparameters:
+        """Inverse of :attr:`theta`; ``theta`` has shape (d + 3,)."""
+        theta = np.asarray(theta, dtype=float).reshape(-1)
+        return cls(
+            amplitude=math.exp(theta[0]),
+            length_scales=np.exp(theta[1:-2]),
+            noise=math.exp(theta[-2]),
+            mean=float(theta[-1]),
+        )
+
+
+def matern52(
+    X1: np.ndarray, X2: np.ndarray, length_scales: np.ndarray, amplitude: float
+) -> np.ndarray:
+    """Matern-5/2 ARD kernel matrix (n1, n2) for X1 (n1, d), X2 (n2, d), length_scales (d,)."""
+    ls = np.asarray(length_scales, dtype=float)
+    r = np.sqrt(
+        cdist(np.asarray(X1, float) / ls, np.asarray(X2, float) / ls, "sqeuclidean")
+    )
+    s = _SQRT5 * r
+    return amplitude * (1.0 + s + s * s / 3.0) * np.exp(-s)
+
+
+def _cholesky_with_jitter(K: np.ndarray) -> np.ndarray:
+    """Lower Cholesky factor of K (n, n), escalating diagonal jitter on failure."""
+    if not np.all(np.isfinite(K)):
+        # LAPACK may "succeed" on NaN input and hand back a NaN factor
+        raise CholeskyError(
+            "kernel matrix contains NaN or inf; check the hyperparameters"
+        )
+    L, info = dpotrf(K, lower=1, clean=1)
+    if info == 0:
+        return L
+    # jitter relative to the diagonal scale so it means the same for any amplitude
+    scale = float(np.mean(np.diag(K)))
+    scale = scale if scale > 0 else 1.0
+    for jitter in _JITTERS:
+        Kj = K.copy()
+        Kj[np.diag_indices_from(Kj)] += jitter * scale
+        L, info = dpotrf(Kj, lower=1, clean=1)
+        if info == 0:
+            return L
+    raise CholeskyError(
+        f"kernel matrix ({K.shape[0]}x{K.shape[0]}) is not positive definite even with "
+        f"jitter {_JITTERS[-1]:g} x mean diagonal"
+    )
+
+
+def _nlml(
+    theta: np.ndarray, X: np.ndarray, ys: np.ndarray, eval_gradient: bool
+) -> float | tuple[float, np.ndarray]:
+    """Negative log marginal likelihood of standardized ys (n,) at theta (d + 3,) [+ gradient]."""
+    n, d = X.shape
+    amp = math.exp(theta[0])
+    ls = np.exp(theta[1 : d + 1])
+    noise = math.exp(theta[d + 1])
+    mean = theta[d + 2]
+
+    Xs = X / ls
+    s = _SQRT5 * np.sqrt(cdist(Xs, Xs, "sqeuclidean"))
+    E = np.exp(-s)
+    P = (1.0 + s) * E  # shared by K and the length-scale gradient
+    M = s * s
+    M *= E / 3.0
+    M += P  # (1 + s + s^2/3) exp(-s)
+    K = amp * M
+    K[np.diag_indices(n)] += noise
+    L = _cholesky_with_jitter(K)
+
+    resid = ys - mean
+    alpha = cho_solve((L, True), resid, check_finite=False)
+    nlml = (
+        0.5 * float(resid @ alpha)
+        + float(np.sum(np.log(np.diag(L))))
+        + 0.5 * n * _LOG_2PI
+    )
+    if not eval_gradient:
+        return nlml
+
+    # d nlml / d theta_i = 0.5 tr((K^-1 - alpha alpha^T) dK/dtheta_i); one K^-1 per call
+    Kinv, info = dpotri(L, lower=1)
+    if info != 0:
+        raise CholeskyError("inverting the Cholesky factor failed")
+    # dpotri fills only the lower triangle (the upper one is zero because L is clean)
+    W = Kinv + Kinv.T
+    W[np.diag_indices(n)] *= 0.5
+    W -= np.outer(alpha, alpha)
+
+    grad = np.empty(d + 3)
+    grad[0] = 0.5 * amp * np.vdot(W, M)
+    # dk/dlog l_j = amp * 5/3 * (1 + sqrt5 r) exp(-sqrt5 r) * (x_j - x'_j)^2 / l_j^2, and
+    # sum_ik G_ik (x_ij - x_kj)^2 = 2 sum_i x_ij^2 (G 1)_i - 2 x_j^T G x_j for symmetric G:
+    # two BLAS products instead of d (n, n) temporaries; centring X limits cancellation
+    P *= W
+    Xc = X - X.mean(axis=0)
+    GX = P @ Xc
+    quad = 2.0 * (P.sum(axis=1) @ (Xc * Xc)) - 2.0 * np.einsum("ij,ij->j", Xc, GX)
+    grad[1 : d + 1] = (0.5 * amp * 5.0 / 3.0) * quad / ls**2
+    grad[d + 1] = 0.5 * noise * float(np.trace(W))
+    grad[d + 2] = -float(np.sum(alpha))
+    return nlml, grad
+
+
+def _safe_objective(
+    theta: np.ndarray, X: np.ndarray, ys: np.ndarray
+) -> tuple[float, np.ndarray]:
+    try:
+        value, grad = _nlml(theta, X, ys, eval_gradient=True)
+    except np.linalg.LinAlgError:
+        return _FAILED_NLML, np.zeros_like(theta)
+    if not (np.isfinite(value) and np.all(np.isfinite(grad))):
+        return _FAILED_NLML, np.zeros_like(theta)
+    return value, grad
+
+
+def _check_X(X: object, name: str = "X") -> np.ndarray:
+    X = np.asarray(X, dtype=float)
+    if X.ndim != 2:
+        raise ValueError(
+            f"{name} must be a 2-D array of shape (n, d), got shape {X.shape}"
+        )
+    if X.shape[0] == 0:
+        raise ValueError(f"{name} must contain at least one row, got shape {X.shape}")
+    if X.shape[1] == 0:
+        raise ValueError(
+            f"{name} must have at least one column (d >= 1), got shape {X.shape}"
+        )
+    if not np.all(np.isfinite(X)):
+        raise ValueError(f"{name} contains NaN or inf values")
+    return np.ascontiguousarray(X)
+
+
+def _check_Xy(X: object, y: object) -> tuple[np.ndarray, np.ndarray]:
+    X = _check_X(X)
+    y = np.asarray(y, dtype=float)
+    if y.ndim != 1:
+        raise ValueError(f"y must be a 1-D array of shape (n,), got shape {y.shape}")
+    if y.shape[0] != X.shape[0]:
+        raise ValueError(
+            f"y length mismatch: X has {X.shape[0]} rows but y has {y.shape[0]} values"
+        )
+    if not np.all(np.isfinite(y)):
+        raise ValueError("y contains NaN or inf values")
+    return X, y
+
+
+def _standardize(y: np.ndarray) -> tuple[np.ndarray, float, float, bool]:
+    """Return (ys, y_mean, y_std, is_constant) with ys = (y - y_mean) / y_std."""
+    y_mean = float(np.mean(y))
+    y_std = float(np.std(y))
+    # np.std of a constant array can come out as ~1e-17 * |y| from rounding in the mean
+    constant = not (np.isfinite(y_std) and y_std > 1e-12 * float(np.max(np.abs(y))))
+    if constant:
+        y_std = 1.0
+        return np.zeros_like(y), y_mean, y_std, True
+    return (y - y_mean) / y_std, y_mean, y_std, False
+
+
+class GaussianProcess:
+    """GP regressor: Matern-5/2 ARD, constant mean, homoscedastic noise; ML-II hyperparameters.
+
+    ``fit``/``condition`` take X (n, d) in [0, 1]^d and y (n,); ``predict`` returns the
+    latent (noise-free) posterior mean and std, both (m,), in the original y units.
+    """
+
+    def __init__(
+        self, n_restarts: int = 3, seed: int | None = 0, min_noise: float = 1e-6
+    ):
+        if n_restarts < 0:
+            raise ValueError(f"n_restarts must be >= 0, got {n_restarts}")
+        if not (math.isfinite(min_noise) and min_noise > 0):
+            raise ValueError(f"min_noise must be finite and > 0, got {min_noise}")
+        self.n_restarts = int(n_restarts)
+        self.seed = seed
+        self.min_noise = float(min_noise)
+        self._rng = np.random.default_rng(seed)
+        self._theta: np.ndarray | None = None
+        self._hp: GPHyperparameters | None = None
+        self._d = 0
+        self._X: np.ndarray | None = None
+        self._ys: np.ndarray | None = None
+        self._L: np.ndarray | None = None
+        self._alpha: np.ndarray | None = None
+        self._y_mean = 0.0
+        self._y_std = 1.0
+
+    # ------------------------------------------------------------------ fitting
+    def _bounds(self, d: int, ys: np.ndarray) -> list[tuple[float, float]]:
+        noise_hi = max(_NOISE_UPPER, 10.0 * self.min_noise)
+        return (
+            [(math.log(_AMPLITUDE_BOUNDS[0]), math.log(_AMPLITUDE_BOUNDS[1]))]
+            + [(math.log(_LENGTH_SCALE_BOUNDS[0]), math.log(_LENGTH_SCALE_BOUNDS[1]))]
+            * d
+            + [(math.log(self.min_noise), math.log(noise_hi))]
+            + [(float(ys.min()) - _MEAN_MARGIN, float(ys.max()) + _MEAN_MARGIN)]
+        )
+
+    def _default_theta(self, d: int) -> np.ndarray:
+        # typical distance between uniform points in [0,1]^d is sqrt(d/6): start with r ~ 1
+        ls = math.sqrt(d / 6.0)
+        return np.concatenate([[0.0], np.full(d, math.log(ls)), [math.log(1e-2), 0.0]])
+
+    def _random_theta(self, d: int) -> np.ndarray:
+        u = self._rng.uniform(size=d + 3)
+        lo = np.array([math.log(0.1)] + [math.log(0.05)] * d + [math.log(1e-4), -1.0])
+        hi = np.array([math.log(10.0)] + [math.log(2.0)] * d + [math.log(1.0), 1.0])
+        return lo + u * (hi - lo)
+
+    def fit(self, X: np.ndarray, y: np.ndarray) -> GaussianProcess:
+        """ML-II fit on X (n, d), y (n,); warm-starts from the previous fit of the same d."""
+        X, y = _check_Xy(X, y)
+        d = X.shape[1]
+        ys, y_mean, y_std, constant = _standardize(y)
+        bounds = self._bounds(d, ys)
+        lo = np.array([b[0] for b in bounds])
+        hi = np.array([b[1] for b in bounds])
+
+        warm = (
+            self._theta
+            if self._theta is not None and self._theta.size == d + 3
+            else None
+        )
+        first = warm.copy() if warm is not None else self._default_theta(d)
+        # draw every restart even when unused so the rng stream does not depend on the data
+        starts = [first] + [self._random_theta(d) for _ in range(self.n_restarts)]
+        starts = [np.clip(t, lo, hi) for t in starts]
+
+        if constant:
+            # all-zero standardized y: ML-II drives amplitude and noise to their lower
+            # bounds (a GP that claims certainty everywhere); keep the start instead
+            best = starts[0]
+        else:
+            best, best_val = starts[0], math.inf
+            for x0 in starts:
+                res = minimize(
+                    _safe_objective,
+                    x0,
+                    args=(X, ys),
+                    jac=True,
+                    method="L-BFGS-B",
+                    bounds=bounds,
+                    options={"maxiter": 200},
+                )
+                if np.isfinite(res.fun) and res.fun < best_val:
+                    best, best_val = np.clip(res.x, lo, hi), float(res.fun)
+
+        self._set_posterior(X, ys, y_mean, y_std, GPHyperparameters.from_theta(best))
+        return self
+
+    def condition(
+        self, X: np.ndarray, y: np.ndarray, hyperparameters: GPHyperparameters
+    ) -> GaussianProcess:
+        """Posterior on X (n, d), y (n,) with fixed hyperparameters (standardized-y units)."""
+        X, y = _check_Xy(X, y)
+        if not isinstance(hyperparameters, GPHyperparameters):
+            raise ValueError("hyperparameters must be a GPHyperparameters instance")
+        if hyperparameters.length_scales.size != X.shape[1]:
+            raise ValueError(
+                f"hyperparameters have {hyperparameters.length_scales.size} length scales "
+                f"but X has d={X.shape[1]} columns"
+            )
+        ys, y_mean, y_std, _ = _standardize(y)
+        self._set_posterior(X, ys, y_mean, y_std, hyperparameters)
+        return self
+
+    def _set_posterior(
+        self,
+        X: np.ndarray,
+        ys: np.ndarray,
+        y_mean: float,
+        y_std: float,
+        hp: GPHyperparameters,
+    ) -> None:
+        K = matern52(X, X, hp.length_scales, hp.amplitude)
+        K[np.diag_indices_from(K)] += hp.noise
+        L = _cholesky_with_jitter(K)
+        alpha = cho_solve((L, True), ys - hp.mean, check_finite=False)
+        self._theta = hp.theta
+        self._hp = hp
+        self._X, self._ys, self._L, self._alpha = X, ys, L, alpha
+        self._y_mean, self._y_std = y_mean, y_std
+        self._d = X.shape[1]
+
+    # --------------------------------------------------------------- accessors
+    def _require_fitted(self) -> None:
+        if self._L is None:
+            raise RuntimeError(
+                "GaussianProcess is not fitted; call fit() or condition() first"
+            )
+
+    @property
+    def hyperparameters(self) -> GPHyperparameters:
+        """Current hyperparameters (standardized-y units)."""
+        self._require_fitted()
+        return self._hp
+
+    @property
+    def y_mean(self) -> float:
+        """Mean subtracted from y before fitting."""
+        self._require_fitted()
+        return self._y_mean
+
+    @property
+    def y_std(self) -> float:
+        """Scale y was divided by before fitting (1.0 for constant y)."""
+        self._require_fitted()
+        return self._y_std
+
+    def predict(self, X: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Latent posterior mean (m,) and std (m,) at X (m, d), in original y units."""
+        self._require_fitted()
+        X = _check_X(X)
+        if X.shape[1] != self._d:
+            raise ValueError(
+                f"X has d={X.shape[1]} columns but the GP was fitted with d={self._d}"
+            )
+        hp = self._hp
+        Ks = matern52(X, self._X, hp.length_scales, hp.amplitude)  # (m, n)
+        mean = hp.mean + Ks @ self._alpha
+        V = solve_triangular(self._L, Ks.T, lower=True, check_finite=False)  # (n, m)
+        var = np.maximum(hp.amplitude - np.einsum("ij,ij->j", V, V), 0.0)
+        return self._y_mean + self._y_std * mean, self._y_std * np.sqrt(var)
+
+    def log_marginal_likelihood(
+        self, theta: np.ndarray | None = None, eval_gradient: bool = False
+    ) -> float | tuple[float, np.ndarray]:
+        """Log marginal likelihood of the standardized training y at theta (d + 3,).
+
+        ``theta=None`` uses the current hyperparameters. With ``eval_gradient`` returns
+        (value, gradient (d + 3,)) w.r.t. theta.
+        """
+        self._require_fitted()
+        theta = (
+            self._theta if theta is None else np.asarray(theta, dtype=float).reshape(-1)
+        )
+        if theta.size != self._d + 3:
+            raise ValueError(
+                f"theta must have length d + 3 = {self._d + 3}, got {theta.size}"
+            )
+        if eval_gradient:
+            value, grad = _nlml(theta, self._X, self._ys, eval_gradient=True)
+            return -value, -grad
+        return -float(_nlml(theta, self._X, self._ys, eval_gradient=False))

@@ -1,0 +1,195 @@
+"""Tests for ensemble_bo.core.acquisition (EI for minimization, log EI, maximizer)."""
+
+from __future__ import annotations
+
+import math
+from fractions import Fraction
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from ensemble_bo.core.acquisition import (
+    expected_improvement,
+    log_expected_improvement,
+    maximize_acquisition,
+)
+
+
+def _reference_log_h(z: float, terms: int = 300) -> float:
+    """log(phi(z) + z Phi(z)) for z <= -5, independent of scipy.
+
+    For x = -z > 0: h(z) = phi(x) (1 - x R(x)) with the Mills ratio R(x) = Phi(-x) / phi(x)
+    given by the continued fraction R(x) = 1/(x + 1/(x + 2/(x + 3/(x + ...)))), evaluated
+    exactly in rational arithmetic so the cancellation in 1 - x R(x) costs nothing.
+    """
+    x = Fraction(-z)
+    t = x
+    for k in range(terms, 0, -1):
+        t = x + k / t
+    q = 1 - x / t
+    return (
+        -0.5 * float(x * x)
+        - 0.5 * math.log(2.0 * math.pi)
+        + math.log(q.numerator)
+        - math.log(q.denominator)
+    )
+
+
+# ---------------------------------------------------------------------------- EI
+def test_ei_hand_computed_values() -> None:
+    # mean = best, std = 1: z = 0 and EI = phi(0) = 1/sqrt(2 pi)
+    assert expected_improvement(0.0, 1.0, 0.0) == pytest.approx(
+        0.3989422804014327, rel=1e-14
+    )
+    # mean=1, std=2, best=0: z = -0.5, Phi(-0.5) = 0.3085375387, phi(-0.5) = 0.3520653268
+    # EI = 2 * (-0.5 * 0.3085375387 + 0.3520653268) = 2 * 0.1977965574 = 0.3955931148
+    assert expected_improvement(1.0, 2.0, 0.0) == pytest.approx(0.3955931148, rel=1e-9)
+    # mean=0.5, std=0.5, best=2: z = 3, Phi(3) = 0.9986501020, phi(3) = 0.0044318484
+    # EI = 0.5 * (3 * 0.9986501020 + 0.0044318484) = 0.5 * 3.0003821544 = 1.5001910772
+    assert expected_improvement(0.5, 0.5, 2.0) == pytest.approx(1.5001910772, rel=1e-9)
+
+
+def test_ei_zero_std_is_plain_improvement() -> None:
+    ei = expected_improvement(np.array([1.0, 3.0, 2.0]), np.zeros(3), 2.0)
+    np.testing.assert_array_equal(ei, [1.0, 0.0, 0.0])
+    log_ei = log_expected_improvement(np.array([1.0, 3.0]), np.zeros(2), 2.0)
+    assert log_ei[0] == 0.0
+    assert log_ei[1] == -np.inf
+
+
+def test_ei_broadcasts_and_rejects_negative_std() -> None:
+    mean = np.linspace(-1.0, 1.0, 6).reshape(2, 3)
+    ei = expected_improvement(mean, 0.3, 0.0)
+    assert ei.shape == (2, 3)
+    assert np.all(np.diff(ei.ravel()) < 0)  # larger mean = less improvement
+    with pytest.raises(ValueError, match="std"):
+        expected_improvement(0.0, -1.0, 0.0)
+    with pytest.raises(ValueError, match="std"):
+        log_expected_improvement(0.0, np.array([1.0, -1.0]), 0.0)
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    mean=st.floats(-1e3, 1e3),
+    std=st.floats(0.0, 1e3),
+    best=st.floats(-1e3, 1e3),
+)
+def test_ei_properties(mean: float, std: float, best: float) -> None:
+    ei = float(expected_improvement(mean, std, best))
+    assert ei >= 0.0
+    # Jensen: E[max(best - f, 0)] >= max(best - E f, 0)
+    assert ei >= max(best - mean, 0.0) * (1 - 1e-12)
+    # more uncertainty never lowers EI
+    assert float(expected_improvement(mean, std + 1.0, best)) >= ei * (1 - 1e-12)
+
+
+# ------------------------------------------------------------------------ log EI
+def test_log_ei_agrees_with_log_of_ei() -> None:
+    rng = np.random.default_rng(0)
+    mean = rng.normal(0.0, 5.0, 2000)
+    std = rng.uniform(0.01, 3.0, 2000)
+    best = 0.0
+    ei = expected_improvement(mean, std, best)
+    ok = ei > 1e-300
+    assert ok.sum() > 1500
+    np.testing.assert_allclose(
+        log_expected_improvement(mean, std, best)[ok],
+        np.log(ei[ok]),
+        rtol=1e-10,
+        atol=1e-12,
+    )
+
+
+@pytest.mark.parametrize("z", [-5.0, -10.0, -37.5, -74.0, -76.0, -100.0, -1000.0, -1e4])
+def test_log_ei_matches_exact_reference_deep_in_the_tail(z: float) -> None:
+    # std = 1, best = 0, mean = -z, so log EI = log h(z)
+    ours = float(log_expected_improvement(-z, 1.0, 0.0))
+    assert ours == pytest.approx(_reference_log_h(z), rel=1e-13)
+
+
+def test_log_ei_finite_and_monotone_for_very_negative_z() -> None:
+    z = np.linspace(-1e3, 5.0, 200_001)  # crosses both branch switches (-75 and -1)
+    log_ei = log_expected_improvement(-z, 1.0, 0.0)
+    assert np.all(np.isfinite(log_ei))
+    assert np.all(np.diff(log_ei) > 0)
+    # plain EI has long underflowed there
+    assert expected_improvement(1e3, 1.0, 0.0) == 0.0
+    # scale: log EI = log std + log h(z)
+    np.testing.assert_allclose(
+        log_expected_improvement(-3.0 * z[:100], 3.0, 0.0),
+        np.log(3.0) + log_ei[:100],
+        rtol=1e-12,
+    )
+    assert np.isfinite(log_expected_improvement(1e100, 1.0, 0.0))
+
+
+# -------------------------------------------------------------------- maximizer
+def test_maximize_acquisition_finds_quadratic_peak() -> None:
+    c = np.array([0.31, 0.72, 0.55])
+
+    def acq(X: np.ndarray) -> np.ndarray:
+        return -np.sum((X - c) ** 2, axis=1)
+
+    x, val = maximize_acquisition(acq, 3, np.random.default_rng(0))
+    assert x.shape == (3,)
+    np.testing.assert_allclose(x, c, atol=1e-3)
+    assert val == pytest.approx(float(acq(x[None, :])[0]))
+    assert val > -1e-6
+
+
+def test_maximize_acquisition_respects_bounds() -> None:
+    c = np.array([1.4, -0.3])  # outside the cube: optimum is the projection (1, 0)
+
+    def acq(X: np.ndarray) -> np.ndarray:
+        return -np.sum((X - c) ** 2, axis=1)
+
+    x, _ = maximize_acquisition(acq, 2, np.random.default_rng(1), n_candidates=64)
+    assert np.all((x >= 0.0) & (x <= 1.0))
+    np.testing.assert_allclose(x, [1.0, 0.0], atol=1e-6)
+
+
+def test_maximize_acquisition_is_deterministic_and_beats_sobol_only() -> None:
+    def acq(
+        X: np.ndarray,
+    ) -> np.ndarray:  # multimodal, max at x ~ 0.15 in each coordinate
+        return np.sum(np.sin(10.0 * X) * np.exp(-X), axis=1)
+
+    a = maximize_acquisition(acq, 2, np.random.default_rng(3), n_candidates=100)
+    b = maximize_acquisition(acq, 2, np.random.default_rng(3), n_candidates=100)
+    np.testing.assert_array_equal(a[0], b[0])
+    assert a[1] == b[1]
+    x0, v0 = maximize_acquisition(
+        acq, 2, np.random.default_rng(3), n_candidates=100, n_local_starts=0
+    )
+    assert a[1] >= v0
+    # the Sobol-only answer is one of the candidates and slightly worse than the refined one
+    assert a[1] - v0 > 0.0
+    # 1-D optimum of sin(10 x) exp(-x): 10 cos(10x) = sin(10x) -> x = atan(10)/10
+    np.testing.assert_allclose(a[0], math.atan(10.0) / 10.0, atol=1e-4)
+
+
+def test_maximize_acquisition_handles_non_finite_values() -> None:
+    def acq(
+        X: np.ndarray,
+    ) -> np.ndarray:  # -inf (like log EI with no improvement) off-peak
+        out = np.full(X.shape[0], -np.inf)
+        inside = X[:, 0] < 0.5
+        out[inside] = -((X[inside, 0] - 0.2) ** 2)
+        out[np.isclose(X[:, 0], 0.9)] = np.nan
+        return out
+
+    x, val = maximize_acquisition(acq, 1, np.random.default_rng(4), n_candidates=32)
+    assert np.isfinite(val)
+    np.testing.assert_allclose(x, [0.2], atol=1e-3)
+
+
+def test_maximize_acquisition_validates_inputs() -> None:
+    rng = np.random.default_rng(0)
+    with pytest.raises(ValueError, match="acquisition must return shape"):
+        maximize_acquisition(lambda X: np.zeros((X.shape[0], 1)), 2, rng)
+    with pytest.raises(ValueError, match="dim"):
+        maximize_acquisition(lambda X: X[:, 0], 0, rng)
+    with pytest.raises(ValueError, match="n_candidates"):
+        maximize_acquisition(lambda X: X[:, 0], 2, rng, n_candidates=0)

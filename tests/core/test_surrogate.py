@@ -1,0 +1,387 @@
+"""Tests for ensemble_bo.core.surrogate (GP with Matern-5/2 ARD kernel, ML-II)."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+from scipy.optimize import approx_fprime, check_grad
+from sklearn.gaussian_process import GaussianProcessRegressor
+from sklearn.gaussian_process.kernels import ConstantKernel, Matern, WhiteKernel
+
+from ensemble_bo.core.surrogate import (
+    CholeskyError,
+    GaussianProcess,
+    GPHyperparameters,
+    _cholesky_with_jitter,
+    matern52,
+)
+
+
+def _toy_data(n: int = 25, d: int = 3, seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
+    rng = np.random.default_rng(seed)
+    X = rng.uniform(size=(n, d))
+    y = np.sin(6.0 * X[:, 0]) + X[:, 1] ** 2 + 0.05 * rng.normal(size=n)
+    return X, y
+
+
+def _sample_gp(n: int, length_scale: float, seed: int) -> tuple[np.ndarray, np.ndarray]:
+    """One draw of a 1-D GP (amp 1, noise 1e-4) with a Matern-5/2 kernel at n points."""
+    rng = np.random.default_rng(seed)
+    X = rng.uniform(size=(n, 1))
+    K = matern52(X, X, [length_scale], 1.0) + 1e-4 * np.eye(n)
+    return X, np.linalg.cholesky(K) @ rng.normal(size=n)
+
+
+# --------------------------------------------------------------------------- kernel
+def test_matern52_hand_computed_pair() -> None:
+    x1 = np.array([[0.1, 0.5]])
+    x2 = np.array([[0.4, 0.1]])
+    ls, amp = np.array([0.5, 2.0]), 1.7
+    # r^2 = (0.3/0.5)^2 + (0.4/2)^2 = 0.36 + 0.04 = 0.4, r = 0.6324555...
+    # sqrt5 r = sqrt(2) = 1.4142136; 5/3 r^2 = 2/3
+    # k = 1.7 * (1 + 1.4142136 + 0.6666667) * exp(-1.4142136) = 1.7 * 3.0808802 * 0.2431167
+    #   = 1.7 * 0.7490135 = 1.2733230
+    expected = 1.7 * (1.0 + math.sqrt(2.0) + 2.0 / 3.0) * math.exp(-math.sqrt(2.0))
+    assert expected == pytest.approx(1.2733230, abs=1e-6)
+    k = matern52(x1, x2, ls, amp)
+    assert k.shape == (1, 1)
+    assert k[0, 0] == pytest.approx(expected, rel=1e-13)
+
+
+def test_matern52_matches_sklearn_and_is_symmetric() -> None:
+    rng = np.random.default_rng(3)
+    X1, X2 = rng.uniform(size=(7, 3)), rng.uniform(size=(5, 3))
+    ls = np.array([0.2, 0.7, 1.5])
+    ours = matern52(X1, X2, ls, 2.5)
+    ref = 2.5 * Matern(length_scale=ls, nu=2.5)(X1, X2)
+    assert ours.shape == (7, 5)
+    np.testing.assert_allclose(ours, ref, rtol=1e-12, atol=1e-14)
+    K = matern52(X1, X1, ls, 2.5)
+    np.testing.assert_allclose(K, K.T, rtol=0, atol=0)
+    np.testing.assert_allclose(np.diag(K), 2.5, rtol=1e-15)
+
+
+# ------------------------------------------------------------ posterior vs sklearn
+@pytest.mark.parametrize("y_scale, y_shift", [(1.0, 0.0), (37.0, -5.0)])
+def test_condition_matches_sklearn(y_scale: float, y_shift: float) -> None:
+    """condition() equals sklearn's GPR for the same, fixed hyperparameters.
+
+    Our model lives in standardized units: ys = (y - m) / s with m = mean(y), s = std(y),
+        ys = mu + f_s + eps,  f_s ~ GP(0, amp * Matern52(ls)),  eps ~ N(0, noise).
+    In original units y = m + s * ys, so y = (m + s * mu) + f + e with
+        f ~ GP(0, s^2 * amp * Matern52(ls)),  e ~ N(0, s^2 * noise).
+    sklearn (normalize_y=False, zero prior mean, alpha=0) therefore gets
+        kernel = ConstantKernel(s^2 amp) * Matern(ls, nu=2.5) + WhiteKernel(s^2 noise)
+    fitted on y - (m + s * mu); its predictive mean plus (m + s * mu) is our latent mean.
+    sklearn's predictive variance includes WhiteKernel.diag = s^2 noise, so our latent
+    variance is sklearn_std^2 - s^2 * noise. The log marginal likelihoods differ by the
+    Jacobian of the standardization: LML_orig = LML_std - n log s.
+    """
+    X, y = _toy_data(n=30, d=3, seed=1)
+    y = y_shift + y_scale * y
+    hp = GPHyperparameters(
+        amplitude=1.3, length_scales=np.array([0.3, 0.6, 2.0]), noise=1e-3, mean=0.4
+    )
+    gp = GaussianProcess().condition(X, y, hp)
+    m, s = float(np.mean(y)), float(np.std(y))
+    assert gp.y_mean == pytest.approx(m)
+    assert gp.y_std == pytest.approx(s)
+    prior_mean = m + s * hp.mean
+
+    kernel = ConstantKernel(s**2 * hp.amplitude) * Matern(
+        length_scale=hp.length_scales, nu=2.5
+    ) + WhiteKernel(s**2 * hp.noise)
+    sk = GaussianProcessRegressor(
+        kernel=kernel, alpha=0.0, optimizer=None, normalize_y=False
+    )
+    sk.fit(X, y - prior_mean)
+
+    Xt = np.vstack([np.random.default_rng(2).uniform(size=(40, 3)), X[:5]])
+    mu, sd = gp.predict(Xt)
+    sk_mu, sk_sd = sk.predict(Xt, return_std=True)
+    np.testing.assert_allclose(mu, sk_mu + prior_mean, rtol=1e-9, atol=1e-9 * y_scale)
+    sk_latent_var = sk_sd**2 - s**2 * hp.noise
+    np.testing.assert_allclose(sd**2, sk_latent_var, rtol=1e-7, atol=1e-10 * y_scale**2)
+
+    n = len(y)
+    assert gp.log_marginal_likelihood() - n * math.log(s) == pytest.approx(
+        sk.log_marginal_likelihood_value_, rel=1e-10
+    )
+    assert gp.hyperparameters == hp
+
+
+def test_predict_shapes_and_interpolation() -> None:
+    X, y = _toy_data(n=20, d=2)
+    gp = GaussianProcess().condition(
+        X,
+        y,
+        GPHyperparameters(
+            amplitude=1.0, length_scales=[0.3, 0.3], noise=1e-8, mean=0.0
+        ),
+    )
+    mu, sd = gp.predict(X)
+    assert mu.shape == (20,) and sd.shape == (20,)
+    # near-noiseless GP interpolates the data and is (almost) certain there
+    np.testing.assert_allclose(mu, y, atol=1e-4)
+    assert np.all(sd < 1e-3 * gp.y_std)
+    far_mu, far_sd = gp.predict(np.array([[5.0, 5.0]]))
+    # far from the data: prior mean and prior std (in original units)
+    assert far_mu[0] == pytest.approx(gp.y_mean, abs=1e-9)
+    assert far_sd[0] == pytest.approx(gp.y_std, rel=1e-9)
+
+
+# ------------------------------------------------------------------ ML-II gradient
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_lml_gradient_matches_finite_differences(seed: int) -> None:
+    X, y = _toy_data(n=25, d=3, seed=seed)
+    gp = GaussianProcess().condition(
+        X,
+        y,
+        GPHyperparameters(amplitude=1.0, length_scales=[0.5] * 3, noise=1e-2, mean=0.0),
+    )
+    rng = np.random.default_rng(seed)
+    theta = np.concatenate(
+        [
+            rng.normal(0.0, 0.5, 1),
+            np.log(rng.uniform(0.1, 1.0, 3)),
+            [math.log(rng.uniform(1e-3, 1e-1))],
+            rng.normal(0.0, 0.5, 1),
+        ]
+    )
+    value, grad = gp.log_marginal_likelihood(theta, eval_gradient=True)
+    assert value == pytest.approx(gp.log_marginal_likelihood(theta), rel=1e-12)
+    assert grad.shape == (3 + 3,)
+
+    def f(t: np.ndarray) -> float:
+        return gp.log_marginal_likelihood(t)
+
+    def g(t: np.ndarray) -> np.ndarray:
+        return gp.log_marginal_likelihood(t, eval_gradient=True)[1]
+
+    err = check_grad(f, g, theta, epsilon=1e-6)
+    assert err < 1e-5 * max(1.0, np.linalg.norm(grad))
+    # central differences, component-wise
+    h = 1e-5
+    fd = np.array(
+        [(f(theta + h * e) - f(theta - h * e)) / (2 * h) for e in np.eye(theta.size)]
+    )
+    np.testing.assert_allclose(grad, fd, rtol=1e-5, atol=1e-6)
+
+
+def test_lml_gradient_at_fitted_optimum_is_small_for_interior_parameters() -> None:
+    X, y = _toy_data(n=30, d=2, seed=4)
+    gp = GaussianProcess(n_restarts=3, seed=0).fit(X, y)
+    theta = gp.hyperparameters.theta
+    _, grad = gp.log_marginal_likelihood(theta, eval_gradient=True)
+    fd = approx_fprime(theta, lambda t: gp.log_marginal_likelihood(t), 1e-7)
+    np.testing.assert_allclose(grad, fd, rtol=1e-3, atol=1e-3)
+    lo, hi = np.log(1e-2), np.log(1e1)
+    interior = (theta[1:3] > lo + 1e-3) & (theta[1:3] < hi - 1e-3)
+    assert np.all(np.abs(grad[1:3][interior]) < 1e-2)
+
+
+# ------------------------------------------------------------------------- ML-II
+def test_ml2_recovers_length_scale() -> None:
+    """Data from a 1-D GP with l = 0.2 (60 points): ML-II estimates l within a factor 1.5.
+
+    One sample path is a noisy estimate, so take the median over 5 draws and require each
+    single draw within a factor 2.
+    """
+    estimates = []
+    for seed in range(5):
+        X, y = _sample_gp(60, 0.2, seed)
+        gp = GaussianProcess(n_restarts=3, seed=0).fit(X, y)
+        estimates.append(gp.hyperparameters.length_scales[0])
+    estimates = np.array(estimates)
+    assert 0.2 / 1.5 < np.median(estimates) < 0.2 * 1.5
+    assert np.all((estimates > 0.2 / 2) & (estimates < 0.2 * 2))
+
+
+def test_fit_finds_same_optimum_as_many_restarts() -> None:
+    X, y = _sample_gp(60, 0.2, 0)
+    few = GaussianProcess(n_restarts=3, seed=0).fit(X, y)
+    many = GaussianProcess(n_restarts=30, seed=1).fit(X, y)
+    assert few.log_marginal_likelihood() == pytest.approx(
+        many.log_marginal_likelihood(), abs=1e-4
+    )
+    # ... and ML-II is at least as good as the data-generating hyperparameters
+    true_theta = GPHyperparameters(
+        amplitude=1.0 / np.std(y) ** 2,
+        length_scales=[0.2],
+        noise=1e-4 / np.std(y) ** 2,
+        mean=-np.mean(y) / np.std(y),
+    ).theta
+    assert few.log_marginal_likelihood() >= few.log_marginal_likelihood(true_theta)
+
+
+def test_ard_switches_off_irrelevant_dimension() -> None:
+    rng = np.random.default_rng(5)
+    X = rng.uniform(size=(50, 2))
+    y = np.sin(8.0 * X[:, 0])  # dimension 1 is irrelevant
+    ls = GaussianProcess(seed=0).fit(X, y).hyperparameters.length_scales
+    assert ls[1] > 10 * ls[0]
+
+
+def test_fit_is_deterministic_for_seed_and_warm_starts() -> None:
+    X, y = _toy_data(n=30, d=3, seed=6)
+    a = GaussianProcess(seed=7).fit(X, y)
+    b = GaussianProcess(seed=7).fit(X, y)
+    assert a.hyperparameters == b.hyperparameters
+    np.testing.assert_array_equal(a.predict(X)[0], b.predict(X)[0])
+    # refitting warm-starts from the previous optimum: no worse than the first fit
+    lml_first = a.log_marginal_likelihood()
+    a.fit(X, y)
+    assert a.log_marginal_likelihood() >= lml_first - 1e-8
+    # a new d discards the warm start instead of failing
+    a.fit(X[:, :2], y)
+    assert a.hyperparameters.length_scales.shape == (2,)
+
+
+def test_fit_is_equivariant_to_affine_y_transforms() -> None:
+    X, y = _toy_data(n=30, d=2, seed=8)
+    Xt = np.random.default_rng(9).uniform(size=(10, 2))
+    mu, sd = GaussianProcess(seed=0).fit(X, y).predict(Xt)
+    for scale, shift in [(1e8, 3e8), (1e-8, -2e-8)]:
+        mu2, sd2 = GaussianProcess(seed=0).fit(X, scale * y + shift).predict(Xt)
+        np.testing.assert_allclose(mu2, scale * mu + shift, rtol=1e-6)
+        np.testing.assert_allclose(sd2, scale * sd, rtol=1e-5)
+
+
+# -------------------------------------------------------------------- robustness
+def _assert_finite_predictions(
+    gp: GaussianProcess, d: int
+) -> tuple[np.ndarray, np.ndarray]:
+    Xt = np.random.default_rng(0).uniform(size=(17, d))
+    mu, sd = gp.predict(Xt)
+    assert mu.shape == (17,) and sd.shape == (17,)
+    assert np.all(np.isfinite(mu)) and np.all(np.isfinite(sd)) and np.all(sd >= 0)
+    return mu, sd
+
+
+def test_single_point() -> None:
+    gp = GaussianProcess().fit(np.array([[0.3, 0.4]]), np.array([2.5]))
+    mu, sd = _assert_finite_predictions(gp, 2)
+    # with no variation to learn from, the GP stays at the observation with prior spread
+    np.testing.assert_allclose(gp.predict(np.array([[0.3, 0.4]]))[0], [2.5], atol=1e-3)
+    assert np.all(sd > 0.1)
+
+
+def test_two_points() -> None:
+    X = np.array([[0.1], [0.9]])
+    gp = GaussianProcess().fit(X, np.array([1.0, 3.0]))
+    mu, _ = _assert_finite_predictions(gp, 1)
+    assert np.all((mu > 0.0) & (mu < 4.0))
+
+
+def test_duplicate_points() -> None:
+    X = np.array([[0.2, 0.2], [0.2, 0.2], [0.2, 0.2], [0.7, 0.1], [0.5, 0.9]])
+    y = np.array([1.0, 1.2, 0.8, 3.0, 2.0])
+    gp = GaussianProcess().fit(X, y)
+    _assert_finite_predictions(gp, 2)
+    # the repeated point's prediction is pulled to the average of its observations
+    assert gp.predict(X[:1])[0][0] == pytest.approx(1.0, abs=0.15)
+    # exact duplicates with noise ~ 0 need the jitter path
+    gp2 = GaussianProcess().condition(
+        X,
+        y,
+        GPHyperparameters(amplitude=1.0, length_scales=[0.3, 0.3], noise=0.0, mean=0.0),
+    )
+    _assert_finite_predictions(gp2, 2)
+
+
+def test_constant_y() -> None:
+    X = np.random.default_rng(1).uniform(size=(8, 3))
+    y = np.full(8, 0.1)  # np.std gives ~1e-17 here, not 0
+    gp = GaussianProcess().fit(X, y)
+    assert gp.y_std == 1.0
+    mu, _ = _assert_finite_predictions(gp, 3)
+    np.testing.assert_allclose(mu, 0.1, atol=1e-9)
+
+
+@pytest.mark.parametrize("scale", [1e8, 1e-8])
+def test_extreme_y_scales(scale: float) -> None:
+    X, y = _toy_data(n=20, d=2, seed=2)
+    gp = GaussianProcess().fit(X, scale * y)
+    mu, sd = _assert_finite_predictions(gp, 2)
+    assert np.max(np.abs(mu)) < 10 * scale
+    assert gp.y_std == pytest.approx(scale * np.std(y))
+
+
+@pytest.mark.parametrize(
+    "X, y, match",
+    [
+        (np.zeros(5), np.zeros(5), "X must be a 2-D"),
+        (np.zeros((2, 3, 1)), np.zeros(2), "X must be a 2-D"),
+        (np.zeros((0, 2)), np.zeros(0), "at least one row"),
+        (np.zeros((3, 0)), np.zeros(3), "at least one column"),
+        (np.zeros((4, 2)), np.zeros(3), "y length mismatch"),
+        (np.zeros((4, 2)), np.zeros((4, 1)), "y must be a 1-D"),
+        (np.array([[0.1, np.nan], [0.2, 0.3]]), np.zeros(2), "X contains NaN or inf"),
+        (np.array([[0.1, np.inf], [0.2, 0.3]]), np.zeros(2), "X contains NaN or inf"),
+        (np.zeros((2, 2)), np.array([1.0, np.nan]), "y contains NaN or inf"),
+        (np.zeros((2, 2)), np.array([1.0, -np.inf]), "y contains NaN or inf"),
+    ],
+)
+def test_bad_inputs_raise(X: np.ndarray, y: np.ndarray, match: str) -> None:
+    with pytest.raises(ValueError, match=match):
+        GaussianProcess().fit(X, y)
+    hp = GPHyperparameters(amplitude=1.0, length_scales=[0.5], noise=1e-3, mean=0.0)
+    with pytest.raises(ValueError, match=match):
+        GaussianProcess().condition(X, y, hp)
+
+
+def test_bad_predict_and_hyperparameter_inputs_raise() -> None:
+    with pytest.raises(RuntimeError, match="not fitted"):
+        GaussianProcess().predict(np.zeros((1, 2)))
+    X, y = _toy_data(n=10, d=2)
+    gp = GaussianProcess().fit(X, y)
+    with pytest.raises(ValueError, match="d=3 columns"):
+        gp.predict(np.zeros((1, 3)))
+    with pytest.raises(ValueError, match="X contains NaN"):
+        gp.predict(np.array([[np.nan, 0.1]]))
+    with pytest.raises(ValueError, match="2 length scales"):
+        GaussianProcess().condition(
+            np.zeros((3, 3)),
+            np.zeros(3),
+            GPHyperparameters(
+                amplitude=1.0, length_scales=[0.5, 0.5], noise=1e-3, mean=0.0
+            ),
+        )
+    with pytest.raises(ValueError, match="theta must have length"):
+        gp.log_marginal_likelihood(np.zeros(3))
+    with pytest.raises(ValueError, match="amplitude"):
+        GPHyperparameters(amplitude=-1.0, length_scales=[0.5], noise=1e-3, mean=0.0)
+    with pytest.raises(ValueError, match="length_scales"):
+        GPHyperparameters(amplitude=1.0, length_scales=[0.0], noise=1e-3, mean=0.0)
+    with pytest.raises(ValueError, match="noise"):
+        GPHyperparameters(amplitude=1.0, length_scales=[0.5], noise=np.nan, mean=0.0)
+    with pytest.raises(ValueError, match="n_restarts"):
+        GaussianProcess(n_restarts=-1)
+
+
+def test_cholesky_jitter_escalation_and_error() -> None:
+    assert issubclass(CholeskyError, np.linalg.LinAlgError)
+    # singular PSD matrix: succeeds once jitter is added, and stays close to K
+    K = np.ones((3, 3))
+    L = _cholesky_with_jitter(K)
+    np.testing.assert_allclose(L @ L.T, K, atol=1e-6)
+    assert np.allclose(L, np.tril(L))
+    # indefinite matrix (eigenvalues -1 and 3): no small jitter can fix it
+    with pytest.raises(CholeskyError, match="not positive definite"):
+        _cholesky_with_jitter(np.array([[1.0, 2.0], [2.0, 1.0]]))
+    with pytest.raises(CholeskyError, match="NaN or inf"):
+        _cholesky_with_jitter(np.array([[np.nan, 0.0], [0.0, 1.0]]))
+
+
+def test_hyperparameters_roundtrip_theta() -> None:
+    hp = GPHyperparameters(
+        amplitude=2.0, length_scales=[0.1, 3.0], noise=1e-4, mean=-0.3
+    )
+    back = GPHyperparameters.from_theta(hp.theta)
+    assert back.amplitude == pytest.approx(2.0)
+    np.testing.assert_allclose(back.length_scales, [0.1, 3.0])
+    assert back.noise == pytest.approx(1e-4)
+    assert back.mean == -0.3
+    assert not hp.length_scales.flags.writeable
