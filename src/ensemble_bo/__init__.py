@@ -1,4 +1,3 @@
-"""Ensemble BO
-"""
+"""Ensemble BO"""
 
 __version__ = "0.1"

@@ -25,8 +25,13 @@ SPACE = SearchSpace.from_dict(SPECS)
     activation=st.sampled_from(["relu", "tanh", "logistic"]),
 )
 def test_encode_decode_round_trip(depth, leaf, fraction, rate, activation):
-    config = {"depth": depth, "leaf": leaf, "fraction": fraction, "rate": rate,
-              "activation": activation}
+    config = {
+        "depth": depth,
+        "leaf": leaf,
+        "fraction": fraction,
+        "rate": rate,
+        "activation": activation,
+    }
     point = SPACE.encode(config)
     assert point.shape == (5,)
     assert np.all((point >= 0) & (point <= 1))
@@ -62,15 +67,23 @@ def test_int_bins_have_equal_width():
 
 
 def test_log_scale_midpoint_is_geometric_mean():
-    space = SearchSpace.from_dict({"rate": {"type": "float", "low": 1e-4, "high": 1.0, "log": True}})
+    space = SearchSpace.from_dict(
+        {"rate": {"type": "float", "low": 1e-4, "high": 1.0, "log": True}}
+    )
     assert math.isclose(space.decode(np.array([0.5]))["rate"], 1e-2, rel_tol=1e-12)
 
 
 @pytest.mark.parametrize(
     ("spec", "message"),
     [
-        ({"type": "float", "low": 2.0, "high": 1.0}, "low=2.0 is greater than high=1.0"),
-        ({"type": "float", "low": 0.0, "high": 1.0, "log": True}, "log scale needs low > 0"),
+        (
+            {"type": "float", "low": 2.0, "high": 1.0},
+            "low=2.0 is greater than high=1.0",
+        ),
+        (
+            {"type": "float", "low": 0.0, "high": 1.0, "log": True},
+            "log scale needs low > 0",
+        ),
         ({"type": "int", "low": 1.5, "high": 4}, "int bounds must be integers"),
         ({"type": "categorical", "choices": []}, "empty choice list"),
         ({"type": "gaussian", "low": 0, "high": 1}, "unknown type 'gaussian'"),

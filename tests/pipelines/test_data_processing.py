@@ -4,7 +4,10 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from ensemble_bo.pipelines.data_processing.nodes import make_model_input, validate_and_split
+from ensemble_bo.pipelines.data_processing.nodes import (
+    make_model_input,
+    validate_and_split,
+)
 
 RAW = Path(__file__).resolve().parents[2] / "data" / "01_raw"
 OPTIONS = {"target": "target", "task": "auto", "test_size": 0.33, "n_folds": 5}
@@ -27,7 +30,9 @@ def test_concrete_is_split_standardized_and_folded():
     y = model_input["model_input_target"]
     assert y.mean() == pytest.approx(0.0, abs=1e-12) and y.std() == pytest.approx(1.0)
     scaling = model_input["target_scaling"]
-    np.testing.assert_allclose(y * scaling["std"] + scaling["mean"], parts["train_target"])
+    np.testing.assert_allclose(
+        y * scaling["std"] + scaling["mean"], parts["train_target"]
+    )
     folds = model_input["cv_folds"]
     assert sorted(np.unique(folds)) == [0, 1, 2, 3, 4]
     assert np.bincount(folds).min() >= 690 // 5
@@ -38,10 +43,17 @@ def test_categoricals_are_one_hot_encoded():
     parts = split(raw, "auto_mpg")
     assert parts["dataset_info"]["categorical_columns"] == ["origin"]
     model_input = make_model_input(
-        parts["train_features"], parts["train_target"], parts["dataset_info"], OPTIONS, 0
+        parts["train_features"],
+        parts["train_target"],
+        parts["dataset_info"],
+        OPTIONS,
+        0,
     )
     # 6 numeric columns + one column per origin (american, european, japanese)
-    assert model_input["model_input_features"].shape == (len(parts["train_features"]), 9)
+    assert model_input["model_input_features"].shape == (
+        len(parts["train_features"]),
+        9,
+    )
 
 
 def test_same_seed_same_split_other_seed_other_split():
@@ -66,40 +78,57 @@ def regression_frame(n=60):
 
 
 def test_missing_target_column_is_named():
-    with pytest.raises(ValueError, match=r"toy: target column 'price' not found; columns are \['x', 'target'\]"):
+    with pytest.raises(
+        ValueError,
+        match=r"toy: target column 'price' not found; columns are \['x', 'target'\]",
+    ):
         split(regression_frame(), target="price")
 
 
 def test_non_numeric_regression_target_is_named():
     data = regression_frame().astype({"target": object})
     data.loc[4, "target"] = "n/a"
-    with pytest.raises(ValueError, match=r"numeric target, but column 'target' has dtype object \(e.g. value 'n/a'\)"):
+    with pytest.raises(
+        ValueError,
+        match=r"numeric target, but column 'target' has dtype object \(e.g. value 'n/a'\)",
+    ):
         split(data, task="regression")
 
 
 def test_nan_in_target_is_named():
     data = regression_frame()
     data.loc[[7, 9], "target"] = np.nan
-    with pytest.raises(ValueError, match=r"'target' has 2 missing value\(s\), first at row\(s\) \[7, 9\]"):
+    with pytest.raises(
+        ValueError,
+        match=r"'target' has 2 missing value\(s\), first at row\(s\) \[7, 9\]",
+    ):
         split(data)
 
 
 def test_too_few_rows_for_the_folds():
-    with pytest.raises(ValueError, match="12 rows leave 8 for training .* too few for 5 folds"):
+    with pytest.raises(
+        ValueError, match="12 rows leave 8 for training .* too few for 5 folds"
+    ):
         split(regression_frame(12))
 
 
 def test_class_smaller_than_the_folds():
     data = pd.DataFrame({"x": np.arange(40.0), "target": ["a"] * 35 + ["b"] * 5})
-    with pytest.raises(ValueError, match="class 'b' of 'target' has only 5 rows, too few for 5 stratified folds"):
+    with pytest.raises(
+        ValueError,
+        match="class 'b' of 'target' has only 5 rows, too few for 5 stratified folds",
+    ):
         split(data)
 
 
-@pytest.mark.parametrize(("options", "message"), [
-    ({"test_size": 1.5}, "test_size must be in \\(0, 1\\), got 1.5"),
-    ({"n_folds": 1}, "n_folds must be an integer >= 2, got 1"),
-    ({"task": "ranking"}, "unknown task 'ranking'"),
-])
+@pytest.mark.parametrize(
+    ("options", "message"),
+    [
+        ({"test_size": 1.5}, "test_size must be in \\(0, 1\\), got 1.5"),
+        ({"n_folds": 1}, "n_folds must be an integer >= 2, got 1"),
+        ({"task": "ranking"}, "unknown task 'ranking'"),
+    ],
+)
 def test_bad_options_are_named(options, message):
     with pytest.raises(ValueError, match=message):
         split(regression_frame(), **options)
@@ -108,5 +137,13 @@ def test_bad_options_are_named(options, message):
 def test_constant_regression_target():
     data = regression_frame().assign(target=3.0)
     parts = split(data, task="regression")
-    with pytest.raises(ValueError, match="target 'target' is constant on the training part"):
-        make_model_input(parts["train_features"], parts["train_target"], parts["dataset_info"], OPTIONS, 0)
+    with pytest.raises(
+        ValueError, match="target 'target' is constant on the training part"
+    ):
+        make_model_input(
+            parts["train_features"],
+            parts["train_target"],
+            parts["dataset_info"],
+            OPTIONS,
+            0,
+        )

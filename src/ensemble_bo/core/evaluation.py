@@ -50,5 +50,9 @@ class CrossValidationEvaluator:
             if not np.all(np.isfinite(predictions)):
                 raise ValueError("the model predicted NaN or infinite values")
         except Exception as error:  # noqa: BLE001 - any training failure is a failed trial
-            return TrialResult(None, time.perf_counter() - start, f"{type(error).__name__}: {error}")
-        return TrialResult(np.asarray(predictions, dtype=float), time.perf_counter() - start)
+            return TrialResult(
+                None, time.perf_counter() - start, f"{type(error).__name__}: {error}"
+            )
+        return TrialResult(
+            np.asarray(predictions, dtype=float), time.perf_counter() - start
+        )

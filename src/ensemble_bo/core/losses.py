@@ -35,7 +35,9 @@ def fold_weights(fold_ids: np.ndarray) -> np.ndarray:
     folds this is the plain mean.
     """
     fold_ids = np.asarray(fold_ids)
-    folds, inverse, counts = np.unique(fold_ids, return_inverse=True, return_counts=True)
+    folds, inverse, counts = np.unique(
+        fold_ids, return_inverse=True, return_counts=True
+    )
     return 1.0 / (len(folds) * counts[inverse])
 
 

@@ -44,7 +44,9 @@ class Pool:
     def __len__(self) -> int:
         return len(self.configs)
 
-    def add(self, config: dict[str, Any], encoded: np.ndarray, result: TrialResult) -> int:
+    def add(
+        self, config: dict[str, Any], encoded: np.ndarray, result: TrialResult
+    ) -> int:
         """Append one trial; returns its index."""
         index = len(self)
         if result.ok:

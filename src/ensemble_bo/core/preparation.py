@@ -131,7 +131,13 @@ def make_feature_encoder(categorical: list[str]) -> ColumnTransformer:
     Unknown categories at prediction time become all-zero rows instead of errors.
     """
     return ColumnTransformer(
-        [("one_hot", OneHotEncoder(handle_unknown="ignore", sparse_output=False), categorical)],
+        [
+            (
+                "one_hot",
+                OneHotEncoder(handle_unknown="ignore", sparse_output=False),
+                categorical,
+            )
+        ],
         remainder="passthrough",
         verbose_feature_names_out=False,
     )

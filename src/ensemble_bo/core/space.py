@@ -114,8 +114,10 @@ class CategoricalParameter:
         return (self.choices.index(value) + 0.5) / len(self.choices)
 
     def decode(self, unit: float) -> Any:
-        index = min(int(float(np.clip(unit, 0.0, 1.0)) * len(self.choices)),
-                    len(self.choices) - 1)
+        index = min(
+            int(float(np.clip(unit, 0.0, 1.0)) * len(self.choices)),
+            len(self.choices) - 1,
+        )
         return self.choices[index]
 
 
@@ -130,14 +132,20 @@ def parameter_from_spec(name: str, spec: Mapping[str, Any]) -> Parameter:
     if kind == "categorical":
         choices = spec.get("choices")
         if not isinstance(choices, Sequence) or isinstance(choices, str):
-            raise ValueError(f"parameter {name!r}: 'choices' must be a list, got {choices!r}")
+            raise ValueError(
+                f"parameter {name!r}: 'choices' must be a list, got {choices!r}"
+            )
         return CategoricalParameter(name, tuple(choices))
     if kind in _NUMERIC_TYPES:
         missing = [key for key in ("low", "high") if key not in spec]
         if missing:
             raise ValueError(f"parameter {name!r}: missing {', '.join(missing)}")
         return NumericParameter(
-            name, kind, float(spec["low"]), float(spec["high"]), bool(spec.get("log", False))
+            name,
+            kind,
+            float(spec["low"]),
+            float(spec["high"]),
+            bool(spec.get("log", False)),
         )
     raise ValueError(
         f"parameter {name!r}: unknown type {kind!r} (expected float, int or categorical)"
@@ -171,7 +179,9 @@ class SearchSpace:
         """Configuration -> point of shape (d,) in [0, 1]^d."""
         unknown = set(config) - set(self.names)
         if unknown:
-            raise ValueError(f"unknown parameters {sorted(unknown)}; space has {self.names}")
+            raise ValueError(
+                f"unknown parameters {sorted(unknown)}; space has {self.names}"
+            )
         missing = [name for name in self.names if name not in config]
         if missing:
             raise ValueError(f"configuration lacks parameters {missing}")
@@ -181,5 +191,10 @@ class SearchSpace:
         """Point of shape (d,) in [0, 1]^d -> configuration."""
         unit_point = np.asarray(unit_point, dtype=float)
         if unit_point.shape != (self.dim,):
-            raise ValueError(f"expected a point of shape ({self.dim},), got {unit_point.shape}")
-        return {p.name: p.decode(u) for p, u in zip(self.parameters, unit_point, strict=True)}
+            raise ValueError(
+                f"expected a point of shape ({self.dim},), got {unit_point.shape}"
+            )
+        return {
+            p.name: p.decode(u)
+            for p, u in zip(self.parameters, unit_point, strict=True)
+        }

@@ -16,7 +16,9 @@ MODEL_FACTORIES: dict[str, Callable[[dict[str, Any], int], BaseEstimator]] = {
 }
 
 
-def make_model(algorithm: str, params: dict[str, Any], random_state: int) -> BaseEstimator:
+def make_model(
+    algorithm: str, params: dict[str, Any], random_state: int
+) -> BaseEstimator:
     """An unfitted estimator of `algorithm` with hyperparameters `params`."""
     try:
         factory = MODEL_FACTORIES[algorithm]

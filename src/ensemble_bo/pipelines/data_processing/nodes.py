@@ -27,7 +27,12 @@ def validate_and_split(
     """
     target = options["target"]
     task = validate_dataset(
-        raw_dataset, target, options["task"], options["test_size"], options["n_folds"], dataset
+        raw_dataset,
+        target,
+        options["task"],
+        options["test_size"],
+        options["n_folds"],
+        dataset,
     )
     train_set, test_set = split_train_test(
         raw_dataset, target, task, options["test_size"], derive_seed(seed, "test split")

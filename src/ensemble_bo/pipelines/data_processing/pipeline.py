@@ -10,7 +10,12 @@ def create_pipeline(**kwargs) -> Pipeline:
         [
             Node(
                 validate_and_split,
-                inputs=["raw_dataset", "params:dataset", "params:data_processing", "params:seed"],
+                inputs=[
+                    "raw_dataset",
+                    "params:dataset",
+                    "params:data_processing",
+                    "params:seed",
+                ],
                 outputs={
                     name: name
                     for name in (
