@@ -1,0 +1,18 @@
+"""Project pipelines: each method runs on the output of data_processing."""
+
+from __future__ import annotations
+
+from kedro.pipeline import Pipeline
+
+from ensemble_bo.pipelines import data_processing, segor
+
+
+def register_pipelines() -> dict[str, Pipeline]:
+    """`kedro run --pipeline=NAME` for each method; the default is segor."""
+    preparation = data_processing.create_pipeline()
+    pipelines = {
+        "data_processing": preparation,
+        "segor": preparation + segor.create_pipeline(),
+    }
+    pipelines["__default__"] = pipelines["segor"]
+    return pipelines

@@ -1,0 +1,122 @@
+"""Nodes of the segor pipeline: search, refit and score, report."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import matplotlib.pyplot as plt
+import numpy as np
+import pandas as pd
+from sklearn.compose import TransformedTargetRegressor
+
+from ensemble_bo.core.estimator import build_regression_ensemble
+from ensemble_bo.core.evaluation import CrossValidationEvaluator
+from ensemble_bo.core.optimizer import GPEIOptimizer
+from ensemble_bo.core.seeding import derive_seed
+from ensemble_bo.core.space import SearchSpace
+from ensemble_bo.core.strategies import EnsembleSearchResult, SegorSearch
+from ensemble_bo.core.zoo import make_model
+from ensemble_bo.pipelines.progress import search_feedback
+from ensemble_bo.reporting import convergence_plot, ensemble_composition, trial_history
+
+# Sizing methods of SEGOR s.3.2 by their shorthand; only F exists so far.
+SIZE_METHODS = {"fixed": "fixed", "f": "fixed"}
+
+
+def search_ensemble(
+    features: np.ndarray,
+    target: np.ndarray,
+    cv_folds: np.ndarray,
+    dataset_info: dict[str, Any],
+    segor: dict[str, Any],
+    ensemble: dict[str, Any],
+    budget: int,
+    seed: int,
+) -> EnsembleSearchResult:
+    """Run SEGOR on the out-of-fold predictions of the training part."""
+    if dataset_info["task"] != "regression":
+        raise ValueError(
+            f"dataset {dataset_info['name']!r} is a {dataset_info['task']} task; the segor "
+            "pipeline builds regression ensembles (SEGO, for classification, is a "
+            "separate pipeline)"
+        )
+    size_method = str(ensemble["size_method"]).lower()
+    if size_method not in SIZE_METHODS:
+        raise ValueError(
+            f"ensemble.size_method={ensemble['size_method']!r} is not available; "
+            f"choose one of {sorted(SIZE_METHODS)}"
+        )
+    space = SearchSpace.from_dict(segor["search_space"])
+    optimizer = GPEIOptimizer(
+        space, seed=derive_seed(seed, "optimizer"), **segor["optimizer"]
+    )
+    evaluate = CrossValidationEvaluator(
+        segor["algorithm"],
+        features,
+        target,
+        cv_folds,
+        random_state=derive_seed(seed, "models"),
+    )
+    search = SegorSearch(
+        optimizer,
+        evaluate,
+        target,
+        cv_folds,
+        ensemble_size=ensemble["size"],
+        loss=ensemble["loss"],
+    )
+    with search_feedback(budget, f"segor on {dataset_info['name']}") as on_iteration:
+        return search.run(budget, callbacks=[on_iteration])
+
+
+def refit_and_score(
+    search_result: EnsembleSearchResult,
+    train_features: pd.DataFrame,
+    train_target: pd.Series,
+    test_features: pd.DataFrame,
+    test_target: pd.Series,
+    dataset_info: dict[str, Any],
+    target_scaling: dict[str, float],
+    segor: dict[str, Any],
+    seed: int,
+) -> tuple[TransformedTargetRegressor, dict[str, float]]:
+    """Refit the ensemble and the single best model on all non-test data and score both."""
+    pool = search_result.pool
+    model_seed = derive_seed(seed, "models")
+    weights = search_result.member_weights
+    ensemble_model = build_regression_ensemble(
+        [make_model(segor["algorithm"], pool.configs[i], model_seed) for i in weights],
+        list(weights.values()),
+        dataset_info["categorical_columns"],
+    )
+    best = search_result.best_single
+    single_model = build_regression_ensemble(
+        [make_model(segor["algorithm"], pool.configs[best], model_seed)],
+        [1.0],
+        dataset_info["categorical_columns"],
+    )
+
+    def standardized_test_mse(model: TransformedTargetRegressor) -> float:
+        # MSE of the standardized target (SEGOR s.4), scaled by the training part's std.
+        model.fit(train_features, train_target)
+        residuals = model.predict(test_features) - test_target.to_numpy()
+        return float(np.mean(np.square(residuals / target_scaling["std"])))
+
+    metrics = {
+        "test_mse_ensemble": standardized_test_mse(ensemble_model),
+        "test_mse_single_best": standardized_test_mse(single_model),
+        "ensemble_members_distinct": float(len(weights)),
+        "trials_failed": float((~pool.ok).sum()),
+    }
+    return ensemble_model, metrics
+
+
+def report_search(
+    search_result: EnsembleSearchResult, dataset_info: dict[str, Any]
+) -> tuple[pd.DataFrame, pd.DataFrame, plt.Figure]:
+    """Trial history, ensemble composition and convergence plot."""
+    return (
+        trial_history(search_result),
+        ensemble_composition(search_result),
+        convergence_plot(search_result, f"SEGOR on {dataset_info['name']}"),
+    )

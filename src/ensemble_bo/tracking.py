@@ -1,0 +1,250 @@
+"""The one place that talks to MLflow: a Kedro hook that makes each run an MLflow run.
+
+What it logs, and where, is configured in conf/base/mlflow.yml:
+
+- at the start: the pipeline's parameters, the git commit, the seed;
+- during the loop: every record of the `ensemble_bo.iterations` logger as
+  stepped metrics (see pipelines/progress.py);
+- after each node: the outputs named in `log_outputs`, each as params,
+  metrics, a CSV table, a figure or an MLflow sklearn model.
+
+A plain hook rather than kedro-mlflow: the live per-iteration metrics need a
+logging bridge of our own anyway (kedro-mlflow logs datasets when nodes end),
+and with that done by hand kedro-mlflow would only add a second configuration
+file and a second place that opens and closes runs.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import subprocess
+import tempfile
+from collections.abc import Iterator, Mapping
+from importlib.metadata import version
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlparse
+
+import mlflow
+import mlflow.sklearn
+import skops.io
+from kedro.framework.hooks import hook_impl
+
+from ensemble_bo.pipelines.progress import ITERATION_LOGGER
+
+logger = logging.getLogger(__name__)
+
+# MLflow accepts at most this many params per call and this many characters per value.
+_PARAMS_PER_BATCH = 100
+_MAX_PARAM_LENGTH = 6000
+# Packages the logged model needs to load elsewhere (`mlflow models predict`).
+_MODEL_REQUIREMENTS = ("scikit-learn", "numpy", "pandas", "scipy", "skops")
+
+
+def flatten(mapping: Mapping[str, Any], prefix: str = "") -> Iterator[tuple[str, Any]]:
+    """Nested mapping -> (dotted.key, leaf value) pairs."""
+    for key, value in mapping.items():
+        name = f"{prefix}{key}"
+        if isinstance(value, Mapping) and value:
+            yield from flatten(value, f"{name}.")
+        else:
+            yield name, value
+
+
+def resolve_tracking_uri(uri: str, project_path: Path) -> str:
+    """A relative SQLite path is taken relative to the project, not the cwd."""
+    prefix = "sqlite:///"
+    if uri.startswith(prefix):
+        path = Path(uri[len(prefix) :])
+        if not path.is_absolute():
+            return f"{prefix}{(project_path / path).resolve()}"
+    return uri
+
+
+def local_artifact_location(tracking_uri: str) -> str | None:
+    """Artifacts of a SQLite store live beside the database file; a server decides its own."""
+    if tracking_uri.startswith("sqlite:///"):
+        return (Path(urlparse(tracking_uri).path).parent / "mlartifacts").as_uri()
+    return None
+
+
+def git_commit(project_path: Path) -> str | None:
+    try:
+        completed = subprocess.run(
+            ["git", "rev-parse", "HEAD"],
+            cwd=project_path,
+            capture_output=True,
+            text=True,
+            check=True,
+            timeout=10,
+        )
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return completed.stdout.strip()
+
+
+class _IterationMetricsHandler(logging.Handler):
+    """Forwards iteration records to the active MLflow run as stepped metrics."""
+
+    def emit(self, record: logging.LogRecord) -> None:
+        metrics = getattr(record, "metrics", None)
+        if metrics:
+            try:
+                mlflow.log_metrics(metrics, step=int(record.step))
+            except Exception:  # noqa: BLE001 - a tracking hiccup must not kill the search
+                self.handleError(record)
+
+
+class MlflowTrackingHook:
+    """Opens one MLflow run per `kedro run` and logs into it."""
+
+    def __init__(self) -> None:
+        self._config: dict[str, Any] = {}
+        self._project_path = Path.cwd()
+        self._handler = _IterationMetricsHandler(level=logging.DEBUG)
+        self._kept_outputs: dict[str, Any] = {}
+        self._iteration_logger_state: tuple[int, bool] | None = None
+
+    @hook_impl
+    def after_context_created(self, context) -> None:
+        self._config = dict(context.config_loader["mlflow"])
+        self._project_path = Path(context.project_path)
+
+    @hook_impl
+    def before_pipeline_run(
+        self, run_params: dict[str, Any], pipeline, catalog
+    ) -> None:
+        tracking_uri = resolve_tracking_uri(
+            self._config["tracking_uri"], self._project_path
+        )
+        mlflow.set_tracking_uri(tracking_uri)
+        experiment_name = self._config["experiment_name"]
+        experiment = mlflow.get_experiment_by_name(experiment_name)
+        experiment_id = (
+            experiment.experiment_id
+            if experiment is not None
+            else mlflow.create_experiment(
+                experiment_name, artifact_location=local_artifact_location(tracking_uri)
+            )
+        )
+        parameters = {
+            name.removeprefix("params:"): catalog.load(name)
+            for name in sorted(pipeline.inputs())
+            if name.startswith("params:")
+        }
+        pipeline_name = run_params.get("pipeline_name") or (
+            ",".join(run_params.get("pipeline_names") or []) or "__default__"
+        )
+        tags = {"kedro.pipeline": pipeline_name, "kedro.version": version("kedro")}
+        commit = git_commit(self._project_path)
+        if commit:
+            tags["mlflow.source.git.commit"] = commit
+        run_name = "-".join(
+            str(part)
+            for part in (
+                pipeline_name,
+                parameters.get("dataset"),
+                parameters.get("seed"),
+            )
+            if part is not None
+        )
+        mlflow.start_run(experiment_id=experiment_id, run_name=run_name, tags=tags)
+        self._log_params(parameters)
+        logger.info(
+            "MLflow run %s in %s", mlflow.active_run().info.run_id, tracking_uri
+        )
+
+        # The iteration records are for MLflow, not for the console.
+        self._iteration_logger_state = (
+            ITERATION_LOGGER.level,
+            ITERATION_LOGGER.propagate,
+        )
+        ITERATION_LOGGER.setLevel(logging.DEBUG)
+        ITERATION_LOGGER.propagate = False
+        ITERATION_LOGGER.addHandler(self._handler)
+
+    @hook_impl
+    def after_node_run(self, node, outputs: dict[str, Any]) -> None:
+        if mlflow.active_run() is None:
+            return
+        rules = self._config.get("log_outputs") or {}
+        wanted_examples = {rule.get("input_example") for rule in rules.values()}
+        for name, data in outputs.items():
+            if name in wanted_examples:
+                self._kept_outputs[name] = data
+            if name in rules:
+                self._log_output(name, data, rules[name])
+
+    @hook_impl
+    def after_pipeline_run(self) -> None:
+        self._finish("FINISHED")
+
+    @hook_impl
+    def on_pipeline_error(self) -> None:
+        self._finish("FAILED")
+
+    def _finish(self, status: str) -> None:
+        ITERATION_LOGGER.removeHandler(self._handler)
+        if self._iteration_logger_state is not None:
+            level, propagate = self._iteration_logger_state
+            ITERATION_LOGGER.setLevel(level)
+            ITERATION_LOGGER.propagate = propagate
+            self._iteration_logger_state = None
+        self._kept_outputs.clear()
+        if mlflow.active_run() is not None:
+            mlflow.end_run(status=status)
+
+    def _log_params(self, parameters: Mapping[str, Any], prefix: str = "") -> None:
+        flat = [
+            (f"{prefix}{name}", str(value)[:_MAX_PARAM_LENGTH])
+            for name, value in flatten(parameters)
+        ]
+        for start in range(0, len(flat), _PARAMS_PER_BATCH):
+            mlflow.log_params(dict(flat[start : start + _PARAMS_PER_BATCH]))
+
+    def _log_output(self, name: str, data: Any, rule: Mapping[str, Any]) -> None:
+        kind = rule["as"]
+        if kind == "params":
+            self._log_params(data, prefix=f"{name}.")
+        elif kind == "metrics":
+            mlflow.log_metrics(
+                {
+                    key: float(value)
+                    for key, value in flatten(data)
+                    if math.isfinite(value)
+                }
+            )
+        elif kind == "table":
+            with tempfile.TemporaryDirectory() as directory:
+                path = Path(directory) / f"{name}.csv"
+                data.to_csv(path, index=False)
+                mlflow.log_artifact(str(path), artifact_path="tables")
+        elif kind == "figure":
+            mlflow.log_figure(data, f"plots/{name}.png")
+        elif kind == "model":
+            self._log_model(
+                name, data, self._kept_outputs.get(rule.get("input_example"))
+            )
+        else:
+            raise ValueError(
+                f"conf mlflow.yml: log_outputs.{name}.as={kind!r}; "
+                "expected params, metrics, table, figure or model"
+            )
+
+    def _log_model(self, name: str, estimator: Any, input_example: Any) -> None:
+        mlflow.sklearn.log_model(
+            sk_model=estimator,
+            name=name,
+            # skops refuses types it has not vetted (e.g. sklearn's tree storage).
+            # This estimator was built by this very run, so exactly its types are
+            # trusted when the model is loaded; anything else is still refused.
+            skops_trusted_types=skops.io.get_untrusted_types(
+                data=skops.io.dumps(estimator)
+            ),
+            # Pinned here instead of inferred: inference re-imports the model in a subprocess.
+            pip_requirements=[
+                f"{package}=={version(package)}" for package in _MODEL_REQUIREMENTS
+            ],
+            input_example=None if input_example is None else input_example.head(5),
+        )

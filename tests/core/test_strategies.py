@@ -1,0 +1,152 @@
+import math
+
+import numpy as np
+import pytest
+
+from ensemble_bo.core.optimizer import GPEIOptimizer
+from ensemble_bo.core.pool import TrialResult
+from ensemble_bo.core.space import SearchSpace
+from ensemble_bo.core.strategies import SegorSearch
+
+N_SAMPLES = 40
+RNG = np.random.default_rng(0)
+Y = RNG.normal(size=N_SAMPLES)
+FOLDS = np.arange(N_SAMPLES) % 5
+BASIS = RNG.normal(size=(3, N_SAMPLES))
+SPACE = SearchSpace.from_dict(
+    {
+        "a": {"type": "float", "low": 0.0, "high": 1.0},
+        "b": {"type": "float", "low": 0.0, "high": 1.0},
+    }
+)
+
+
+def synthetic_evaluator(config):
+    """Predictions that depend smoothly on (a, b); configurations with a > 0.85 fail."""
+    a, b = config["a"], config["b"]
+    if a > 0.85:
+        return TrialResult(None, 0.0, "ValueError: a too large")
+    predictions = (
+        Y
+        + (a - 0.3) * BASIS[0]
+        + (b - 0.6) * BASIS[1]
+        + 0.3 * np.sin(7 * a * b) * BASIS[2]
+    )
+    return TrialResult(predictions, 0.001)
+
+
+class RecordingOptimizer(GPEIOptimizer):
+    """Keeps every set of GP targets the strategy hands over."""
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.relabels = []
+
+    def relabel(self, values):
+        self.relabels.append(np.array(values))
+        super().relabel(values)
+
+
+def brute_force_loss(pool_predictions, member_indices):
+    prediction = np.mean(pool_predictions[member_indices], axis=0)
+    return np.mean([np.mean((prediction - Y)[FOLDS == k] ** 2) for k in range(5)])
+
+
+def test_segor_fixed_matches_a_brute_force_reading_of_algorithm_1():
+    size, budget = 4, 18
+    optimizer = RecordingOptimizer(
+        SPACE, seed=1, n_initial=6, gp_restarts=1, n_candidates=256
+    )
+    result = SegorSearch(
+        optimizer, synthetic_evaluator, Y, FOLDS, ensemble_size=size
+    ).run(budget)
+    predictions = result.pool.predictions
+    assert len(result.pool) == budget and len(result.history) == budget
+
+    slots = [None] * size
+    for i, record in enumerate(result.history):
+        j = i % size
+        assert record.slot == j
+        others = [s for k, s in enumerate(slots) if k != j and s is not None]
+        # GP targets of iteration i: L(E[j] <- h) for every h trained before it
+        expected_targets = [
+            brute_force_loss(predictions, [*others, h])
+            if result.pool.ok[h]
+            else math.nan
+            for h in range(i)
+        ]
+        np.testing.assert_allclose(optimizer.relabels[i], expected_targets, rtol=1e-10)
+        # slot j is refilled by the argmin over the whole pool, the new model included
+        candidates = [
+            (brute_force_loss(predictions, [*others, h]), h)
+            for h in range(i + 1)
+            if result.pool.ok[h]
+        ]
+        best_loss, best = min(candidates)
+        slots[j] = best
+        assert record.ensemble_loss == pytest.approx(best_loss, rel=1e-10)
+        assert record.ensemble_loss == pytest.approx(
+            brute_force_loss(predictions, [s for s in slots if s is not None]),
+            rel=1e-10,
+        )
+        singles = [
+            brute_force_loss(predictions, [h])
+            for h in range(i + 1)
+            if result.pool.ok[h]
+        ]
+        assert record.best_single_loss == pytest.approx(min(singles), rel=1e-10)
+    assert sorted(result.members) == sorted(slots)
+    assert sum(result.member_weights.values()) == pytest.approx(1.0)
+
+
+def test_failed_trials_are_recorded_and_the_loop_goes_on():
+    def every_third_fails(config):
+        every_third_fails.calls += 1
+        if every_third_fails.calls % 3 == 0:
+            return TrialResult(None, 0.0, "RuntimeError: boom")
+        return synthetic_evaluator({**config, "a": min(config["a"], 0.8)})
+
+    every_third_fails.calls = 0
+    optimizer = GPEIOptimizer(
+        SPACE, seed=0, n_initial=4, gp_restarts=1, n_candidates=128
+    )
+    result = SegorSearch(optimizer, every_third_fails, Y, FOLDS, ensemble_size=3).run(
+        12
+    )
+    failed = [record for record in result.history if record.status == "failed"]
+    assert len(failed) == 4
+    assert list(result.pool.to_frame()["status"]).count("failed") == 4
+    assert set(result.pool.to_frame()["error"].dropna()) == {"RuntimeError: boom"}
+    assert all(result.pool.ok[m] for m in result.members)
+    assert all(math.isfinite(r.ensemble_loss) for r in result.history)
+
+
+def test_same_seed_gives_the_same_ensemble():
+    runs = [
+        SegorSearch(
+            GPEIOptimizer(SPACE, seed=7, n_initial=5, gp_restarts=1, n_candidates=128),
+            synthetic_evaluator,
+            Y,
+            FOLDS,
+            ensemble_size=3,
+        ).run(12)
+        for _ in range(2)
+    ]
+    assert runs[0].members == runs[1].members
+    assert runs[0].pool.configs == runs[1].pool.configs
+
+
+@pytest.mark.parametrize(
+    ("size", "budget", "message"),
+    [
+        (0, 5, "ensemble size must be a positive integer, got 0"),
+        (2.5, 5, "ensemble size must be a positive integer, got 2.5"),
+        (3, 0, "budget must be a positive integer, got 0"),
+    ],
+)
+def test_bad_sizes_and_budgets(size, budget, message):
+    optimizer = GPEIOptimizer(SPACE, seed=0, n_initial=2)
+    with pytest.raises(ValueError, match=message):
+        SegorSearch(optimizer, synthetic_evaluator, Y, FOLDS, ensemble_size=size).run(
+            budget
+        )

@@ -1,0 +1,192 @@
+"""End to end: `kedro run` on real bundled data into a temporary MLflow store."""
+
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import mlflow
+import numpy as np
+import pandas as pd
+import pytest
+from mlflow.tracking import MlflowClient
+
+PROJECT = Path(__file__).resolve().parents[1]
+SMALL = "budget=12,ensemble.size=4,segor.optimizer.n_initial=4,segor.optimizer.gp_restarts=1"
+
+
+@pytest.fixture(scope="module")
+def project(tmp_path_factory):
+    """A git-committed copy of the project (conf + a few datasets) and its own MLflow store."""
+    root = tmp_path_factory.mktemp("project")
+    shutil.copy(PROJECT / "pyproject.toml", root)
+    shutil.copytree(PROJECT / "conf" / "base", root / "conf" / "base")
+    (root / "conf" / "local").mkdir()
+    # Kedro wants the source folder; the package itself is the installed one.
+    (root / "src").mkdir()
+    (root / "data" / "01_raw").mkdir(parents=True)
+    for name in ("concrete", "boston", "wine"):
+        shutil.copy(
+            PROJECT / "data" / "01_raw" / f"{name}.csv", root / "data" / "01_raw"
+        )
+    git = ["git", "-c", "user.name=test", "-c", "user.email=test@example.com"]
+    subprocess.run([*git, "init", "-q"], cwd=root, check=True)
+    subprocess.run([*git, "add", "."], cwd=root, check=True)
+    subprocess.run([*git, "commit", "-qm", "snapshot"], cwd=root, check=True)
+    return root
+
+
+def kedro_run(project, *args):
+    env = {
+        **os.environ,
+        "MLFLOW_TRACKING_URI": f"sqlite:///{project / 'store' / 'mlflow.db'}",
+        "DO_NOT_TRACK": "true",
+    }
+    (project / "store").mkdir(exist_ok=True)
+    return subprocess.run(
+        [sys.executable, "-m", "kedro", "run", *args],
+        check=False,
+        cwd=project,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+
+
+def client_for(project):
+    uri = f"sqlite:///{project / 'store' / 'mlflow.db'}"
+    mlflow.set_tracking_uri(uri)
+    return MlflowClient(uri)
+
+
+def latest_run(client):
+    experiment = client.get_experiment_by_name("ensemble_bo")
+    return client.search_runs(
+        [experiment.experiment_id], order_by=["attributes.start_time DESC"]
+    )[0]
+
+
+@pytest.fixture(scope="module")
+def concrete_run(project):
+    completed = kedro_run(project, "--pipeline=segor", "--params", f"{SMALL},seed=0")
+    assert completed.returncode == 0, completed.stderr[-3000:]
+    return latest_run(client_for(project))
+
+
+def test_run_logs_parameters_and_provenance(project, concrete_run):
+    params, tags = concrete_run.data.params, concrete_run.data.tags
+    assert (
+        params["budget"] == "12"
+        and params["seed"] == "0"
+        and params["dataset"] == "concrete"
+    )
+    assert params["ensemble.size"] == "4" and params["ensemble.size_method"] == "fixed"
+    assert params["segor.search_space.max_depth.high"] == "30"
+    assert params["data_processing.test_size"] == "0.33"
+    assert (
+        params["dataset_info.rows"] == "1030"
+        and params["dataset_info.task"] == "regression"
+    )
+    assert len(params["dataset_info.sha256"]) == 64
+    head = subprocess.run(
+        ["git", "rev-parse", "HEAD"],
+        check=False,
+        cwd=project,
+        capture_output=True,
+        text=True,
+    )
+    assert tags["mlflow.source.git.commit"] == head.stdout.strip()
+    assert tags["kedro.pipeline"] == "segor"
+    assert concrete_run.info.status == "FINISHED"
+
+
+def test_run_logs_stepped_metrics_for_every_iteration(project, concrete_run):
+    client = client_for(project)
+    run_id = concrete_run.info.run_id
+    for name in (
+        "cv_loss_ensemble",
+        "cv_loss_best_single",
+        "ensemble_size",
+        "fit_seconds",
+    ):
+        history = client.get_metric_history(run_id, name)
+        assert sorted(m.step for m in history) == list(range(12)), name
+    ensemble = sorted(
+        client.get_metric_history(run_id, "cv_loss_ensemble"), key=lambda m: m.step
+    )
+    single = sorted(
+        client.get_metric_history(run_id, "cv_loss_best_single"), key=lambda m: m.step
+    )
+    # the ensemble holds the best single model as a candidate, so it can't be worse
+    assert all(
+        e.value <= s.value + 1e-12 for e, s in zip(ensemble, single, strict=True)
+    )
+    # EI is only defined once the GP takes over after the 4 initial points
+    assert sorted(
+        m.step for m in client.get_metric_history(run_id, "expected_improvement")
+    ) == list(range(4, 12))
+    final = concrete_run.data.metrics
+    assert (
+        0 < final["test_mse_ensemble"] < 1 and 0 < final["test_mse_single_best"] < 1.5
+    )
+
+
+def test_run_logs_artifacts_and_a_loadable_model(project, concrete_run):
+    client = client_for(project)
+    run_id = concrete_run.info.run_id
+    artifacts = {a.path for a in client.list_artifacts(run_id, "tables")} | {
+        a.path for a in client.list_artifacts(run_id, "plots")
+    }
+    assert {
+        "tables/segor_trial_history.csv",
+        "tables/segor_ensemble_composition.csv",
+        "plots/segor_convergence_plot.png",
+    } <= artifacts
+    history = pd.read_csv(
+        client.download_artifacts(run_id, "tables/segor_trial_history.csv")
+    )
+    assert len(history) == 12 and history["final_weight"].sum() == pytest.approx(1.0)
+
+    model = mlflow.pyfunc.load_model(f"runs:/{run_id}/segor_model")
+    features = pd.read_csv(project / "data" / "01_raw" / "concrete.csv").drop(
+        columns="target"
+    )
+    predictions = np.asarray(model.predict(features.head(20)))
+    assert predictions.shape == (20,) and np.all(np.isfinite(predictions))
+    # predictions are in the target's own units (MPa), not standardized
+    assert 5 < predictions.mean() < 80
+
+
+def test_same_seed_same_result_and_new_pipelines_spelling(project, concrete_run):
+    completed = kedro_run(project, "--pipelines=segor", "--params", f"{SMALL},seed=0")
+    assert completed.returncode == 0, completed.stderr[-3000:]
+    again = latest_run(client_for(project))
+    assert again.info.run_id != concrete_run.info.run_id
+    for name in ("test_mse_ensemble", "test_mse_single_best", "cv_loss_ensemble"):
+        assert again.data.metrics[name] == concrete_run.data.metrics[name]
+
+
+def test_other_dataset_and_seed_by_parameter(project):
+    completed = kedro_run(
+        project, "--pipeline=segor", "--params", f"{SMALL},dataset=boston,seed=3"
+    )
+    assert completed.returncode == 0, completed.stderr[-3000:]
+    run = latest_run(client_for(project))
+    assert run.data.params["dataset_info.name"] == "boston"
+    assert run.data.params["dataset_info.rows"] == "506"
+    assert run.info.run_name == "segor-boston-3"
+
+
+def test_classification_dataset_is_refused_and_the_run_marked_failed(project):
+    completed = kedro_run(
+        project, "--pipeline=segor", "--params", f"{SMALL},dataset=wine"
+    )
+    assert completed.returncode != 0
+    message = " ".join(completed.stderr.split())  # rich wraps long lines
+    assert (
+        "dataset 'wine' is a classification task; the segor pipeline builds regression"
+        in message
+    )
+    assert latest_run(client_for(project)).info.status == "FAILED"
