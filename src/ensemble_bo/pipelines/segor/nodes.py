@@ -19,8 +19,8 @@ from ensemble_bo.core.zoo import make_model
 from ensemble_bo.pipelines.progress import search_feedback
 from ensemble_bo.reporting import convergence_plot, ensemble_composition, trial_history
 
-# Sizing methods of SEGOR s.3.2 by their shorthand; only F exists so far.
-SIZE_METHODS = {"fixed": "fixed", "f": "fixed"}
+# Sizing methods of SEGOR s.3.2, by name and shorthand; only F (fixed) exists so far.
+SIZE_METHODS = ("fixed", "f")
 
 
 def search_ensemble(
@@ -40,11 +40,10 @@ def search_ensemble(
             "pipeline builds regression ensembles (SEGO, for classification, is a "
             "separate pipeline)"
         )
-    size_method = str(ensemble["size_method"]).lower()
-    if size_method not in SIZE_METHODS:
+    if str(ensemble["size_method"]).lower() not in SIZE_METHODS:
         raise ValueError(
             f"ensemble.size_method={ensemble['size_method']!r} is not available; "
-            f"choose one of {sorted(SIZE_METHODS)}"
+            f"choose one of {list(SIZE_METHODS)}"
         )
     space = SearchSpace.from_dict(segor["search_space"])
     optimizer = GPEIOptimizer(

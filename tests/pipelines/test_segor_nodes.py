@@ -1,0 +1,52 @@
+from pathlib import Path
+
+import numpy as np
+import pytest
+import yaml
+
+from ensemble_bo.pipelines.segor.nodes import search_ensemble
+
+CONF = yaml.safe_load(
+    (
+        Path(__file__).resolve().parents[2] / "conf" / "base" / "parameters_segor.yml"
+    ).read_text()
+)
+INFO = {"name": "toy", "task": "regression"}
+RNG = np.random.default_rng(0)
+X = RNG.normal(size=(60, 3))
+Y = X[:, 0] + 0.1 * RNG.normal(size=60)
+FOLDS = np.arange(60) % 5
+
+
+def search(ensemble=None, info=INFO, budget=6):
+    segor = {
+        **CONF["segor"],
+        "optimizer": {**CONF["segor"]["optimizer"], "n_initial": 3},
+    }
+    return search_ensemble(
+        X, Y, FOLDS, info, segor, {**CONF["ensemble"], **(ensemble or {})}, budget, 0
+    )
+
+
+def test_search_node_builds_a_fixed_size_ensemble_from_the_conf_space():
+    result = search(ensemble={"size": 3})
+    assert len(result.pool) == 6 and len(result.members) == 3
+    assert set(result.pool.configs[0]) == {
+        "max_depth",
+        "max_features",
+        "min_samples_split",
+        "min_samples_leaf",
+    }
+
+
+def test_unavailable_size_method_is_named():
+    with pytest.raises(
+        ValueError,
+        match="ensemble.size_method='dynamic' is not available; choose one of \\['fixed', 'f'\\]",
+    ):
+        search(ensemble={"size_method": "dynamic"})
+
+
+def test_classification_data_is_refused():
+    with pytest.raises(ValueError, match="dataset 'toy' is a classification task"):
+        search(info={"name": "toy", "task": "classification"})
