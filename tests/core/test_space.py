@@ -33,7 +33,7 @@ def test_encode_decode_round_trip(depth, leaf, fraction, rate, activation):
         "activation": activation,
     }
     point = SPACE.encode(config)
-    assert point.shape == (5,)
+    assert point.shape == (7,)  # 4 numeric + one-hot of 3 choices
     assert np.all((point >= 0) & (point <= 1))
     decoded = SPACE.decode(point)
     assert decoded["depth"] == depth and decoded["leaf"] == leaf
@@ -42,7 +42,7 @@ def test_encode_decode_round_trip(depth, leaf, fraction, rate, activation):
     assert math.isclose(decoded["rate"], rate, rel_tol=1e-12)
 
 
-@given(st.lists(st.floats(0.0, 1.0), min_size=5, max_size=5))
+@given(st.lists(st.floats(0.0, 1.0), min_size=7, max_size=7))
 def test_decode_always_gives_a_valid_configuration(unit):
     config = SPACE.decode(np.array(unit))
     assert isinstance(config["depth"], int) and 1 <= config["depth"] <= 30
@@ -97,10 +97,123 @@ def test_bad_specs_name_the_parameter_and_value(spec, message):
 
 
 def test_encode_rejects_out_of_range_and_unknown_values():
-    config = SPACE.decode(np.full(5, 0.5))
+    config = SPACE.decode(np.full(7, 0.5))
     with pytest.raises(ValueError, match="'depth': 31 is outside"):
         SPACE.encode({**config, "depth": 31})
     with pytest.raises(ValueError, match="'sigmoid' is not one of"):
         SPACE.encode({**config, "activation": "sigmoid"})
     with pytest.raises(ValueError, match="unknown parameters \\['extra'\\]"):
         SPACE.encode({**config, "extra": 1})
+
+
+SVM = SearchSpace.from_dict(
+    {
+        "kernel": {"type": "categorical", "choices": ["rbf", "linear", "poly"]},
+        "C": {"type": "float", "low": 1e-3, "high": 1e3, "log": True},
+        "gamma": {
+            "type": "float",
+            "low": 1e-5,
+            "high": 10.0,
+            "log": True,
+            "condition": {"kernel": ["rbf", "poly"]},
+        },
+        "degree": {"type": "int", "low": 2, "high": 5, "condition": {"kernel": "poly"}},
+    }
+)
+
+
+def test_categoricals_are_one_hot():
+    point = SVM.encode({"kernel": "linear", "C": 1.0})
+    np.testing.assert_array_equal(point[:3], [0.0, 1.0, 0.0])
+    assert SVM.decode(np.array([0.2, 0.1, 0.9, 0.5, 0.5, 0.5]))["kernel"] == "poly"
+
+
+@given(
+    kernel=st.sampled_from(["rbf", "linear", "poly"]),
+    C=st.floats(1e-3, 1e3),
+    gamma=st.floats(1e-5, 10.0),
+    degree=st.integers(2, 5),
+)
+def test_conditional_round_trip_keeps_only_active_parameters(kernel, C, gamma, degree):
+    config = {"kernel": kernel, "C": C}
+    if kernel in ("rbf", "poly"):
+        config["gamma"] = gamma
+    if kernel == "poly":
+        config["degree"] = degree
+    decoded = SVM.decode(SVM.encode(config))
+    assert set(decoded) == set(config)
+    assert decoded["kernel"] == kernel and decoded.get("degree") == config.get("degree")
+    assert math.isclose(decoded["C"], C, rel_tol=1e-12)
+
+
+def test_inactive_dimensions_are_imputed_and_canonicalized_alike():
+    linear = SVM.encode({"kernel": "linear", "C": 1.0})
+    assert linear[4] == 0.5 and linear[5] == 0.5  # gamma and degree do not apply
+    raw = np.array([[0.1, 0.8, 0.3, 0.5, 0.93, 0.07], [0.1, 0.2, 0.7, 0.5, 0.93, 0.07]])
+    canonical = SVM.canonicalize(raw)
+    # row 0 decodes to linear: gamma and degree move to 0.5; row 1 is poly: all active
+    np.testing.assert_array_equal(canonical[0], [0.0, 1.0, 0.0, 0.5, 0.5, 0.5])
+    np.testing.assert_array_equal(canonical[1], [0.0, 0.0, 1.0, 0.5, 0.93, 0.07])
+    for row, point in zip(raw, canonical, strict=True):
+        assert SVM.decode(row) == SVM.decode(point)
+
+
+def test_grid_prunes_inactive_branches():
+    grid = SVM.grid(points_per_dimension=2)
+    # linear: 2 C; rbf: 2 C x 2 gamma; poly: 2 C x 2 gamma x 2 of the 4 degrees
+    assert len(grid) == 2 + 4 + 8
+    assert all("degree" not in config for config in grid if config["kernel"] != "poly")
+    assert len({tuple(sorted(c.items())) for c in grid}) == len(grid)
+
+
+@pytest.mark.parametrize(
+    ("specs", "message"),
+    [
+        (
+            {
+                "gamma": {
+                    "type": "float",
+                    "low": 0.1,
+                    "high": 1.0,
+                    "condition": {"kernel": "rbf"},
+                }
+            },
+            "condition on 'kernel', which is not a parameter declared before it",
+        ),
+        (
+            {
+                "C": {"type": "float", "low": 0.1, "high": 1.0},
+                "gamma": {
+                    "type": "float",
+                    "low": 0.1,
+                    "high": 1.0,
+                    "condition": {"C": 0.5},
+                },
+            },
+            "condition on 'C', which is not categorical",
+        ),
+        (
+            {
+                "kernel": {"type": "categorical", "choices": ["rbf"]},
+                "gamma": {
+                    "type": "float",
+                    "low": 0.1,
+                    "high": 1.0,
+                    "condition": {"kernel": "sigmoid"},
+                },
+            },
+            "condition values \\['sigmoid'\\] are not choices of 'kernel'",
+        ),
+    ],
+)
+def test_bad_conditions_are_named(specs, message):
+    with pytest.raises(ValueError, match=message):
+        SearchSpace.from_dict(specs)
+
+
+def test_inactive_parameter_in_a_configuration_is_refused():
+    with pytest.raises(
+        ValueError,
+        match="'degree' is given but inactive: it applies only when 'kernel' is one of \\['poly'\\]",
+    ):
+        SVM.encode({"kernel": "rbf", "C": 1.0, "gamma": 0.1, "degree": 3})

@@ -1,15 +1,32 @@
-"""Search spaces: named hyperparameters and their encoding to the unit cube.
+"""Search spaces: named hyperparameters, conditions, and their unit-cube encoding.
 
 A space is declared as a mapping (from YAML) of parameter name to a spec::
 
-    max_depth: {type: int, low: 1, high: 30}
-    max_features: {type: float, low: 0.05, high: 1.0}
-    learning_rate: {type: float, low: 1.0e-4, high: 1.0, log: true}
-    activation: {type: categorical, choices: [relu, tanh]}
+    kernel: {type: categorical, choices: [rbf, linear, poly]}
+    C: {type: float, low: 1.0e-3, high: 1.0e3, log: true}
+    gamma: {
+        type: float,
+        low: 1.0e-5,
+        high: 10,
+        log: true,
+        condition: {kernel: [rbf, poly]},
+    }
+    degree: {type: int, low: 2, high: 5, condition: {kernel: poly}}
 
-The optimizer works in [0, 1]^d; `SearchSpace.decode` maps a point back to a
-configuration and `SearchSpace.encode` does the reverse (exact round trip for
-valid configurations).
+A parameter with a `condition` is active only when the named categorical
+parameter (declared before it) takes one of the listed values; configurations
+hold active parameters only.
+
+Encoding, as the GP sees it (shape (dim,) in [0, 1]^dim):
+- float and int: one dimension, linear or log; ints own equal-width bins;
+- categorical: one dimension per choice, one-hot (an ordinal code would tell
+  the GP that the first and last choices are the furthest apart);
+- an inactive parameter: every one of its dimensions at INACTIVE_VALUE, so
+  configurations that differ only in parameters that do not apply to them are
+  the same point to the GP. Candidates of the acquisition maximizer go through
+  `canonicalize`, which applies the same rule, so the GP never ranks points by
+  values that have no effect. (An arc kernel or one GP per branch would model
+  conditional spaces more finely, at the price of a kernel of our own.)
 """
 
 from __future__ import annotations
@@ -22,6 +39,15 @@ from typing import Any
 import numpy as np
 
 _NUMERIC_TYPES = ("float", "int")
+INACTIVE_VALUE = 0.5
+
+
+@dataclass(frozen=True)
+class Condition:
+    """Active when the categorical parameter `parent` takes one of `values`."""
+
+    parent: str
+    values: tuple
 
 
 @dataclass(frozen=True)
@@ -38,6 +64,9 @@ class NumericParameter:
     low: float
     high: float
     log: bool = False
+    condition: Condition | None = None
+
+    width = 1
 
     def __post_init__(self) -> None:
         if self.kind not in _NUMERIC_TYPES:
@@ -72,7 +101,7 @@ class NumericParameter:
             return math.log(low), math.log(high)
         return low, high
 
-    def encode(self, value: Any) -> float:
+    def encode(self, value: Any) -> np.ndarray:
         if isinstance(value, bool) or not isinstance(value, int | float | np.number):
             raise ValueError(f"parameter {self.name!r}: {value!r} is not a number")
         if not self.low <= value <= self.high:
@@ -82,46 +111,79 @@ class NumericParameter:
             )
         lo, hi = self._interval()
         if hi == lo:
-            return 0.5
+            return np.array([0.5])
         position = math.log(value) if self.log else float(value)
-        return (position - lo) / (hi - lo)
+        return np.array([(position - lo) / (hi - lo)])
 
-    def decode(self, unit: float) -> float | int:
+    def decode(self, unit: np.ndarray) -> float | int:
         lo, hi = self._interval()
-        position = lo + float(np.clip(unit, 0.0, 1.0)) * (hi - lo)
+        position = lo + float(np.clip(unit[0], 0.0, 1.0)) * (hi - lo)
         value = math.exp(position) if self.log else position
         if self.kind == "int":
             return int(np.clip(round(value), self.low, self.high))
         return float(np.clip(value, self.low, self.high))
 
+    def grid(self, points: int) -> list[float | int]:
+        """Up to `points` values evenly spread on the parameter's scale."""
+        if self.kind == "int" and self.high - self.low + 1 <= points:
+            return list(range(int(self.low), int(self.high) + 1))
+        values = [
+            self.decode(np.array([u])) for u in (np.arange(points) + 0.5) / points
+        ]
+        return list(dict.fromkeys(values))
+
 
 @dataclass(frozen=True)
 class CategoricalParameter:
-    """A choice among a list; each choice owns an equal-width bin of [0, 1]."""
+    """A choice among a list, one-hot encoded; the largest coordinate decodes."""
 
     name: str
     choices: tuple
+    condition: Condition | None = None
 
     def __post_init__(self) -> None:
         if len(self.choices) == 0:
             raise ValueError(f"parameter {self.name!r}: empty choice list")
+        if len(set(map(repr, self.choices))) != len(self.choices):
+            raise ValueError(
+                f"parameter {self.name!r}: duplicate choices in {list(self.choices)}"
+            )
 
-    def encode(self, value: Any) -> float:
+    @property
+    def width(self) -> int:
+        return len(self.choices)
+
+    def encode(self, value: Any) -> np.ndarray:
         if value not in self.choices:
             raise ValueError(
                 f"parameter {self.name!r}: {value!r} is not one of {list(self.choices)}"
             )
-        return (self.choices.index(value) + 0.5) / len(self.choices)
+        one_hot = np.zeros(len(self.choices))
+        one_hot[self.choices.index(value)] = 1.0
+        return one_hot
 
-    def decode(self, unit: float) -> Any:
-        index = min(
-            int(float(np.clip(unit, 0.0, 1.0)) * len(self.choices)),
-            len(self.choices) - 1,
-        )
-        return self.choices[index]
+    def decode(self, unit: np.ndarray) -> Any:
+        return self.choices[int(np.argmax(unit))]
+
+    def grid(self, points: int) -> list:
+        return list(self.choices)
 
 
 Parameter = NumericParameter | CategoricalParameter
+
+
+def _condition_from_spec(name: str, spec: Any) -> Condition | None:
+    if spec is None:
+        return None
+    if not isinstance(spec, Mapping) or len(spec) != 1:
+        raise ValueError(
+            f"parameter {name!r}: condition must name one parameter, e.g. "
+            f"{{kernel: [rbf, poly]}}, got {spec!r}"
+        )
+    ((parent, values),) = spec.items()
+    if isinstance(values, str) or not isinstance(values, Sequence):
+        values = [values]
+    return Condition(str(parent), tuple(values))
 
 
 def parameter_from_spec(name: str, spec: Mapping[str, Any]) -> Parameter:
@@ -129,13 +191,14 @@ def parameter_from_spec(name: str, spec: Mapping[str, Any]) -> Parameter:
     if not isinstance(spec, Mapping):
         raise ValueError(f"parameter {name!r}: spec must be a mapping, got {spec!r}")
     kind = spec.get("type")
+    condition = _condition_from_spec(name, spec.get("condition"))
     if kind == "categorical":
         choices = spec.get("choices")
         if not isinstance(choices, Sequence) or isinstance(choices, str):
             raise ValueError(
                 f"parameter {name!r}: 'choices' must be a list, got {choices!r}"
             )
-        return CategoricalParameter(name, tuple(choices))
+        return CategoricalParameter(name, tuple(choices), condition)
     if kind in _NUMERIC_TYPES:
         missing = [key for key in ("low", "high") if key not in spec]
         if missing:
@@ -146,6 +209,7 @@ def parameter_from_spec(name: str, spec: Mapping[str, Any]) -> Parameter:
             float(spec["low"]),
             float(spec["high"]),
             bool(spec.get("log", False)),
+            condition,
         )
     raise ValueError(
         f"parameter {name!r}: unknown type {kind!r} (expected float, int or categorical)"
@@ -153,48 +217,149 @@ def parameter_from_spec(name: str, spec: Mapping[str, Any]) -> Parameter:
 
 
 class SearchSpace:
-    """An ordered set of hyperparameters encoded to [0, 1]^d."""
+    """An ordered set of hyperparameters, some conditional, encoded to [0, 1]^dim."""
 
     def __init__(self, parameters: Sequence[Parameter]):
+        if not parameters:
+            raise ValueError("a search space needs at least one parameter")
         names = [p.name for p in parameters]
         if len(set(names)) != len(names):
             raise ValueError(f"duplicate parameter names in {names}")
-        if not parameters:
-            raise ValueError("a search space needs at least one parameter")
+        declared: dict[str, Parameter] = {}
+        for parameter in parameters:
+            if parameter.condition is not None:
+                self._check_condition(parameter, declared)
+            declared[parameter.name] = parameter
         self.parameters = tuple(parameters)
+        offsets = np.cumsum([0] + [p.width for p in parameters])
+        self._slices = {
+            p.name: slice(int(start), int(stop))
+            for p, start, stop in zip(
+                parameters, offsets[:-1], offsets[1:], strict=True
+            )
+        }
+        self.dim = int(offsets[-1])
+
+    @staticmethod
+    def _check_condition(
+        parameter: Parameter, declared: Mapping[str, Parameter]
+    ) -> None:
+        condition = parameter.condition
+        parent = declared.get(condition.parent)
+        if parent is None:
+            raise ValueError(
+                f"parameter {parameter.name!r}: condition on {condition.parent!r}, which "
+                "is not a parameter declared before it"
+            )
+        if not isinstance(parent, CategoricalParameter):
+            raise ValueError(
+                f"parameter {parameter.name!r}: condition on {condition.parent!r}, which "
+                "is not categorical"
+            )
+        unknown = [v for v in condition.values if v not in parent.choices]
+        if unknown:
+            raise ValueError(
+                f"parameter {parameter.name!r}: condition values {unknown} are not "
+                f"choices of {condition.parent!r} {list(parent.choices)}"
+            )
 
     @classmethod
     def from_dict(cls, specs: Mapping[str, Mapping[str, Any]]) -> SearchSpace:
+        if not isinstance(specs, Mapping):
+            raise ValueError(
+                f"a search space must be a mapping of parameters, got {specs!r}"
+            )
         return cls([parameter_from_spec(name, spec) for name, spec in specs.items()])
-
-    @property
-    def dim(self) -> int:
-        return len(self.parameters)
 
     @property
     def names(self) -> list[str]:
         return [p.name for p in self.parameters]
 
+    def is_active(self, parameter: Parameter, config: Mapping[str, Any]) -> bool:
+        condition = parameter.condition
+        return condition is None or config.get(condition.parent) in condition.values
+
     def encode(self, config: Mapping[str, Any]) -> np.ndarray:
-        """Configuration -> point of shape (d,) in [0, 1]^d."""
+        """Configuration (active parameters only) -> point of shape (dim,)."""
         unknown = set(config) - set(self.names)
         if unknown:
             raise ValueError(
                 f"unknown parameters {sorted(unknown)}; space has {self.names}"
             )
-        missing = [name for name in self.names if name not in config]
-        if missing:
-            raise ValueError(f"configuration lacks parameters {missing}")
-        return np.array([p.encode(config[p.name]) for p in self.parameters])
+        point = np.full(self.dim, INACTIVE_VALUE)
+        for parameter in self.parameters:
+            active = self.is_active(parameter, config)
+            if active and parameter.name not in config:
+                raise ValueError(f"configuration lacks parameter {parameter.name!r}")
+            if not active and parameter.name in config:
+                condition = parameter.condition
+                raise ValueError(
+                    f"parameter {parameter.name!r} is given but inactive: it applies only "
+                    f"when {condition.parent!r} is one of {list(condition.values)}"
+                )
+            if active:
+                point[self._slices[parameter.name]] = parameter.encode(
+                    config[parameter.name]
+                )
+        return point
 
     def decode(self, unit_point: np.ndarray) -> dict[str, Any]:
-        """Point of shape (d,) in [0, 1]^d -> configuration."""
+        """Point of shape (dim,) in [0, 1]^dim -> configuration of its active parameters."""
         unit_point = np.asarray(unit_point, dtype=float)
         if unit_point.shape != (self.dim,):
             raise ValueError(
                 f"expected a point of shape ({self.dim},), got {unit_point.shape}"
             )
-        return {
-            p.name: p.decode(u)
-            for p, u in zip(self.parameters, unit_point, strict=True)
-        }
+        config: dict[str, Any] = {}
+        for parameter in self.parameters:
+            if self.is_active(parameter, config):
+                config[parameter.name] = parameter.decode(
+                    unit_point[self._slices[parameter.name]]
+                )
+        return config
+
+    def canonicalize(self, points: np.ndarray) -> np.ndarray:
+        """Points (m, dim) as the GP should see them: one-hot categoricals, inactive at 0.5.
+
+        Numeric coordinates are left continuous (ints are not rounded) so that
+        the acquisition stays smooth for the gradient-based maximizer.
+        """
+        points = np.array(points, dtype=float, ndmin=2)
+        choice_index: dict[str, np.ndarray] = {}
+        active: dict[str, np.ndarray] = {}
+        for parameter in self.parameters:
+            columns = self._slices[parameter.name]
+            condition = parameter.condition
+            if condition is None:
+                is_active = np.ones(len(points), dtype=bool)
+            else:
+                parent = next(p for p in self.parameters if p.name == condition.parent)
+                wanted = [parent.choices.index(v) for v in condition.values]
+                is_active = active[parent.name] & np.isin(
+                    choice_index[parent.name], wanted
+                )
+            active[parameter.name] = is_active
+            if isinstance(parameter, CategoricalParameter):
+                choice_index[parameter.name] = np.argmax(points[:, columns], axis=1)
+                one_hot = np.eye(parameter.width)[choice_index[parameter.name]]
+                points[:, columns] = one_hot
+            points[~is_active, columns] = INACTIVE_VALUE
+        return points
+
+    def grid(self, points_per_dimension: int) -> list[dict[str, Any]]:
+        """Every combination of per-parameter grid values, inactive branches pruned."""
+        if points_per_dimension < 1:
+            raise ValueError(
+                f"points_per_dimension must be >= 1, got {points_per_dimension!r}"
+            )
+        configs: list[dict[str, Any]] = [{}]
+        for parameter in self.parameters:
+            values = parameter.grid(points_per_dimension)
+            configs = [
+                {**config, parameter.name: value}
+                if self.is_active(parameter, config)
+                else config
+                for config in configs
+                for value in (values if self.is_active(parameter, config) else [None])
+            ]
+        return configs
