@@ -12,7 +12,10 @@ from hypothesis import strategies as st
 
 from ensemble_bo.core.acquisition import (
     expected_improvement,
+    integrated_expected_improvement,
     log_expected_improvement,
+    log_integrated_expected_improvement,
+    lower_confidence_bound,
     maximize_acquisition,
 )
 
@@ -193,3 +196,108 @@ def test_maximize_acquisition_validates_inputs() -> None:
         maximize_acquisition(lambda X: X[:, 0], 0, rng)
     with pytest.raises(ValueError, match="n_candidates"):
         maximize_acquisition(lambda X: X[:, 0], 2, rng, n_candidates=0)
+
+
+# ------------------------------------------------------------ integrated EI / LCB
+def test_integrated_ei_of_identical_samples_is_plain_ei() -> None:
+    rng = np.random.default_rng(0)
+    mean, std = rng.normal(size=9), rng.uniform(0.0, 2.0, size=9)
+    std[0] = 0.0
+    means, stds = np.tile(mean, (5, 1)), np.tile(std, (5, 1))
+    ei = expected_improvement(mean, std, 0.3)
+    iei = integrated_expected_improvement(means, stds, 0.3)
+    assert iei.shape == (9,)
+    np.testing.assert_allclose(iei, ei, rtol=1e-15, atol=0)
+    np.testing.assert_allclose(
+        log_integrated_expected_improvement(means, stds, 0.3),
+        log_expected_improvement(mean, std, 0.3),
+        rtol=1e-14,
+        atol=1e-14,
+    )
+
+
+def test_integrated_ei_hand_computed_two_samples() -> None:
+    # point 0: sample A (mean 0, std 1, best 0): EI = phi(0) = 0.3989422804
+    #          sample B (mean 1, std 2, best 0): EI = 0.3955931148 (hand value above)
+    #          average = (0.3989422804 + 0.3955931148) / 2 = 0.3972676976
+    # point 1: sample A (mean 0.5, std 0.5): z = -1, EI = 0.5 (phi(1) - Phi(-1))
+    #          = 0.5 (0.2419707245 - 0.1586552539) = 0.04165773529
+    #          sample B (mean 3, std 0): no improvement, EI = 0; average 0.02082886765
+    means = np.array([[0.0, 0.5], [1.0, 3.0]])
+    stds = np.array([[1.0, 0.5], [2.0, 0.0]])
+    iei = integrated_expected_improvement(means, stds, 0.0)
+    np.testing.assert_allclose(iei, [0.3972676976, 0.02082886765], rtol=1e-9)
+    log_iei = log_integrated_expected_improvement(means, stds, 0.0)
+    np.testing.assert_allclose(
+        log_iei, np.log([0.3972676976, 0.02082886765]), rtol=1e-9
+    )
+
+
+def test_log_integrated_ei_agrees_and_is_finite_deep_in_the_tail() -> None:
+    rng = np.random.default_rng(1)
+    means = rng.normal(0.0, 3.0, size=(6, 500))
+    stds = rng.uniform(0.05, 2.0, size=(6, 500))
+    iei = integrated_expected_improvement(means, stds, 0.0)
+    ok = iei > 1e-300
+    assert ok.sum() > 450
+    np.testing.assert_allclose(
+        log_integrated_expected_improvement(means, stds, 0.0)[ok],
+        np.log(iei[ok]),
+        rtol=1e-10,
+        atol=1e-12,
+    )
+    # z = -1e3 and -2e3: plain EI underflows; the log average is dominated by the
+    # better sample: log((EI_1 + EI_2) / 2) = log EI_1 + log1p(EI_2 / EI_1) - log 2
+    means = np.array([[1e3, 5e3], [2e3, 2e3]])
+    stds = np.ones((2, 2))
+    assert np.all(integrated_expected_improvement(means, stds, 0.0) == 0.0)
+    log_iei = log_integrated_expected_improvement(means, stds, 0.0)
+    assert np.all(np.isfinite(log_iei))
+    per_sample = log_expected_improvement(means, stds, 0.0)
+    np.testing.assert_allclose(
+        log_iei, np.max(per_sample, axis=0) - math.log(2.0), rtol=1e-12
+    )
+    # no sample can improve at all: -inf, without warnings or NaN
+    with np.errstate(all="raise"):
+        out = log_integrated_expected_improvement(
+            np.ones((3, 1)), np.zeros((3, 1)), 0.0
+        )
+    assert out[0] == -np.inf
+
+
+def test_integrated_ei_validates_shapes() -> None:
+    with pytest.raises(ValueError, match="2-D"):
+        integrated_expected_improvement(np.zeros(3), np.ones(3), 0.0)
+    with pytest.raises(ValueError, match="2-D"):
+        log_integrated_expected_improvement(np.zeros((0, 3)), np.ones((0, 3)), 0.0)
+    with pytest.raises(ValueError, match="shape of means"):
+        integrated_expected_improvement(np.zeros((2, 3)), np.ones((3, 2)), 0.0)
+    with pytest.raises(ValueError, match="std"):
+        integrated_expected_improvement(np.zeros((2, 3)), -np.ones((2, 3)), 0.0)
+
+
+def test_lower_confidence_bound_hand_values() -> None:
+    mean = np.array([1.0, -2.0, 0.5])
+    std = np.array([0.5, 2.0, 0.0])
+    np.testing.assert_allclose(
+        lower_confidence_bound(mean, std, 2.0), [0.0, -6.0, 0.5], rtol=0, atol=1e-15
+    )
+    # beta = 0 is the posterior mean (pure exploitation)
+    np.testing.assert_array_equal(lower_confidence_bound(mean, std, 0.0), mean)
+    # beta = 1.96: 1 - 0.98 = 0.02, -2 - 3.92 = -5.92
+    np.testing.assert_allclose(
+        lower_confidence_bound(mean, std, 1.96), [0.02, -5.92, 0.5], rtol=1e-13
+    )
+    # maximizing -LCB picks the most promising point for minimization
+    assert int(np.argmax(-lower_confidence_bound(mean, std, 2.0))) == 1
+
+
+@pytest.mark.parametrize("beta", [-0.1, -np.inf, np.inf, np.nan])
+def test_lower_confidence_bound_rejects_bad_beta(beta: float) -> None:
+    with pytest.raises(ValueError, match="beta"):
+        lower_confidence_bound(np.zeros(2), np.ones(2), beta)
+
+
+def test_lower_confidence_bound_rejects_negative_std() -> None:
+    with pytest.raises(ValueError, match="std"):
+        lower_confidence_bound(np.zeros(2), np.array([1.0, -1.0]), 1.0)

@@ -14,7 +14,9 @@ from ensemble_bo.core.surrogate import (
     CholeskyError,
     GaussianProcess,
     GPHyperparameters,
+    SampledGaussianProcess,
     _cholesky_with_jitter,
+    log_prior,
     matern52,
 )
 
@@ -385,3 +387,235 @@ def test_hyperparameters_roundtrip_theta() -> None:
     assert back.noise == pytest.approx(1e-4)
     assert back.mean == -0.3
     assert not hp.length_scales.flags.writeable
+
+
+# ----------------------------------------------------------------- log prior
+_LOG_AMP = (math.log(1e-3), math.log(1e2))
+_LOG_LS = (math.log(1e-2), math.log(1e1))
+_LOG_NOISE = (math.log(1e-6), math.log(1e1))
+
+
+def _theta(log_amp=0.0, log_ls=(-1.0, -0.5), log_noise=-3.0, mean=0.2) -> np.ndarray:
+    return np.array([log_amp, *log_ls, log_noise, mean])
+
+
+def test_log_prior_finite_inside_and_minus_inf_outside_bounds() -> None:
+    mb = (-1.5, 2.0)
+    assert math.isfinite(log_prior(_theta(), 2, mean_bounds=mb))
+    # the ML-II bounds themselves belong to the support
+    corner_lo = np.array([_LOG_AMP[0], _LOG_LS[0], _LOG_LS[0], _LOG_NOISE[0], mb[0]])
+    corner_hi = np.array([_LOG_AMP[1], _LOG_LS[1], _LOG_LS[1], _LOG_NOISE[1], mb[1]])
+    assert math.isfinite(log_prior(corner_lo, 2, mean_bounds=mb))
+    assert math.isfinite(log_prior(corner_hi, 2, mean_bounds=mb))
+    for i in range(5):
+        for corner, step in ((corner_lo, -1e-9), (corner_hi, 1e-9)):
+            out = corner.copy()
+            out[i] += step
+            assert log_prior(out, 2, mean_bounds=mb) == -math.inf, (i, step)
+    assert log_prior(_theta(mean=np.nan), 2) == -math.inf
+    # without mean bounds the mean is unrestricted
+    assert math.isfinite(log_prior(_theta(mean=1e6), 2))
+    # min_noise moves the lower noise bound, as for GaussianProcess
+    low_noise = _theta(log_noise=math.log(1e-7))
+    assert log_prior(low_noise, 2) == -math.inf
+    assert math.isfinite(log_prior(low_noise, 2, min_noise=1e-8))
+    with pytest.raises(ValueError, match="theta must have length"):
+        log_prior(np.zeros(4), 2)
+    with pytest.raises(ValueError, match="d must be"):
+        log_prior(np.zeros(3), 0)
+
+
+def test_log_prior_hand_values() -> None:
+    base = log_prior(_theta(), 2, mean_bounds=(-3.0, 3.0))
+    # log amplitude ~ N(0, 1): log density differences -x^2 / 2
+    assert log_prior(_theta(log_amp=1.0), 2) - log_prior(_theta(), 2) == pytest.approx(
+        -0.5, abs=1e-12
+    )
+    assert log_prior(_theta(log_amp=-2.0), 2) - log_prior(_theta(), 2) == pytest.approx(
+        -2.0, abs=1e-12
+    )
+    # length scales log-uniform and mean top-hat: flat inside the bounds
+    assert log_prior(_theta(log_ls=(-4.0, 2.0)), 2, mean_bounds=(-3.0, 3.0)) == base
+    assert log_prior(_theta(mean=-2.9), 2, mean_bounds=(-3.0, 3.0)) == base
+    # noise: p(u = log noise) ∝ noise * log(1 + (0.1 / noise)^2)
+    #   noise = 0.1:  log(log 2) + log 0.1        = -0.366513 - 2.302585 = -2.669098
+    #   noise = 1e-3: log(log(1 + 1e4)) + log 1e-3 =  2.220337 - 6.907755 = -4.687418
+    diff = log_prior(_theta(log_noise=math.log(0.1)), 2) - log_prior(
+        _theta(log_noise=math.log(1e-3)), 2
+    )
+    assert diff == pytest.approx(-2.669098 + 4.687418, abs=1e-6)
+    # ... and it is a proper density in u: mass in the tails vanishes
+    u = np.linspace(_LOG_NOISE[0], _LOG_NOISE[1], 2001)
+    lp = np.array([log_prior(_theta(log_noise=v), 2) for v in u])
+    # mode: d/du [u + log log(1 + x)] = 0 with x = (0.1 / noise)^2 gives
+    # log(1 + x) = 2x / (1 + x), x = 3.92155, noise = 0.1 / sqrt(x) = 0.0505
+    assert u[np.argmax(lp)] == pytest.approx(-2.98583, abs=0.01)
+    # noise = 1e-6: log(log(1 + 1e10)) - 13.8155 = -10.68; noise = 10: log(1e-4) + 2.30 = -6.91
+    assert lp[0] == pytest.approx(-10.68, abs=0.01)
+    assert lp[-1] == pytest.approx(-6.91, abs=0.01)
+
+
+# ------------------------------------------------------- sampled GP (slice sampling)
+def _thetas(gp: SampledGaussianProcess) -> np.ndarray:
+    return np.array([hp.theta for hp in gp.samples])
+
+
+def test_sampled_gp_samples_are_in_bounds_and_vary() -> None:
+    X, y = _toy_data(n=30, d=3, seed=0)
+    gp = SampledGaussianProcess(seed=0).fit(X, y)
+    samples = gp.samples
+    assert len(samples) == 10
+    assert all(isinstance(hp, GPHyperparameters) for hp in samples)
+    ys = (y - y.mean()) / y.std()
+    mb = (ys.min() - 1.0, ys.max() + 1.0)
+    for hp in samples:
+        assert math.isfinite(log_prior(hp.theta, 3, mean_bounds=mb))
+        assert 1e-3 <= hp.amplitude <= 1e2
+        assert np.all((hp.length_scales >= 1e-2) & (hp.length_scales <= 1e1))
+        assert 1e-6 <= hp.noise <= 1e1
+    thetas = _thetas(gp)
+    # every coordinate moves: 10 distinct values per hyperparameter
+    for j in range(thetas.shape[1]):
+        assert len(np.unique(thetas[:, j])) == 10, j
+    # ARD: the strongly relevant input (0: sin(6 x)) has a shorter length scale than
+    # the irrelevant one (2) in every sample; the weak x^2 input (1) on average
+    ls = np.exp(thetas[:, 1:4])
+    assert np.all(ls[:, 0] < ls[:, 2])
+    assert np.mean(np.log(ls[:, 1])) < np.mean(np.log(ls[:, 2]))
+
+
+def test_sampled_gp_recovers_length_scale() -> None:
+    """80 points of a 1-D GP with l = 0.2: posterior-sample mean of l within a factor 2."""
+    for seed in range(3):
+        X, y = _sample_gp(80, 0.2, seed)
+        gp = SampledGaussianProcess(seed=seed).fit(X, y)
+        ls = np.array([hp.length_scales[0] for hp in gp.samples])
+        assert 0.1 < np.mean(ls) < 0.4, (seed, ls)
+
+
+def test_sampled_gp_predict_is_one_posterior_per_sample() -> None:
+    X, y = _toy_data(n=25, d=2, seed=3)
+    y = 40.0 * y - 7.0
+    gp = SampledGaussianProcess(n_samples=4, seed=1).fit(X, y)
+    Xt = np.random.default_rng(4).uniform(size=(13, 2))
+    means, stds = gp.predict(Xt)
+    assert means.shape == (4, 13) and stds.shape == (4, 13)
+    assert np.all(np.isfinite(means)) and np.all(stds >= 0)
+    # row s is the GaussianProcess posterior under sample s, in original y units
+    for s, hp in enumerate(gp.samples):
+        mu, sd = GaussianProcess().condition(X, y, hp).predict(Xt)
+        np.testing.assert_allclose(means[s], mu, rtol=1e-10, atol=1e-10)
+        np.testing.assert_allclose(stds[s], sd, rtol=1e-8, atol=1e-10)
+    assert not np.allclose(means[0], means[1])
+
+
+def test_sampled_gp_continues_chain_without_reinitialize() -> None:
+    """reinitialize=False: two fits of 5 on the same data are one chain of 10."""
+    X, y = _toy_data(n=20, d=2, seed=5)
+    kw = {"n_samples": 5, "burn_in": 0, "thin": 1, "seed": 3}
+    one_chain = _thetas(SampledGaussianProcess(**{**kw, "n_samples": 10}).fit(X, y))
+
+    cont = SampledGaussianProcess(reinitialize=False, **kw)
+    first = _thetas(cont.fit(X, y))
+    second = _thetas(cont.fit(X, y))
+    np.testing.assert_array_equal(first, one_chain[:5])
+    np.testing.assert_array_equal(cont.chain_start, first[-1])
+    np.testing.assert_array_equal(second, one_chain[5:])
+
+    # reinitialize=True restarts at the ML-II point: same first half, different second
+    fresh = SampledGaussianProcess(reinitialize=True, **kw)
+    np.testing.assert_array_equal(_thetas(fresh.fit(X, y)), one_chain[:5])
+    start_1 = fresh.chain_start
+    second_fresh = _thetas(fresh.fit(X, y))
+    np.testing.assert_array_equal(fresh.chain_start, start_1)
+    assert not np.array_equal(fresh.chain_start, first[-1])
+    assert not np.allclose(second_fresh, one_chain[5:])
+
+
+def test_sampled_gp_continued_chain_keeps_the_gp_in_original_units() -> None:
+    """With new data the standardization changes; the continued start is the previous
+    last sample re-expressed: same amplitude, noise (in y units^2) and mean (y units)."""
+    X, y = _toy_data(n=30, d=2, seed=6)
+    gp = SampledGaussianProcess(n_samples=3, reinitialize=False, seed=0)
+    gp.fit(X[:20], y[:20])
+    last, m0, s0 = gp.samples[-1], gp.y_mean, gp.y_std
+    gp.fit(X, y)
+    m1, s1 = gp.y_mean, gp.y_std
+    assert s1 != pytest.approx(s0, rel=1e-3)
+    start = GPHyperparameters.from_theta(gp.chain_start)
+    assert start.amplitude * s1**2 == pytest.approx(last.amplitude * s0**2, rel=1e-12)
+    assert start.noise * s1**2 == pytest.approx(last.noise * s0**2, rel=1e-12)
+    assert m1 + s1 * start.mean == pytest.approx(m0 + s0 * last.mean, rel=1e-12)
+    np.testing.assert_allclose(start.length_scales, last.length_scales, rtol=1e-15)
+    # a change of d starts afresh instead of failing
+    gp.fit(X[:, :1], y)
+    assert gp.samples[0].length_scales.shape == (1,)
+
+
+def test_sampled_gp_is_deterministic_and_affine_equivariant() -> None:
+    X, y = _toy_data(n=25, d=2, seed=7)
+    Xt = np.random.default_rng(8).uniform(size=(6, 2))
+    a = SampledGaussianProcess(n_samples=3, seed=2).fit(X, y)
+    b = SampledGaussianProcess(n_samples=3, seed=2).fit(X, y)
+    np.testing.assert_array_equal(_thetas(a), _thetas(b))
+    c = SampledGaussianProcess(n_samples=3, seed=3).fit(X, y)
+    assert not np.array_equal(_thetas(a), _thetas(c))
+    mu, sd = a.predict(Xt)
+    mu2, sd2 = (
+        SampledGaussianProcess(n_samples=3, seed=2).fit(X, 1e6 * y - 3.0).predict(Xt)
+    )
+    np.testing.assert_allclose(mu2, 1e6 * mu - 3.0, rtol=1e-6)
+    np.testing.assert_allclose(sd2, 1e6 * sd, rtol=1e-5)
+
+
+def test_sampled_gp_robustness() -> None:
+    # constant y: no chain, the default hyperparameters, exact constant prediction
+    Xc = np.random.default_rng(1).uniform(size=(8, 3))
+    gp = SampledGaussianProcess(n_samples=4).fit(Xc, np.full(8, 0.1))
+    assert gp.chain_start is None and gp.y_std == 1.0
+    mu, sd = gp.predict(Xc[:3])
+    assert mu.shape == (4, 3)
+    np.testing.assert_allclose(mu, 0.1, atol=1e-9)
+    # single point (constant after standardization)
+    gp.fit(np.array([[0.3, 0.4]]), np.array([2.5]))
+    mu, sd = gp.predict(np.array([[0.3, 0.4], [0.9, 0.9]]))
+    np.testing.assert_allclose(mu[:, 0], 2.5, atol=1e-3)
+    assert np.all(sd[:, 1] > 0.5)  # prior spread away from the point
+    # two points
+    gp = SampledGaussianProcess(n_samples=4).fit(np.array([[0.1], [0.9]]), [1.0, 3.0])
+    mu, sd = gp.predict(np.linspace(0, 1, 7)[:, None])
+    assert np.all(np.isfinite(mu)) and np.all((mu > 0.0) & (mu < 4.0))
+    # exact duplicates
+    Xd = np.array([[0.2, 0.2], [0.2, 0.2], [0.2, 0.2], [0.7, 0.1], [0.5, 0.9]])
+    yd = np.array([1.0, 1.2, 0.8, 3.0, 2.0])
+    gp = SampledGaussianProcess(n_samples=4).fit(Xd, yd)
+    mu, sd = gp.predict(Xd)
+    assert np.all(np.isfinite(mu)) and np.all(np.isfinite(sd)) and np.all(sd >= 0)
+    assert len(gp.samples) == 4
+
+
+def test_sampled_gp_bad_inputs_raise() -> None:
+    with pytest.raises(RuntimeError, match="not fitted"):
+        SampledGaussianProcess().predict(np.zeros((1, 2)))
+    with pytest.raises(RuntimeError, match="not fitted"):
+        SampledGaussianProcess().samples
+    for X, y, match in [
+        (np.zeros(5), np.zeros(5), "X must be a 2-D"),
+        (np.zeros((4, 2)), np.zeros(3), "y length mismatch"),
+        (np.array([[0.1, np.nan], [0.2, 0.3]]), np.zeros(2), "X contains NaN"),
+        (np.zeros((2, 2)), np.array([1.0, np.inf]), "y contains NaN"),
+    ]:
+        with pytest.raises(ValueError, match=match):
+            SampledGaussianProcess().fit(X, y)
+    X, y = _toy_data(n=10, d=2)
+    gp = SampledGaussianProcess(n_samples=2, burn_in=0, thin=1).fit(X, y)
+    with pytest.raises(ValueError, match="d=3 columns"):
+        gp.predict(np.zeros((1, 3)))
+    for kwargs, match in [
+        ({"n_samples": 0}, "n_samples"),
+        ({"burn_in": -1}, "burn_in"),
+        ({"thin": 0}, "thin"),
+        ({"min_noise": 0.0}, "min_noise"),
+    ]:
+        with pytest.raises(ValueError, match=match):
+            SampledGaussianProcess(**kwargs)

@@ -1,4 +1,8 @@
-"""Expected improvement (for minimization) and its maximization over [0, 1]^d."""
+"""Acquisition functions for minimization and their maximization over [0, 1]^d.
+
+Expected improvement (plain, log, and integrated over GP hyperparameter samples as in
+Snoek et al. 2012) and the lower confidence bound.
+"""
 
 from __future__ import annotations
 
@@ -7,12 +11,15 @@ from collections.abc import Callable
 
 import numpy as np
 from scipy.optimize import minimize
-from scipy.special import erfcx, ndtr
+from scipy.special import erfcx, logsumexp, ndtr
 from scipy.stats import qmc
 
 __all__ = [
     "expected_improvement",
+    "integrated_expected_improvement",
     "log_expected_improvement",
+    "log_integrated_expected_improvement",
+    "lower_confidence_bound",
     "maximize_acquisition",
 ]
 
@@ -116,6 +123,60 @@ def log_expected_improvement(mean, std, best) -> np.ndarray:
         out = np.array(np.log(np.maximum(improvement, 0.0)))
     out[pos] = np.log(std[pos]) + _log_h(z)
     return out
+
+
+def _check_samples(means, stds) -> tuple[np.ndarray, np.ndarray]:
+    means = np.asarray(means, dtype=float)
+    stds = np.asarray(stds, dtype=float)
+    if means.ndim != 2 or means.shape[0] == 0:
+        raise ValueError(
+            f"means must be a 2-D array of shape (S, m) with S >= 1, got shape "
+            f"{means.shape}"
+        )
+    if stds.shape != means.shape:
+        raise ValueError(
+            f"stds must have the shape of means {means.shape}, got {stds.shape}"
+        )
+    return means, stds
+
+
+def integrated_expected_improvement(means, stds, best) -> np.ndarray:
+    """EI averaged over S hyperparameter samples: means, stds (S, m) -> (m,).
+
+    The Monte Carlo estimate of the integrated acquisition function of Snoek et al.
+    (2012), sec. 3.2: ``mean_s EI(means[s], stds[s], best)``; ``best`` is a scalar or
+    broadcasts against (S, m).
+    """
+    means, stds = _check_samples(means, stds)
+    return np.mean(expected_improvement(means, stds, best), axis=0)
+
+
+def log_integrated_expected_improvement(means, stds, best) -> np.ndarray:
+    """log of :func:`integrated_expected_improvement`, (m,), stable where EI underflows.
+
+    ``logsumexp_s log EI_s - log S``; ``-inf`` only where every sample has zero EI.
+    """
+    means, stds = _check_samples(means, stds)
+    log_ei = log_expected_improvement(means, stds, best)
+    with np.errstate(divide="ignore"):  # all -inf in a column: the answer is -inf
+        return logsumexp(log_ei, axis=0) - math.log(means.shape[0])
+
+
+def lower_confidence_bound(mean, std, beta) -> np.ndarray:
+    """Lower confidence bound ``mean - beta * std`` (broadcast), for minimization.
+
+    The minimization counterpart of UCB ``mu + beta sigma``: small values are promising,
+    so maximize ``-lower_confidence_bound``. ``beta`` (finite, >= 0) trades exploration
+    (large) against exploitation (0: the posterior mean).
+    """
+    beta = float(beta)
+    if not (math.isfinite(beta) and beta >= 0):
+        raise ValueError(f"beta must be finite and >= 0, got {beta}")
+    mean = np.asarray(mean, dtype=float)
+    std = np.asarray(std, dtype=float)
+    if np.any(std < 0):
+        raise ValueError("std must be >= 0")
+    return mean - beta * std
 
 
 def _sobol(dim: int, n: int, rng: np.random.Generator) -> np.ndarray:
