@@ -125,7 +125,7 @@ def test_run_logs_stepped_metrics_for_every_iteration(project, concrete_run):
     )
     # EI is only defined once the GP takes over after the 4 initial points
     assert sorted(
-        m.step for m in client.get_metric_history(run_id, "expected_improvement")
+        m.step for m in client.get_metric_history(run_id, "acquisition_value")
     ) == list(range(4, 12))
     final = concrete_run.data.metrics
     assert (

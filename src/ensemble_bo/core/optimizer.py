@@ -1,9 +1,14 @@
-"""Ask/tell Bayesian optimization (GP-EI) over a SearchSpace, minimizing."""
+"""Ask/tell optimizers over a SearchSpace, minimizing: GP-EI, random and grid search.
+
+All share one history of told points (`Optimizer`), so strategies can switch
+between them and warm-start any of them from an earlier run's observations.
+"""
 
 from __future__ import annotations
 
 import math
 import warnings
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -11,67 +16,51 @@ import numpy as np
 from scipy.stats import qmc
 from threadpoolctl import threadpool_limits
 
-from ensemble_bo.core.acquisition import log_expected_improvement, maximize_acquisition
+from ensemble_bo.core.acquisition import (
+    log_integrated_expected_improvement,
+    lower_confidence_bound,
+    maximize_acquisition,
+)
 from ensemble_bo.core.space import SearchSpace
-from ensemble_bo.core.surrogate import GaussianProcess
+from ensemble_bo.core.surrogate import GaussianProcess, SampledGaussianProcess
 
 
 @dataclass(frozen=True)
 class Suggestion:
     """A configuration to evaluate next.
 
-    `encoded` is its point in [0, 1]^d (shape (d,)); `expected_improvement` is
-    the EI that chose it, NaN while in the initial design.
+    `encoded` is its point in [0, 1]^dim (shape (dim,)), exactly as the space
+    encodes the configuration; `acquisition_value` is the acquisition that
+    chose it (EI, or the negated lower confidence bound), NaN when no model did.
     """
 
     config: dict[str, Any]
     encoded: np.ndarray
-    expected_improvement: float = math.nan
+    acquisition_value: float = math.nan
 
 
-class GPEIOptimizer:
-    """GP-EI minimizer with an ask/tell interface (ESMBO s.2, Alg. 1).
+class GridExhaustedError(ValueError):
+    """Every configuration of the grid has been asked."""
 
-    The first `n_initial` suggestions are a scrambled Sobol design; afterwards a
-    Matern-5/2 ARD GP is fitted by ML-II to the told values and EI is maximized
-    over Sobol candidates refined by L-BFGS-B.
 
-    Failed evaluations are told with value None: they stay in the history but
-    are kept out of the GP, since a failure says nothing about the loss surface
-    of the configurations that do train.
+class Optimizer:
+    """The ask/tell protocol and the history of told points.
+
+    Failed evaluations are told with value None: they stay in the history (as
+    NaN) but no model learns from them.
     """
 
-    def __init__(
-        self,
-        space: SearchSpace,
-        seed: int = 0,
-        n_initial: int = 10,
-        gp_restarts: int = 3,
-        n_candidates: int = 1024,
-        n_local_starts: int = 5,
-    ):
-        if n_initial < 1:
-            raise ValueError(f"n_initial must be >= 1, got {n_initial!r}")
+    def __init__(self, space: SearchSpace, seed: int = 0):
         self.space = space
-        seeds = np.random.SeedSequence(seed).spawn(3)
-        sobol = qmc.Sobol(
-            space.dim, scramble=True, seed=np.random.default_rng(seeds[0])
-        )
-        self._initial_design = sobol.random_base2(math.ceil(math.log2(n_initial)))[
-            :n_initial
-        ]
-        self._rng = np.random.default_rng(seeds[1])
-        self._gp = GaussianProcess(
-            n_restarts=gp_restarts, seed=int(seeds[2].generate_state(1)[0])
-        )
-        self.n_candidates = n_candidates
-        self.n_local_starts = n_local_starts
+        self.seed = seed
+        self._rng = np.random.default_rng(np.random.SeedSequence(seed).spawn(1)[0])
         self._X: list[np.ndarray] = []
         self._values: list[float] = []
+        self._n_preloaded = 0
 
     @property
     def X(self) -> np.ndarray:
-        """Told points, shape (t, d)."""
+        """Told points, shape (t, dim)."""
         return np.array(self._X).reshape(len(self._X), self.space.dim)
 
     @property
@@ -80,46 +69,22 @@ class GPEIOptimizer:
         return np.array(self._values, dtype=float)
 
     def ask(self) -> Suggestion:
-        n_told = len(self._X)
-        if n_told < len(self._initial_design):
-            return self._suggest(self._initial_design[n_told])
-        valid = np.isfinite(self.values)
-        if valid.sum() < 2:
-            # Too little to fit a GP (e.g. every early trial failed): keep exploring.
-            return self._suggest(self._rng.random(self.space.dim))
-        # GP matrices are small: BLAS threads cost more in start-up than they save
-        # (measured: up to 10x slower fits on 2 busy cores).
-        with threadpool_limits(limits=1, user_api="blas"):
-            return self._suggest_by_expected_improvement(
-                self.X[valid], self.values[valid]
-            )
+        return self.ask_batch(1)[0]
 
-    def _suggest_by_expected_improvement(
-        self, X: np.ndarray, y: np.ndarray
-    ) -> Suggestion:
-        best = float(y.min())
-        try:
-            self._gp.fit(X, y)
-        except (ValueError, np.linalg.LinAlgError) as error:
-            warnings.warn(
-                f"GP fit failed ({error}); suggesting a random point", stacklevel=3
-            )
-            return self._suggest(self._rng.random(self.space.dim))
+    def ask_batch(self, size: int) -> list[Suggestion]:
+        """`size` configurations to evaluate at once (e.g. in parallel)."""
+        if int(size) != size or size < 1:
+            raise ValueError(f"batch size must be a positive integer, got {size!r}")
+        return self._propose(int(size))
 
-        def log_ei(candidates: np.ndarray) -> np.ndarray:
-            mean, std = self._gp.predict(candidates)
-            return log_expected_improvement(mean, std, best)
-
-        point, value = maximize_acquisition(
-            log_ei, self.space.dim, self._rng, self.n_candidates, self.n_local_starts
-        )
-        return self._suggest(point, math.exp(value))
+    def _propose(self, size: int) -> list[Suggestion]:
+        raise NotImplementedError
 
     def _suggest(
-        self, point: np.ndarray, expected_improvement: float = math.nan
+        self, point: np.ndarray, acquisition_value: float = math.nan
     ) -> Suggestion:
-        point = np.clip(np.asarray(point, dtype=float), 0.0, 1.0)
-        return Suggestion(self.space.decode(point), point, expected_improvement)
+        config = self.space.decode(np.clip(np.asarray(point, dtype=float), 0.0, 1.0))
+        return Suggestion(config, self.space.encode(config), acquisition_value)
 
     def tell(self, suggestion: Suggestion, value: float | None) -> None:
         """Record the loss of an asked suggestion (None if its evaluation failed)."""
@@ -127,6 +92,19 @@ class GPEIOptimizer:
             raise ValueError(f"told value must be finite or None, got {value!r}")
         self._X.append(np.asarray(suggestion.encoded, dtype=float))
         self._values.append(math.nan if value is None else float(value))
+
+    def tell_many(
+        self, configs: Sequence[Mapping[str, Any]], values: Iterable[float | None]
+    ) -> None:
+        """Pre-load observations, e.g. an earlier run's trials (warm start)."""
+        values = list(values)
+        if len(values) != len(configs):
+            raise ValueError(
+                f"got {len(configs)} configurations but {len(values)} values"
+            )
+        for config, value in zip(configs, values, strict=True):
+            self.tell(Suggestion(dict(config), self.space.encode(config)), value)
+        self._n_preloaded += len(configs)
 
     def relabel(self, values: np.ndarray) -> None:
         """Replace every told value at once, shape (t,), NaN for failed trials.
@@ -140,3 +118,206 @@ class GPEIOptimizer:
                 f"relabel needs {len(self._X)} values, got an array of shape {values.shape}"
             )
         self._values = list(values)
+
+
+class RandomSearch(Optimizer):
+    """Configurations drawn uniformly from the encoded cube (log scales uniform in log)."""
+
+    def _propose(self, size: int) -> list[Suggestion]:
+        return [self._suggest(self._rng.random(self.space.dim)) for _ in range(size)]
+
+
+class GridSearch(Optimizer):
+    """Every combination of `points_per_dimension` values per parameter, in a seeded order.
+
+    The order is shuffled so that a budget smaller than the grid still spreads
+    over the whole space instead of sweeping one corner.
+    """
+
+    def __init__(
+        self, space: SearchSpace, seed: int = 0, points_per_dimension: int = 5
+    ):
+        super().__init__(space, seed)
+        grid = space.grid(points_per_dimension)
+        self._grid = [grid[i] for i in self._rng.permutation(len(grid))]
+        self._next = 0
+
+    def _propose(self, size: int) -> list[Suggestion]:
+        if self._next + size > len(self._grid):
+            raise GridExhaustedError(
+                f"the grid has {len(self._grid)} configurations and {self._next} were "
+                f"already asked; {size} more cannot be given"
+            )
+        configs = self._grid[self._next : self._next + size]
+        self._next += size
+        return [Suggestion(config, self.space.encode(config)) for config in configs]
+
+
+HYPERPARAMETER_MODES = ("ml2", "slice")
+ACQUISITIONS = ("ei", "ucb")
+BATCH_STRATEGIES = ("kriging_believer", "constant_liar")
+
+
+class GPEIOptimizer(Optimizer):
+    """GP-based Bayesian optimization (ESMBO s.2, Alg. 1; Snoek et al. 2012).
+
+    The first `n_initial` suggestions are a scrambled Sobol design; afterwards
+    a Matern-5/2 ARD GP is fitted to the told values, its hyperparameters by
+    ML-II (`hyperparameters="ml2"`) or slice-sampled (`"slice"`, the
+    acquisition then averaged over the samples: integrated EI), and the
+    acquisition (EI, or UCB on the loss: the lower confidence bound) is
+    maximized over Sobol candidates refined by L-BFGS-B.
+
+    Batches of q points come from fantasies: each chosen point is added to the
+    GP with the posterior mean as its value (kriging believer) or the best
+    value so far (constant liar), hyperparameters kept, before the next one
+    is chosen.
+    """
+
+    def __init__(
+        self,
+        space: SearchSpace,
+        seed: int = 0,
+        n_initial: int = 10,
+        hyperparameters: str = "ml2",
+        acquisition: str = "ei",
+        ucb_beta: float = 2.0,
+        batch_strategy: str = "kriging_believer",
+        gp_restarts: int = 3,
+        n_samples: int = 10,
+        n_candidates: int = 1024,
+        n_local_starts: int = 5,
+    ):
+        super().__init__(space, seed)
+        if int(n_initial) != n_initial or n_initial < 1:
+            raise ValueError(f"n_initial must be an integer >= 1, got {n_initial!r}")
+        for name, value, allowed in (
+            ("hyperparameters", hyperparameters, HYPERPARAMETER_MODES),
+            ("acquisition", acquisition, ACQUISITIONS),
+            ("batch_strategy", batch_strategy, BATCH_STRATEGIES),
+        ):
+            if value not in allowed:
+                raise ValueError(f"{name}={value!r} is not one of {list(allowed)}")
+        if not ucb_beta >= 0:
+            raise ValueError(f"ucb_beta must be >= 0, got {ucb_beta!r}")
+        seeds = np.random.SeedSequence(seed).spawn(3)[1:]
+        sobol = qmc.Sobol(space.dim, scramble=True, rng=np.random.default_rng(seeds[0]))
+        self._initial_design = sobol.random_base2(math.ceil(math.log2(n_initial)))[
+            :n_initial
+        ]
+        self._initial_asked = 0
+        gp_seed = int(seeds[1].generate_state(1)[0])
+        if hyperparameters == "ml2":
+            self._model = GaussianProcess(n_restarts=gp_restarts, seed=gp_seed)
+        else:
+            self._model = SampledGaussianProcess(n_samples=n_samples, seed=gp_seed)
+        self.hyperparameters = hyperparameters
+        self.acquisition = acquisition
+        self.ucb_beta = float(ucb_beta)
+        self.batch_strategy = batch_strategy
+        self.n_candidates = n_candidates
+        self.n_local_starts = n_local_starts
+
+    def _propose(self, size: int) -> list[Suggestion]:
+        # Pre-loaded observations stand in for part of the initial design.
+        design_left = (
+            len(self._initial_design) - self._n_preloaded - self._initial_asked
+        )
+        start, take = self._initial_asked, min(size, max(design_left, 0))
+        suggestions = [
+            self._suggest(point) for point in self._initial_design[start : start + take]
+        ]
+        self._initial_asked += take
+        remaining = size - len(suggestions)
+        if remaining == 0:
+            return suggestions
+        valid = np.isfinite(self.values)
+        if valid.sum() < 2:
+            # Too little to fit a GP (e.g. every early trial failed): keep exploring.
+            return suggestions + [
+                self._suggest(self._rng.random(self.space.dim))
+                for _ in range(remaining)
+            ]
+        # GP matrices are small: BLAS threads cost more in start-up than they save
+        # (measured: up to 10x slower fits on 2 busy cores).
+        with threadpool_limits(limits=1, user_api="blas"):
+            return suggestions + self._propose_by_model(
+                self.X[valid], self.values[valid], remaining
+            )
+
+    def _posteriors(self, X: np.ndarray, y: np.ndarray) -> list[GaussianProcess]:
+        """One GP posterior (ML-II) or one per hyperparameter sample (slice)."""
+        self._model.fit(X, y)
+        if self.hyperparameters == "ml2":
+            return [self._model]
+        return [
+            GaussianProcess().condition(X, y, sample) for sample in self._model.samples
+        ]
+
+    def _propose_by_model(
+        self, X: np.ndarray, y: np.ndarray, size: int
+    ) -> list[Suggestion]:
+        try:
+            posteriors = self._posteriors(X, y)
+        except (ValueError, np.linalg.LinAlgError) as error:
+            warnings.warn(
+                f"GP fit failed ({error}); suggesting random points", stacklevel=4
+            )
+            return [
+                self._suggest(self._rng.random(self.space.dim)) for _ in range(size)
+            ]
+        best = float(y.min())
+        suggestions: list[Suggestion] = []
+        while True:
+            point, value = maximize_acquisition(
+                self._acquisition_function(posteriors, best),
+                self.space.dim,
+                self._rng,
+                self.n_candidates,
+                self.n_local_starts,
+            )
+            suggestion = self._suggest(
+                point, math.exp(value) if self.acquisition == "ei" else value
+            )
+            suggestions.append(suggestion)
+            if len(suggestions) == size:
+                return suggestions
+            X, y, posteriors = self._fantasize(X, y, posteriors, suggestion.encoded)
+
+    def _acquisition_function(self, posteriors: list[GaussianProcess], best: float):
+        space, acquisition, beta = self.space, self.acquisition, self.ucb_beta
+
+        def acquisition_values(candidates: np.ndarray) -> np.ndarray:
+            # The GP sees inactive and categorical coordinates the way told points have them.
+            canonical = space.canonicalize(candidates)
+            means, stds = zip(
+                *(gp.predict(canonical) for gp in posteriors), strict=True
+            )
+            means, stds = np.array(means), np.array(stds)  # (S, m)
+            if acquisition == "ei":
+                return log_integrated_expected_improvement(means, stds, best)
+            return -lower_confidence_bound(means, stds, beta).mean(axis=0)
+
+        return acquisition_values
+
+    def _fantasize(
+        self,
+        X: np.ndarray,
+        y: np.ndarray,
+        posteriors: list[GaussianProcess],
+        point: np.ndarray,
+    ) -> tuple[np.ndarray, np.ndarray, list[GaussianProcess]]:
+        if self.batch_strategy == "kriging_believer":
+            means = [gp.predict(point[None, :])[0][0] for gp in posteriors]
+            fantasy = float(np.mean(means))
+        else:
+            fantasy = float(y.min())
+        X, y = np.vstack([X, point]), np.append(y, fantasy)
+        return (
+            X,
+            y,
+            [
+                GaussianProcess().condition(X, y, gp.hyperparameters)
+                for gp in posteriors
+            ],
+        )

@@ -35,7 +35,7 @@ class IterationRecord:
     ensemble_loss: float
     best_single_loss: float
     ensemble_size: int
-    expected_improvement: float
+    acquisition_value: float
     fit_seconds: float
 
 
@@ -147,7 +147,7 @@ class SegorSearch:
                 if np.isfinite(single_losses).any()
                 else math.nan,
                 ensemble_size=sum(index is not None for index in slots),
-                expected_improvement=suggestion.expected_improvement,
+                acquisition_value=suggestion.acquisition_value,
                 fit_seconds=trial_result.fit_seconds,
             )
             result.history.append(record)

@@ -26,7 +26,7 @@ def iteration_metrics(record: IterationRecord) -> dict[str, float]:
         "cv_loss_ensemble": record.ensemble_loss,
         "cv_loss_best_single": record.best_single_loss,
         "ensemble_size": float(record.ensemble_size),
-        "expected_improvement": record.expected_improvement,
+        "acquisition_value": record.acquisition_value,
         "fit_seconds": record.fit_seconds,
         "trial_failed": float(record.status != "ok"),
     }
