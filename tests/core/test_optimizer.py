@@ -86,7 +86,8 @@ def test_bad_values_and_settings_are_named():
     with pytest.raises(ValueError, match="n_initial must be an integer >= 1, got 0"):
         GPEIOptimizer(SPACE, n_initial=0)
     with pytest.raises(
-        ValueError, match="hyperparameters='mcmc' is not one of \\['ml2', 'slice'\\]"
+        ValueError,
+        match="hyperparameters='mcmc' is not one of \\['ml2', 'map', 'slice'\\]",
     ):
         GPEIOptimizer(SPACE, hyperparameters="mcmc")
     with pytest.raises(ValueError, match="acquisition='pi' is not one of"):

@@ -17,6 +17,7 @@ from ensemble_bo.core.surrogate import (
     SampledGaussianProcess,
     _cholesky_with_jitter,
     log_prior,
+    map_log_prior,
     matern52,
 )
 
@@ -619,3 +620,28 @@ def test_sampled_gp_bad_inputs_raise() -> None:
     ]:
         with pytest.raises(ValueError, match=match):
             SampledGaussianProcess(**kwargs)
+
+
+def test_map_log_prior_by_hand_and_its_gradient():
+    d = 3
+    # l = amp = noise = 1: -(0.1 + 0.1) per length scale, log 1 - 1, 0.1 log 1 - 30
+    value, grad = map_log_prior(np.zeros(d + 3), d)
+    assert value == pytest.approx(-0.2 * d - 1.0 - 30.0)
+    np.testing.assert_allclose(grad, [0.0, 0.0, 0.0, 0.0, -29.9, 0.0], atol=1e-12)
+    theta = np.array([0.3, -1.0, 0.5, 2.0, -4.0, 0.2])
+    error = check_grad(
+        lambda t: map_log_prior(t, d)[0], lambda t: map_log_prior(t, d)[1], theta
+    )
+    assert error < 1e-5
+
+
+def test_map_fit_is_pulled_towards_the_prior_mode():
+    rng = np.random.default_rng(0)
+    X = rng.random((15, 2))
+    y = np.sin(6 * X[:, 0])  # the second input is irrelevant
+    ml2 = GaussianProcess(seed=0).fit(X, y).hyperparameters
+    map_ = GaussianProcess(seed=0, prior=True).fit(X, y).hyperparameters
+    # ML-II switches the irrelevant input off (scale at its upper bound); the prior,
+    # with its mode at l = 1, keeps it nearer
+    assert map_.length_scales[1] < ml2.length_scales[1]
+    assert abs(np.log(map_.length_scales[1])) < abs(np.log(ml2.length_scales[1]))

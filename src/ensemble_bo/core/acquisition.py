@@ -195,12 +195,16 @@ def maximize_acquisition(
     rng: np.random.Generator,
     n_candidates: int = 1024,
     n_local_starts: int = 5,
+    extra_starts: np.ndarray | None = None,
 ) -> tuple[np.ndarray, float]:
     """Maximize a vectorized acquisition ``X (m, dim) -> (m,)`` over [0, 1]^dim.
 
-    Scores ``n_candidates`` scrambled-Sobol points, refines the best ``n_local_starts``
-    with L-BFGS-B (central-difference gradient), and returns (x (dim,), value).
-    Deterministic for a given ``rng`` state.
+    Scores ``n_candidates`` scrambled-Sobol points and refines ``n_local_starts`` of
+    them with L-BFGS-B (central-difference gradient): the best one, the others drawn
+    with probability proportional to exp(value - best value) (for log EI: to EI), so
+    that the refinements spread over several modes instead of crowding the best one.
+    ``extra_starts`` (k, dim), e.g. the best point observed so far, are refined too.
+    Returns (x (dim,), value); deterministic for a given ``rng`` state.
     """
     if int(dim) != dim or dim < 1:
         raise ValueError(f"dim must be a positive integer, got {dim}")
@@ -222,8 +226,7 @@ def maximize_acquisition(
 
     candidates = _sobol(dim, int(n_candidates), rng)
     scores = evaluate(candidates)
-    order = np.argsort(-scores, kind="stable")
-    best_i = int(order[0])
+    best_i = int(np.argmax(scores))
     best_x, best_val = candidates[best_i].copy(), float(scores[best_i])
 
     eye = np.eye(dim)
@@ -243,13 +246,25 @@ def maximize_acquisition(
         grad = np.where(np.isfinite(grad), grad, 0.0)
         return -float(f0), -grad
 
-    bounds = [(0.0, 1.0)] * dim
-    for i in order[: min(int(n_local_starts), len(order))]:
-        if not np.isfinite(scores[i]):
-            continue
-        res = minimize(
-            objective, candidates[i], jac=True, method="L-BFGS-B", bounds=bounds
+    starts = (
+        [candidates[best_i]] if n_local_starts > 0 and np.isfinite(best_val) else []
+    )
+    weights = np.where(np.isfinite(scores), np.exp(scores - best_val), 0.0)
+    weights[best_i] = 0.0
+    n_drawn = min(int(n_local_starts) - 1, int(np.count_nonzero(weights)))
+    if n_drawn > 0 and np.isfinite(best_val):
+        drawn = rng.choice(
+            len(candidates), size=n_drawn, replace=False, p=weights / weights.sum()
         )
+        starts.extend(candidates[drawn])
+    if extra_starts is not None:
+        starts.extend(
+            np.clip(np.asarray(extra_starts, dtype=float).reshape(-1, dim), 0.0, 1.0)
+        )
+
+    bounds = [(0.0, 1.0)] * dim
+    for start in starts:
+        res = minimize(objective, start, jac=True, method="L-BFGS-B", bounds=bounds)
         x = np.clip(res.x, 0.0, 1.0)
         val = float(evaluate(x[None, :])[0])
         if val > best_val:

@@ -153,7 +153,7 @@ class GridSearch(Optimizer):
         return [Suggestion(config, self.space.encode(config)) for config in configs]
 
 
-HYPERPARAMETER_MODES = ("ml2", "slice")
+HYPERPARAMETER_MODES = ("ml2", "map", "slice")
 ACQUISITIONS = ("ei", "ucb")
 BATCH_STRATEGIES = ("kriging_believer", "constant_liar")
 
@@ -163,8 +163,9 @@ class GPEIOptimizer(Optimizer):
 
     The first `n_initial` suggestions are a scrambled Sobol design; afterwards
     a Matern-5/2 ARD GP is fitted to the told values, its hyperparameters by
-    ML-II (`hyperparameters="ml2"`) or slice-sampled (`"slice"`, the
-    acquisition then averaged over the samples: integrated EI), and the
+    ML-II (`hyperparameters="ml2"`), by MAP under weak priors (`"map"`) or
+    slice-sampled (`"slice"`, the acquisition then averaged over the samples:
+    integrated EI), and the
     acquisition (EI, or UCB on the loss: the lower confidence bound) is
     maximized over Sobol candidates refined by L-BFGS-B.
 
@@ -179,7 +180,7 @@ class GPEIOptimizer(Optimizer):
         space: SearchSpace,
         seed: int = 0,
         n_initial: int = 10,
-        hyperparameters: str = "ml2",
+        hyperparameters: str = "map",
         acquisition: str = "ei",
         ucb_beta: float = 2.0,
         batch_strategy: str = "kriging_believer",
@@ -207,8 +208,10 @@ class GPEIOptimizer(Optimizer):
         ]
         self._initial_asked = 0
         gp_seed = int(seeds[1].generate_state(1)[0])
-        if hyperparameters == "ml2":
-            self._model = GaussianProcess(n_restarts=gp_restarts, seed=gp_seed)
+        if hyperparameters in ("ml2", "map"):
+            self._model = GaussianProcess(
+                n_restarts=gp_restarts, seed=gp_seed, prior=hyperparameters == "map"
+            )
         else:
             self._model = SampledGaussianProcess(n_samples=n_samples, seed=gp_seed)
         self.hyperparameters = hyperparameters
@@ -248,7 +251,7 @@ class GPEIOptimizer(Optimizer):
     def _posteriors(self, X: np.ndarray, y: np.ndarray) -> list[GaussianProcess]:
         """One GP posterior (ML-II) or one per hyperparameter sample (slice)."""
         self._model.fit(X, y)
-        if self.hyperparameters == "ml2":
+        if isinstance(self._model, GaussianProcess):
             return [self._model]
         return [
             GaussianProcess().condition(X, y, sample) for sample in self._model.samples
@@ -266,15 +269,18 @@ class GPEIOptimizer(Optimizer):
             return [
                 self._suggest(self._rng.random(self.space.dim)) for _ in range(size)
             ]
-        best = float(y.min())
         suggestions: list[Suggestion] = []
         while True:
+            # Fantasies join y, so a believed value below the best moves the incumbent too.
+            best, incumbent = float(y.min()), X[np.argmin(y)]
             point, value = maximize_acquisition(
                 self._acquisition_function(posteriors, best),
                 self.space.dim,
                 self._rng,
                 self.n_candidates,
                 self.n_local_starts,
+                # EI often peaks next to the incumbent: refine from there too.
+                extra_starts=incumbent,
             )
             suggestion = self._suggest(
                 point, math.exp(value) if self.acquisition == "ei" else value
