@@ -2,10 +2,19 @@ import numpy as np
 import pytest
 
 from ensemble_bo.core.losses import (
+    HUBER_C,
+    TUKEY_C,
+    classification_loss,
     cv_loss_of_mean_ensembles,
     fold_weights,
+    huber_loss,
+    margin_loss,
+    multiclass_margin,
     regression_loss,
     squared_error,
+    squared_margin_loss,
+    tukey_bisquare_loss,
+    zero_one_loss,
 )
 
 
@@ -49,3 +58,106 @@ def test_vectorized_ensemble_losses_equal_brute_force(member_count):
         ]
         brute.append(np.mean(fold_means))
     np.testing.assert_allclose(vectorized, brute, rtol=1e-12)
+
+
+# ---- robust regression losses (SEGOR s.3.1) and SEGO's margin losses --------------
+
+
+def test_huber_by_hand_inside_outside_and_at_c():
+    residuals = np.array([0.5, -0.5, 2.0, -3.0, HUBER_C, -HUBER_C])
+    expected = [
+        0.125,  # 0.5**2 / 2
+        0.125,
+        1.345 * (2.0 - 1.345 / 2),  # 1.7854875
+        1.345 * (3.0 - 1.345 / 2),  # 3.1303875
+        1.345**2 / 2,  # both branches meet at |r| = c
+        1.345**2 / 2,
+    ]
+    np.testing.assert_allclose(huber_loss(residuals), expected, rtol=1e-12)
+    np.testing.assert_allclose(huber_loss(np.array([3.0, 0.2]), c=1.0), [2.5, 0.02])
+
+
+def test_tukey_by_hand_inside_outside_and_at_c():
+    # c = 2: c**2/6 = 2/3; r = 1: (r/c)**2 = 1/4, 1 - (3/4)**3 = 37/64 -> 37/96
+    np.testing.assert_allclose(
+        tukey_bisquare_loss(np.array([1.0, -1.0, 2.0, -2.0, 5.0, 0.0]), c=2.0),
+        [37 / 96, 37 / 96, 2 / 3, 2 / 3, 2 / 3, 0.0],
+        rtol=1e-12,
+    )
+    assert tukey_bisquare_loss(np.array([10.0]))[0] == pytest.approx(4.685**2 / 6)
+    assert TUKEY_C == 4.685 and HUBER_C == 1.345
+
+
+@pytest.mark.parametrize("loss", [huber_loss, tukey_bisquare_loss])
+def test_robust_losses_are_half_squared_error_near_zero(loss):
+    r = np.array([1e-4, -3e-4, 1e-3])
+    np.testing.assert_allclose(loss(r), r**2 / 2, rtol=1e-6)
+
+
+def test_robust_losses_are_registered_and_work_in_ensemble_losses():
+    assert regression_loss("huber") is huber_loss
+    assert regression_loss("tukey") is tukey_bisquare_loss
+    rng = np.random.default_rng(3)
+    y, pool = rng.normal(size=12), 3 * rng.normal(size=(4, 12))
+    fold_ids = np.arange(12) % 3
+    vectorized = cv_loss_of_mean_ensembles(
+        pool[0] + pool[1], 2, pool, y, tukey_bisquare_loss, fold_weights(fold_ids)
+    )
+    brute = [
+        np.mean(
+            [
+                np.mean(
+                    tukey_bisquare_loss((pool[[0, 1, h]].mean(0) - y)[fold_ids == k])
+                )
+                for k in range(3)
+            ]
+        )
+        for h in range(4)
+    ]
+    np.testing.assert_allclose(vectorized, brute, rtol=1e-12)
+
+
+@pytest.mark.parametrize("c", [0.0, -1.0, np.nan])
+def test_robust_losses_reject_bad_constants(c):
+    with pytest.raises(ValueError, match="tuning constant c"):
+        huber_loss(np.ones(2), c=c)
+    with pytest.raises(ValueError, match="tuning constant c"):
+        tukey_bisquare_loss(np.ones(2), c=c)
+
+
+def test_zero_one_loss_by_hand():
+    predicted = np.array([[0, 1, 2], [2, 1, 0]])
+    np.testing.assert_array_equal(
+        zero_one_loss(predicted, np.array([0, 1, 0])), [[0, 0, 1], [1, 0, 0]]
+    )
+
+
+def test_margin_losses_by_hand():
+    # votes of 3 members: all right, all wrong, 2 of 3 right (SEGO eq. 7-9)
+    votes = np.array([3, 0, 2])
+    np.testing.assert_allclose(multiclass_margin(votes, 3), [1.0, -1.0, 1 / 3])
+    np.testing.assert_allclose(margin_loss(votes, 3), [0.0, 1.0, 1 / 3])
+    np.testing.assert_allclose(squared_margin_loss(votes, 3), [0.0, 1.0, 1 / 9])
+    assert classification_loss("squared_margin") is squared_margin_loss
+
+
+def test_margin_equals_eq7_on_member_correctness_and_squared_margin_is_squared_error():
+    correct = np.random.default_rng(0).random((5, 40)) < 0.6  # (m, n)
+    eq7 = np.mean(1 - 2 * (~correct), axis=0)
+    votes = correct.sum(axis=0)
+    np.testing.assert_allclose(multiclass_margin(votes, 5), eq7)
+    # correctness as predictions, y = 1: the mean ensemble's squared error is eq. 9
+    np.testing.assert_allclose(
+        squared_margin_loss(votes, 5), squared_error(correct.mean(axis=0) - 1.0)
+    )
+    # a single member's margin loss is its zero-one loss
+    np.testing.assert_allclose(margin_loss(correct[0], 1), 1.0 - correct[0])
+
+
+def test_margin_losses_reject_bad_votes():
+    with pytest.raises(ValueError, match="ensemble_size"):
+        squared_margin_loss(np.array([1]), 0)
+    with pytest.raises(ValueError, match="correct_votes"):
+        squared_margin_loss(np.array([4]), 3)
+    with pytest.raises(ValueError, match="unknown classification loss 'hinge'"):
+        classification_loss("hinge")

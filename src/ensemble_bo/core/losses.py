@@ -5,6 +5,12 @@ from __future__ import annotations
 from collections.abc import Callable
 
 import numpy as np
+from scipy.special import huber
+
+# SEGOR s.3.1: both constants give >= 95% of least squares' efficiency under
+# normal errors *of unit scale*, so residuals should be standardized first.
+HUBER_C = 1.345
+TUKEY_C = 4.685
 
 
 def squared_error(residuals: np.ndarray) -> np.ndarray:
@@ -12,8 +18,37 @@ def squared_error(residuals: np.ndarray) -> np.ndarray:
     return np.square(residuals)
 
 
+def _check_tuning_constant(c: float) -> float:
+    if not np.isfinite(c) or c <= 0:
+        raise ValueError(f"tuning constant c must be positive and finite, got {c!r}")
+    return float(c)
+
+
+def huber_loss(residuals: np.ndarray, c: float = HUBER_C) -> np.ndarray:
+    """SEGOR s.3.1 Huber loss: r**2/2 if |r| < c, else c (|r| - c/2); any shape.
+
+    The two branches agree at |r| = c, so scipy's `huber` (which puts |r| = c
+    in the quadratic branch) is the same function. c is in residual units.
+    """
+    return huber(_check_tuning_constant(c), np.asarray(residuals, dtype=float))
+
+
+def tukey_bisquare_loss(residuals: np.ndarray, c: float = TUKEY_C) -> np.ndarray:
+    """SEGOR s.3.1 Tukey bisquare: c**2/6 [1 - (1 - (r/c)**2)**3] if |r| < c, else c**2/6.
+
+    Elementwise on any shape; c is in residual units.
+    """
+    c = _check_tuning_constant(c)
+    # Hand-written: scipy has no Tukey rho function. Clipping (r/c)**2 at 1
+    # makes the outer branch fall out of the same formula (it equals c**2/6 there).
+    u = np.minimum(np.square(np.asarray(residuals, dtype=float) / c), 1.0)
+    return c * c / 6.0 * (1.0 - (1.0 - u) ** 3)
+
+
 REGRESSION_LOSSES: dict[str, Callable[[np.ndarray], np.ndarray]] = {
     "mse": squared_error,
+    "huber": huber_loss,
+    "tukey": tukey_bisquare_loss,
 }
 
 
@@ -24,6 +59,78 @@ def regression_loss(name: str) -> Callable[[np.ndarray], np.ndarray]:
     except KeyError:
         raise ValueError(
             f"unknown regression loss {name!r}; available: {sorted(REGRESSION_LOSSES)}"
+        ) from None
+
+
+def zero_one_loss(predicted_labels: np.ndarray, y: np.ndarray) -> np.ndarray:
+    """Per-sample zero-one loss I[prediction != y] as floats; broadcasts, e.g. (t, n) vs (n,).
+
+    The loss of single classifiers' label predictions, e.g. the (t, n) loss
+    matrix that the agnostic Bayes posteriors take.
+    """
+    return np.not_equal(predicted_labels, y).astype(float)
+
+
+# Classification losses of an *ensemble's votes* (SEGO s.3). The margin depends on
+# how many members vote correctly, not on one prediction, so these take the running
+# sum of member correctness instead of residuals: `correct_votes` (..., n) counts the
+# members that classify each sample correctly (correct.sum(axis=0) for a boolean
+# (m, n) member-correctness matrix) and `ensemble_size` is m. Adding a candidate h
+# to every ensemble at once is (correct_votes + correct_h) with size m + 1.
+
+
+def _check_votes(correct_votes, ensemble_size) -> tuple[np.ndarray, int]:
+    if int(ensemble_size) != ensemble_size or ensemble_size < 1:
+        raise ValueError(
+            f"ensemble_size must be a positive integer, got {ensemble_size!r}"
+        )
+    votes = np.asarray(correct_votes, dtype=float)
+    if np.any((votes < 0) | (votes > ensemble_size)):
+        raise ValueError(
+            f"correct_votes must lie in [0, ensemble_size={ensemble_size}], got values "
+            f"in [{votes.min()}, {votes.max()}]"
+        )
+    return votes, int(ensemble_size)
+
+
+def multiclass_margin(correct_votes: np.ndarray, ensemble_size: int) -> np.ndarray:
+    """SEGO eq. 7: M = (1/m) sum_h [1 - 2 l01(h)] = 2 c / m - 1, in [-1, 1]; shape of c."""
+    votes, size = _check_votes(correct_votes, ensemble_size)
+    return 2.0 * votes / size - 1.0
+
+
+def margin_loss(correct_votes: np.ndarray, ensemble_size: int) -> np.ndarray:
+    """SEGO eq. 8: (1 - M) / 2, the fraction of members that are wrong.
+
+    For a single member (ensemble_size 1) it is that member's zero-one loss.
+    """
+    return (1.0 - multiclass_margin(correct_votes, ensemble_size)) / 2.0
+
+
+def squared_margin_loss(correct_votes: np.ndarray, ensemble_size: int) -> np.ndarray:
+    """SEGO eq. 9: (1 - M)**2 / 4, the squared fraction of members that are wrong.
+
+    With member correctness (0/1) as "predictions" and y = 1 this is the squared
+    error of the mean ensemble, so `cv_loss_of_mean_ensembles` and greedy
+    selection with `squared_error` optimize it unchanged.
+    """
+    return (1.0 - multiclass_margin(correct_votes, ensemble_size)) ** 2 / 4.0
+
+
+CLASSIFICATION_LOSSES: dict[str, Callable[[np.ndarray, int], np.ndarray]] = {
+    "margin": margin_loss,
+    "squared_margin": squared_margin_loss,
+}
+
+
+def classification_loss(name: str) -> Callable[[np.ndarray, int], np.ndarray]:
+    """The ensemble vote loss called `name`: f(correct_votes, ensemble_size) -> (..., n)."""
+    try:
+        return CLASSIFICATION_LOSSES[name]
+    except KeyError:
+        raise ValueError(
+            f"unknown classification loss {name!r}; available: "
+            f"{sorted(CLASSIFICATION_LOSSES)}"
         ) from None
 
 

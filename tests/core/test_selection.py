@@ -1,0 +1,230 @@
+import numpy as np
+import pytest
+
+from ensemble_bo.core.losses import huber_loss, squared_error
+from ensemble_bo.core.selection import bfgs_weights, greedy_selection_with_replacement
+
+
+def cv_loss_by_hand(prediction, y, fold_ids, loss):
+    """Mean over folds of each fold's mean loss, written out."""
+    return np.mean(
+        [
+            np.mean(loss(prediction[fold_ids == k] - y[fold_ids == k]))
+            for k in np.unique(fold_ids)
+        ]
+    )
+
+
+def caruana_by_hand(pool, y, fold_ids, loss, max_size, warm_start=0):
+    """Caruana et al. (2004) with replacement, one candidate at a time."""
+    singles = [cv_loss_by_hand(pool[h], y, fold_ids, loss) for h in range(len(pool))]
+    members = sorted(range(len(pool)), key=lambda h: (singles[h], h))[:warm_start]
+    curve = [
+        cv_loss_by_hand(np.mean(pool[members[: k + 1]], axis=0), y, fold_ids, loss)
+        for k in range(len(members))
+    ]
+    while len(members) < max_size:
+        best_h, best_loss = None, np.inf
+        for h in range(len(pool)):
+            candidate_loss = cv_loss_by_hand(
+                np.mean(pool[[*members, h]], axis=0), y, fold_ids, loss
+            )
+            if candidate_loss < best_loss:
+                best_h, best_loss = h, candidate_loss
+        members.append(best_h)
+        curve.append(best_loss)
+    return members, curve
+
+
+@pytest.mark.parametrize(
+    ("loss", "warm_start", "seed"),
+    [
+        (squared_error, 0, 0),
+        (huber_loss, 0, 1),
+        (squared_error, 3, 2),
+        (huber_loss, 2, 3),
+    ],
+)
+def test_greedy_matches_a_brute_force_reading_of_caruana(loss, warm_start, seed):
+    rng = np.random.default_rng(seed)
+    n, t = 30, 7
+    y = rng.normal(size=n)
+    fold_ids = rng.integers(0, 4, size=n)  # unequal folds
+    pool = y + rng.normal(scale=rng.uniform(0.5, 2.0, size=(t, 1)), size=(t, n))
+
+    result = greedy_selection_with_replacement(
+        pool, y, fold_ids, loss, max_size=12, warm_start=warm_start
+    )
+
+    members, curve = caruana_by_hand(pool, y, fold_ids, loss, 12, warm_start)
+    np.testing.assert_array_equal(result.path, members)
+    np.testing.assert_allclose(result.loss_curve, curve, rtol=1e-12)
+    first = max(warm_start, 1) - 1
+    best_size = first + int(np.argmin(curve[first:])) + 1
+    assert result.size == best_size
+    np.testing.assert_array_equal(result.members, members[:best_size])
+    assert result.loss == pytest.approx(min(curve[first:]))
+    np.testing.assert_allclose(
+        result.weights, np.bincount(members[:best_size], minlength=t) / best_size
+    )
+
+
+def test_selection_with_replacement_picks_a_model_twice_and_returns_the_best_prefix():
+    # y = 0; A predicts +1, B predicts -2: mean(A, A, B) = 0 exactly.
+    # Step 1: A (loss 1 < 4); step 2: B (0.25 < 1); step 3: A again (0).
+    n = 10
+    pool = np.vstack([np.ones(n), -2 * np.ones(n), 5 * np.ones(n)])
+    result = greedy_selection_with_replacement(
+        pool, np.zeros(n), np.arange(n) % 2, squared_error, max_size=5
+    )
+    np.testing.assert_array_equal(result.path[:3], [0, 1, 0])
+    np.testing.assert_allclose(result.loss_curve[:3], [1.0, 0.25, 0.0])
+    np.testing.assert_allclose(result.loss_curve[3:], [1 / 16, 1 / 25])  # worse again
+    assert result.size == 3
+    np.testing.assert_array_equal(result.members, [0, 1, 0])
+    np.testing.assert_allclose(result.weights, [2 / 3, 1 / 3, 0.0])
+    assert result.loss == 0.0
+
+
+def test_warm_start_takes_the_k_best_single_models_first_and_keeps_them():
+    # Single losses: model 3 < 1 < 0 < 2 ... ; alone, model 3 is exact, so without
+    # a warm start the best ensemble is [3]; with warm_start=3 it keeps >= 3 members.
+    n = 8
+    y = np.zeros(n)
+    pool = np.vstack(
+        [
+            1.5 * np.ones(n),
+            -1.0 * np.ones(n),
+            3.0 * np.ones(n),
+            np.zeros(n),
+            2.0 * np.ones(n),
+        ]
+    )
+    cold = greedy_selection_with_replacement(
+        pool, y, np.arange(n) % 2, squared_error, 5
+    )
+    assert cold.size == 1 and cold.members.tolist() == [3]
+
+    warm = greedy_selection_with_replacement(
+        pool, y, np.arange(n) % 2, squared_error, 5, warm_start=3
+    )
+    np.testing.assert_array_equal(warm.path[:3], [3, 1, 0])
+    assert warm.size >= 3
+    np.testing.assert_array_equal(warm.members[:3], [3, 1, 0])
+    # the warm prefix's losses are those of its means: 0, (-1/2)^2, (1/6)^2
+    np.testing.assert_allclose(warm.loss_curve[:3], [0.0, 0.25, 1 / 36])
+
+
+def test_failed_trials_are_never_chosen():
+    rng = np.random.default_rng(5)
+    n = 20
+    y = rng.normal(size=n)
+    pool = y + rng.normal(scale=0.3, size=(6, n))
+    pool[[0, 4]] = np.nan  # failed trials, including the first row
+    result = greedy_selection_with_replacement(
+        pool, y, np.arange(n) % 4, squared_error, max_size=15, warm_start=3
+    )
+    assert not np.isin(result.path, [0, 4]).any()
+    assert result.weights[[0, 4]].tolist() == [0.0, 0.0]
+    assert result.weights.sum() == pytest.approx(1.0)
+    assert np.all(np.isfinite(result.loss_curve))
+
+
+def test_warm_start_larger_than_the_usable_pool_uses_every_usable_model():
+    n = 6
+    pool = np.vstack([np.full(n, np.nan), np.ones(n), 2 * np.ones(n)])
+    result = greedy_selection_with_replacement(
+        pool, np.zeros(n), np.arange(n) % 2, squared_error, max_size=4, warm_start=3
+    )
+    np.testing.assert_array_equal(result.path[:2], [1, 2])
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "message"),
+    [
+        ({"predictions": np.ones(5)}, "predictions must have shape"),
+        ({"y": np.zeros(4)}, "y has shape"),
+        ({"fold_ids": np.zeros(3)}, "fold_ids has shape"),
+        ({"predictions": np.full((2, 5), np.nan)}, "no usable pool member"),
+        ({"max_size": 0}, "max_size must be a positive integer"),
+        ({"max_size": 2.5}, "max_size must be a positive integer"),
+        ({"warm_start": 4}, "warm_start must be an integer in"),
+        ({"warm_start": -1}, "warm_start must be an integer in"),
+    ],
+)
+def test_greedy_rejects_bad_inputs(kwargs, message):
+    arguments = {
+        "predictions": np.ones((2, 5)),
+        "y": np.zeros(5),
+        "fold_ids": np.arange(5) % 2,
+        "per_sample_loss": squared_error,
+        "max_size": 3,
+    }
+    with pytest.raises(ValueError, match=message):
+        greedy_selection_with_replacement(**{**arguments, **kwargs})
+
+
+# ------------------------------------------------------------------ BFGS weights
+
+
+def test_bfgs_weights_find_the_hand_optimum():
+    # members y + 1 and y - 3: 0.75 * 1 + 0.25 * (-3) = 0, the only zero-loss weights
+    y = np.linspace(-1, 1, 12)
+    members = np.vstack([y + 1.0, y - 3.0])
+    weights = bfgs_weights(members, y, np.arange(12) % 3, squared_error)
+    np.testing.assert_allclose(weights, [0.75, 0.25], atol=1e-4)
+
+
+def test_bfgs_weights_beat_equal_weights_when_one_member_is_clearly_better():
+    rng = np.random.default_rng(7)
+    n = 60
+    y = np.sin(np.linspace(0, 6, n))
+    fold_ids = np.arange(n) % 5
+    members = np.vstack(
+        [
+            y + rng.normal(scale=0.05, size=n),  # clearly better
+            y + 0.8 + rng.normal(scale=0.3, size=n),
+            rng.normal(size=n),
+        ]
+    )
+    weights = bfgs_weights(members, y, fold_ids, huber_loss)
+
+    assert weights.sum() == pytest.approx(1.0)
+    assert np.all(weights >= 0)
+    assert np.argmax(weights) == 0 and weights[0] > 0.8
+
+    def cv_loss(w):
+        return cv_loss_by_hand(w @ members, y, fold_ids, huber_loss)
+
+    assert cv_loss(weights) < 0.5 * cv_loss(np.full(3, 1 / 3))
+    np.testing.assert_array_equal(
+        weights, bfgs_weights(members, y, fold_ids, huber_loss)
+    )
+
+
+def test_bfgs_weights_single_member_and_bad_inputs():
+    y = np.zeros(4)
+    np.testing.assert_array_equal(
+        bfgs_weights(np.ones((1, 4)), y, np.arange(4) % 2, squared_error), [1.0]
+    )
+    members = np.ones((2, 4))
+    members[1, 2] = np.nan
+    with pytest.raises(ValueError, match=r"NaN or infinite values in rows \[1\]"):
+        bfgs_weights(members, y, np.arange(4) % 2, squared_error)
+    with pytest.raises(ValueError, match="initial_weights"):
+        bfgs_weights(
+            np.ones((2, 4)), y, np.arange(4) % 2, squared_error, np.array([1.0, 0.0])
+        )
+
+
+def test_bfgs_weights_start_from_given_weights():
+    y = np.linspace(-1, 1, 12)
+    members = np.vstack([y + 1.0, y - 3.0, y + 2.0])
+    weights = bfgs_weights(
+        members,
+        y,
+        np.arange(12) % 3,
+        squared_error,
+        initial_weights=np.array([0.5, 0.3, 0.2]),
+    )
+    assert weights @ members == pytest.approx(y, abs=1e-3)
