@@ -18,10 +18,10 @@ Y = X[:, 0] + 0.1 * RNG.normal(size=60)
 FOLDS = np.arange(60) % 5
 
 
-def search(ensemble=None, info=INFO, budget=6):
+def search(ensemble=None, info=INFO, budget=6, **optimizer):
     segor = {
         **CONF["segor"],
-        "optimizer": {**CONF["segor"]["optimizer"], "n_initial": 3},
+        "optimizer": {**CONF["segor"]["optimizer"], "n_initial": 3, **optimizer},
     }
     return search_ensemble(
         X, Y, FOLDS, info, segor, {**CONF["ensemble"], **(ensemble or {})}, budget, 0
@@ -50,3 +50,15 @@ def test_unavailable_size_method_is_named():
 def test_classification_data_is_refused():
     with pytest.raises(ValueError, match="dataset 'toy' is a classification task"):
         search(info={"name": "toy", "task": "classification"})
+
+
+@pytest.mark.parametrize("mode", ["ml2", "map", "slice"])
+def test_gp_hyperparameter_mode_is_a_parameter(mode):
+    result = search(ensemble={"size": 3}, hyperparameters=mode)
+    # after the 3 initial points the GP chose, so EI values were recorded
+    assert all(r.acquisition_value >= 0 for r in result.history[3:])
+
+
+def test_unknown_mode_is_named():
+    with pytest.raises(ValueError, match="hyperparameters='bayes' is not one of"):
+        search(hyperparameters="bayes")

@@ -165,9 +165,8 @@ class GPEIOptimizer(Optimizer):
     a Matern-5/2 ARD GP is fitted to the told values, its hyperparameters by
     ML-II (`hyperparameters="ml2"`), by MAP under weak priors (`"map"`) or
     slice-sampled (`"slice"`, the acquisition then averaged over the samples:
-    integrated EI), and the
-    acquisition (EI, or UCB on the loss: the lower confidence bound) is
-    maximized over Sobol candidates refined by L-BFGS-B.
+    integrated EI), and the acquisition (EI, or UCB on the loss: the lower
+    confidence bound) is maximized over Sobol candidates refined by L-BFGS-B.
 
     Batches of q points come from fantasies: each chosen point is added to the
     GP with the posterior mean as its value (kriging believer) or the best
@@ -249,7 +248,7 @@ class GPEIOptimizer(Optimizer):
             )
 
     def _posteriors(self, X: np.ndarray, y: np.ndarray) -> list[GaussianProcess]:
-        """One GP posterior (ML-II) or one per hyperparameter sample (slice)."""
+        """One GP posterior (ML-II, MAP) or one per hyperparameter sample (slice)."""
         self._model.fit(X, y)
         if isinstance(self._model, GaussianProcess):
             return [self._model]
