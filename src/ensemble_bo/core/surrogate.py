@@ -336,7 +336,53 @@ def _standardize(y: np.ndarray) -> tuple[np.ndarray, float, float, bool]:
     return (y - y_mean) / y_std, y_mean, y_std, False
 
 
-class GaussianProcess:
+class _StandardizedTarget:
+    """y is standardized before fitting; predictions come back in y's units."""
+
+    _y_mean = 0.0
+    _y_std = 1.0
+
+    def _require_fitted(self) -> None:
+        raise NotImplementedError
+
+    @property
+    def y_mean(self) -> float:
+        """Mean subtracted from y before fitting."""
+        self._require_fitted()
+        return self._y_mean
+
+    @property
+    def y_std(self) -> float:
+        """Scale y was divided by before fitting (1.0 for constant y)."""
+        self._require_fitted()
+        return self._y_std
+
+    def _check_prediction_input(self, X: np.ndarray, d: int) -> np.ndarray:
+        self._require_fitted()
+        X = _check_X(X)
+        if X.shape[1] != d:
+            raise ValueError(
+                f"X has d={X.shape[1]} columns but the GP was fitted with d={d}"
+            )
+        return X
+
+    def _latent_posterior(
+        self,
+        X: np.ndarray,
+        X_train: np.ndarray,
+        L: np.ndarray,
+        alpha: np.ndarray,
+        hp: GPHyperparameters,
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """Latent mean and std (m,) at X (m, d) in y's units, from a cached Cholesky."""
+        Ks = matern52(X, X_train, hp.length_scales, hp.amplitude)  # (m, n)
+        mean = hp.mean + Ks @ alpha
+        V = solve_triangular(L, Ks.T, lower=True, check_finite=False)  # (n, m)
+        var = np.maximum(hp.amplitude - np.einsum("ij,ij->j", V, V), 0.0)
+        return self._y_mean + self._y_std * mean, self._y_std * np.sqrt(var)
+
+
+class GaussianProcess(_StandardizedTarget):
     """GP regressor: Matern-5/2 ARD, constant mean, homoscedastic noise.
 
     Hyperparameters by ML-II (maximum marginal likelihood) or, with
@@ -484,32 +530,10 @@ class GaussianProcess:
         self._require_fitted()
         return self._hp
 
-    @property
-    def y_mean(self) -> float:
-        """Mean subtracted from y before fitting."""
-        self._require_fitted()
-        return self._y_mean
-
-    @property
-    def y_std(self) -> float:
-        """Scale y was divided by before fitting (1.0 for constant y)."""
-        self._require_fitted()
-        return self._y_std
-
     def predict(self, X: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """Latent posterior mean (m,) and std (m,) at X (m, d), in original y units."""
-        self._require_fitted()
-        X = _check_X(X)
-        if X.shape[1] != self._d:
-            raise ValueError(
-                f"X has d={X.shape[1]} columns but the GP was fitted with d={self._d}"
-            )
-        hp = self._hp
-        Ks = matern52(X, self._X, hp.length_scales, hp.amplitude)  # (m, n)
-        mean = hp.mean + Ks @ self._alpha
-        V = solve_triangular(self._L, Ks.T, lower=True, check_finite=False)  # (n, m)
-        var = np.maximum(hp.amplitude - np.einsum("ij,ij->j", V, V), 0.0)
-        return self._y_mean + self._y_std * mean, self._y_std * np.sqrt(var)
+        X = self._check_prediction_input(X, self._d)
+        return self._latent_posterior(X, self._X, self._L, self._alpha, self._hp)
 
     def log_marginal_likelihood(
         self, theta: np.ndarray | None = None, eval_gradient: bool = False
@@ -661,7 +685,7 @@ class _LogPosterior:
         return lml + lp if math.isfinite(lml) else -math.inf
 
 
-class SampledGaussianProcess:
+class SampledGaussianProcess(_StandardizedTarget):
     """GP whose hyperparameters are integrated out by slice sampling (Snoek et al. 2012).
 
     Same model as :class:`GaussianProcess`; ``fit`` draws ``n_samples`` hyperparameter
@@ -811,33 +835,13 @@ class SampledGaussianProcess:
         self._require_fitted()
         return None if self._chain_start is None else self._chain_start.copy()
 
-    @property
-    def y_mean(self) -> float:
-        """Mean subtracted from y before fitting."""
-        self._require_fitted()
-        return self._y_mean
-
-    @property
-    def y_std(self) -> float:
-        """Scale y was divided by before fitting (1.0 for constant y)."""
-        self._require_fitted()
-        return self._y_std
-
     def predict(self, X: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """Latent posterior means (S, m) and stds (S, m) at X (m, d), one row per sample,
         in original y units."""
-        self._require_fitted()
-        X = _check_X(X)
-        if X.shape[1] != self._d:
-            raise ValueError(
-                f"X has d={X.shape[1]} columns but the GP was fitted with d={self._d}"
-            )
-        S, m = len(self._posteriors), X.shape[0]
-        means, stds = np.empty((S, m)), np.empty((S, m))
-        for s, (hp, L, alpha) in enumerate(self._posteriors):
-            Ks = matern52(X, self._X, hp.length_scales, hp.amplitude)  # (m, n)
-            V = solve_triangular(L, Ks.T, lower=True, check_finite=False)  # (n, m)
-            var = np.maximum(hp.amplitude - np.einsum("ij,ij->j", V, V), 0.0)
-            means[s] = self._y_mean + self._y_std * (hp.mean + Ks @ alpha)
-            stds[s] = self._y_std * np.sqrt(var)
-        return means, stds
+        X = self._check_prediction_input(X, self._d)
+        posteriors = [
+            self._latent_posterior(X, self._X, L, alpha, hp)
+            for hp, L, alpha in self._posteriors
+        ]
+        means, stds = zip(*posteriors, strict=True)
+        return np.array(means), np.array(stds)
