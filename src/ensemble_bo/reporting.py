@@ -21,6 +21,7 @@ def trial_history(result: EnsembleSearchResult) -> pd.DataFrame:
                 "trial": record.trial,
                 "iteration": record.iteration,
                 "slot": record.slot,
+                "action": record.action,
                 "acquisition_value": record.acquisition_value,
                 "cv_loss_ensemble_after": record.ensemble_loss,
             }

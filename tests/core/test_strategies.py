@@ -155,3 +155,62 @@ def test_bad_sizes_and_budgets(size, budget, message):
         SegorSearch(optimizer, synthetic_evaluator, Y, FOLDS, ensemble_size=size).run(
             budget
         )
+
+
+def brute_force_sizing(result, sizing):
+    """Replay SEGOR s.3.2 with explicit loops over the pool: (action, loss, members) per step."""
+    predictions, ok = result.pool.predictions, result.pool.ok
+    members, steps = [], []
+    for i in range(len(result.history)):
+        usable = [h for h in range(i + 1) if ok[h]]
+        j = i % len(members) if members else None
+        others = [m for k, m in enumerate(members) if k != j]
+        replace = min((brute_force_loss(predictions, [*others, h]), h) for h in usable)
+        options = [("replace", replace[0], replace[1])]
+        if members:
+            grow = min(
+                (brute_force_loss(predictions, [*members, h]), h) for h in usable
+            )
+            options.append(("grow", grow[0], grow[1]))
+            if sizing == "dynamic" and others:
+                options.append(("shrink", brute_force_loss(predictions, others), None))
+        action, loss, h = min(options, key=lambda option: option[1])
+        if action == "replace" and j is not None:
+            members[j] = h
+        elif action in ("replace", "grow"):
+            members.append(h)
+        else:
+            del members[j]
+        steps.append((action, loss, list(members)))
+    return steps
+
+
+@pytest.mark.parametrize("sizing", ["growing", "dynamic"])
+def test_growing_and_dynamic_sizing_match_a_brute_force_reading_of_s32(sizing):
+    def never_fails(config):
+        return synthetic_evaluator({**config, "a": min(config["a"], 0.8)})
+
+    optimizer = RecordingOptimizer(
+        SPACE, seed=4, n_initial=6, gp_restarts=1, n_candidates=256
+    )
+    result = SegorSearch(optimizer, never_fails, Y, FOLDS, sizing=sizing).run(20)
+    steps = brute_force_sizing(result, sizing)
+    for record, (action, loss, members) in zip(result.history, steps, strict=True):
+        assert record.action == action
+        assert record.ensemble_loss == pytest.approx(loss, rel=1e-10)
+        assert record.ensemble_size == len(members)
+    assert result.members == steps[-1][2]
+    actions = {record.action for record in result.history}
+    assert "grow" in actions  # the run exercised more than replacement
+    if sizing == "dynamic":
+        assert "shrink" in actions  # seed 4 removes a member at iteration 4
+    if sizing == "growing":
+        assert "shrink" not in actions
+        sizes = [record.ensemble_size for record in result.history]
+        assert sizes == sorted(sizes)  # a growing ensemble never shrinks
+
+
+def test_unknown_sizing_is_named():
+    optimizer = GPEIOptimizer(SPACE, seed=0)
+    with pytest.raises(ValueError, match="unknown ensemble size method 'random'"):
+        SegorSearch(optimizer, synthetic_evaluator, Y, FOLDS, sizing="random")

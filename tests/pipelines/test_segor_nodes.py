@@ -39,12 +39,16 @@ def test_search_node_builds_a_fixed_size_ensemble_from_the_conf_space():
     }
 
 
-def test_unavailable_size_method_is_named():
-    with pytest.raises(
-        ValueError,
-        match="ensemble.size_method='dynamic' is not available; choose one of \\['fixed', 'f'\\]",
-    ):
-        search(ensemble={"size_method": "dynamic"})
+def test_unknown_size_method_is_named():
+    with pytest.raises(ValueError, match="unknown ensemble size method 'shrinking'"):
+        search(ensemble={"size_method": "shrinking"})
+
+
+@pytest.mark.parametrize(("size_method", "loss"), [("dynamic", "huber"), ("g", "t")])
+def test_sizing_and_loss_variants_run_from_the_conf(size_method, loss):
+    result = search(ensemble={"size_method": size_method, "loss": loss}, budget=8)
+    assert {r.action for r in result.history} <= {"replace", "grow", "shrink"}
+    assert result.history[-1].ensemble_size == len(result.members) >= 1
 
 
 def test_classification_data_is_refused():

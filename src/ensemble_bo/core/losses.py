@@ -52,10 +52,14 @@ REGRESSION_LOSSES: dict[str, Callable[[np.ndarray], np.ndarray]] = {
 }
 
 
+# SEGOR's shorthand (s.4: f-m, g-h, d-t, ...) for its three losses.
+REGRESSION_LOSS_SHORTHANDS = {"m": "mse", "h": "huber", "t": "tukey"}
+
+
 def regression_loss(name: str) -> Callable[[np.ndarray], np.ndarray]:
-    """The per-sample loss called `name` (a function of the residuals)."""
+    """The per-sample loss called `name` or its shorthand (a function of the residuals)."""
     try:
-        return REGRESSION_LOSSES[name]
+        return REGRESSION_LOSSES[REGRESSION_LOSS_SHORTHANDS.get(name, name)]
     except KeyError:
         raise ValueError(
             f"unknown regression loss {name!r}; available: {sorted(REGRESSION_LOSSES)}"

@@ -29,9 +29,10 @@ class IterationRecord:
     """What one iteration did; the metrics a run logs per step."""
 
     iteration: int
-    slot: int
+    slot: int  # index j taken out (-1 while a growing ensemble is empty)
     trial: int
     status: str
+    action: str  # replace | grow | shrink | none (no model trained yet)
     ensemble_loss: float
     best_single_loss: float
     ensemble_size: int
@@ -62,13 +63,46 @@ class EnsembleSearchResult:
         return int(np.nanargmin(self.single_losses))
 
 
-class SegorSearch:
-    """SEGOR with a fixed ensemble size and the mean combiner (SEGOR s.3, Alg. 1).
+# Ensemble sizing of SEGOR s.3.2, by name and the paper's shorthand.
+SIZE_METHODS = {
+    "fixed": "fixed",
+    "f": "fixed",
+    "growing": "growing",
+    "best-growing": "growing",
+    "bg": "growing",
+    "g": "growing",
+    "dynamic": "dynamic",
+    "best-dynamic": "dynamic",
+    "bd": "dynamic",
+    "d": "dynamic",
+}
 
-    At iteration i the model in slot j = i mod m is taken out; the GP is fit
-    on f(gamma | E without slot j) for every model of the pool, EI picks the
-    next configuration, it is trained, and slot j is refilled with the pool's
-    argmin. Slots may hold the same model twice (selection with replacement).
+
+def size_method(name: str) -> str:
+    """'fixed', 'growing' or 'dynamic' for a sizing name or shorthand (F, BG, BD)."""
+    try:
+        return SIZE_METHODS[str(name).lower()]
+    except KeyError:
+        raise ValueError(
+            f"unknown ensemble size method {name!r}; choose one of {sorted(SIZE_METHODS)}"
+        ) from None
+
+
+class SegorSearch:
+    """SEGOR with the mean combiner (SEGOR s.3, Alg. 1).
+
+    At iteration i the model at index j = i mod |E| is taken out; the GP is fit
+    on f(gamma | E, j) = L(E[j] <- h) for every model h of the pool, EI picks
+    the next configuration and it is trained. Then the ensemble is updated
+    (s.3.2), after the BO step so sizing never changes the GP's targets:
+
+    - fixed (F): m slots, empty at first; slot j gets the pool's argmin of
+      L(E[j] <- h);
+    - growing (BG): E starts empty; replace at j or add the argmin of
+      L(E + h), whichever gives the lower loss;
+    - dynamic (BD): as BG, or remove the model at j, whichever is lowest.
+
+    Models may appear several times (selection with replacement).
     """
 
     def __init__(
@@ -79,6 +113,7 @@ class SegorSearch:
         fold_ids: np.ndarray,
         ensemble_size: int = 12,
         loss: str = "mse",
+        sizing: str = "fixed",
     ):
         if int(ensemble_size) != ensemble_size or ensemble_size < 1:
             raise ValueError(
@@ -90,6 +125,7 @@ class SegorSearch:
         self.weights = fold_weights(fold_ids)
         self.per_sample_loss = regression_loss(loss)
         self.ensemble_size = int(ensemble_size)
+        self.sizing = size_method(sizing)
 
     def run(
         self, budget: int, callbacks: Iterable[Callable[[IterationRecord], None]] = ()
@@ -99,10 +135,13 @@ class SegorSearch:
         callbacks = list(callbacks)
         pool = Pool(len(self.y))
         result = EnsembleSearchResult(pool, [], np.empty(0))
-        slots: list[int | None] = [None] * self.ensemble_size
+        # Fixed: m slots, None while empty. Growing/dynamic: the members, any length.
+        slots: list[int | None] = (
+            [None] * self.ensemble_size if self.sizing == "fixed" else []
+        )
         single_losses: list[float] = []
         for iteration in range(int(budget)):
-            slot = iteration % self.ensemble_size
+            slot = iteration % len(slots) if slots else None
             others = [
                 index
                 for k, index in enumerate(slots)
@@ -111,7 +150,7 @@ class SegorSearch:
             # Summing m rows afresh costs O(m n) and cannot drift like a running update.
             member_sum = pool.predictions[others].sum(axis=0)
 
-            # f(gamma | E without slot j) for the whole pool; NaN rows stay NaN (failed).
+            # f(gamma | E, j) for the whole pool; NaN rows stay NaN (failed).
             self.optimizer.relabel(
                 self._losses_with_each(member_sum, len(others), pool.predictions)
             )
@@ -131,18 +170,14 @@ class SegorSearch:
                 else math.nan
             )
 
-            losses = self.optimizer.values
-            slots[slot] = (
-                int(np.nanargmin(losses)) if np.isfinite(losses).any() else None
-            )
+            action, ensemble_loss = self._update(slots, slot, others, pool)
             record = IterationRecord(
                 iteration=iteration,
-                slot=slot,
+                slot=-1 if slot is None else slot,
                 trial=trial,
                 status="ok" if trial_result.ok else "failed",
-                ensemble_loss=float(np.nanmin(losses))
-                if np.isfinite(losses).any()
-                else math.nan,
+                action=action,
+                ensemble_loss=ensemble_loss,
                 best_single_loss=float(np.nanmin(single_losses))
                 if np.isfinite(single_losses).any()
                 else math.nan,
@@ -157,6 +192,38 @@ class SegorSearch:
         result.members = [index for index in slots if index is not None]
         result.single_losses = np.array(single_losses)
         return result
+
+    def _update(
+        self, slots: list[int | None], slot: int | None, others: list[int], pool: Pool
+    ) -> tuple[str, float]:
+        """Apply the sizing method's best action to `slots` in place; (action, new loss)."""
+        replace_losses = self.optimizer.values  # L(E[j] <- h), as told to the GP
+        if not np.isfinite(replace_losses).any():  # every model so far failed
+            return "none", math.nan
+        best_replacement = int(np.nanargmin(replace_losses))
+        options = [("replace", float(replace_losses[best_replacement]))]
+        if self.sizing != "fixed" and slots:
+            members = pool.predictions[slots]
+            grow_losses = self._losses_with_each(
+                members.sum(axis=0), len(slots), pool.predictions
+            )
+            best_addition = int(np.nanargmin(grow_losses))
+            options.append(("grow", float(grow_losses[best_addition])))
+            if self.sizing == "dynamic" and others:
+                mean_of_others = pool.predictions[others].mean(axis=0)
+                shrunk = self.per_sample_loss(mean_of_others - self.y) @ self.weights
+                options.append(("shrink", float(shrunk)))
+        # min keeps the first of equal losses: replace, then grow, then shrink.
+        action, loss = min(options, key=lambda option: option[1])
+        if action == "replace" and slot is not None:
+            slots[slot] = best_replacement
+        elif action == "replace":
+            slots.append(best_replacement)  # the first member of a growing ensemble
+        elif action == "grow":
+            slots.append(best_addition)
+        else:
+            del slots[slot]
+        return action, loss
 
     def _losses_with_each(
         self, member_sum: np.ndarray, member_count: int, candidates: np.ndarray

@@ -19,9 +19,6 @@ from ensemble_bo.core.zoo import make_model
 from ensemble_bo.pipelines.progress import search_feedback
 from ensemble_bo.reporting import convergence_plot, ensemble_composition, trial_history
 
-# Sizing methods of SEGOR s.3.2, by name and shorthand; only F (fixed) exists so far.
-SIZE_METHODS = ("fixed", "f")
-
 
 def search_ensemble(
     features: np.ndarray,
@@ -39,11 +36,6 @@ def search_ensemble(
             f"dataset {dataset_info['name']!r} is a {dataset_info['task']} task; the segor "
             "pipeline builds regression ensembles (SEGO, for classification, is a "
             "separate pipeline)"
-        )
-    if str(ensemble["size_method"]).lower() not in SIZE_METHODS:
-        raise ValueError(
-            f"ensemble.size_method={ensemble['size_method']!r} is not available; "
-            f"choose one of {list(SIZE_METHODS)}"
         )
     space = SearchSpace.from_dict(segor["search_space"])
     optimizer = GPEIOptimizer(
@@ -63,6 +55,7 @@ def search_ensemble(
         cv_folds,
         ensemble_size=ensemble["size"],
         loss=ensemble["loss"],
+        sizing=ensemble["size_method"],
     )
     with search_feedback(budget, f"segor on {dataset_info['name']}") as on_iteration:
         return search.run(budget, callbacks=[on_iteration])
