@@ -69,10 +69,10 @@ def local_artifact_location(tracking_uri: str) -> str | None:
     return None
 
 
-def git_commit(project_path: Path) -> str | None:
+def _git(project_path: Path, *args: str) -> str | None:
     try:
         completed = subprocess.run(
-            ["git", "rev-parse", "HEAD"],
+            ["git", *args],
             cwd=project_path,
             capture_output=True,
             text=True,
@@ -82,6 +82,19 @@ def git_commit(project_path: Path) -> str | None:
     except (OSError, subprocess.SubprocessError):
         return None
     return completed.stdout.strip()
+
+
+def git_tags(project_path: Path) -> dict[str, str]:
+    """The commit a run came from, and whether the working tree differed from it."""
+    commit = _git(project_path, "rev-parse", "HEAD")
+    if not commit:
+        return {}
+    changes = _git(project_path, "status", "--porcelain", "--untracked-files=no")
+    return {
+        "mlflow.source.git.commit": commit,
+        # A run from uncommitted code cannot be rerun from the commit alone.
+        "git.dirty": str(bool(changes)).lower(),
+    }
 
 
 class _IterationMetricsHandler(logging.Handler):
@@ -136,10 +149,11 @@ class MlflowTrackingHook:
         pipeline_name = run_params.get("pipeline_name") or (
             ",".join(run_params.get("pipeline_names") or []) or "__default__"
         )
-        tags = {"kedro.pipeline": pipeline_name, "kedro.version": version("kedro")}
-        commit = git_commit(self._project_path)
-        if commit:
-            tags["mlflow.source.git.commit"] = commit
+        tags = {
+            "kedro.pipeline": pipeline_name,
+            "kedro.version": version("kedro"),
+            **git_tags(self._project_path),
+        }
         run_name = "-".join(
             str(part)
             for part in (

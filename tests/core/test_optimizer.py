@@ -182,3 +182,16 @@ def test_conditional_space_optimization_uses_the_active_branch():
         assert ("width" in suggestion.config) == (suggestion.config["branch"] == "bowl")
         optimizer.tell(suggestion, loss(suggestion.config))
     assert optimizer.values.min() < 1e-3
+
+
+def test_a_fantasy_never_raises_the_posterior_std():
+    """With hyperparameters fixed, one more point can only shrink the variance."""
+    optimizer = minimize(seed=0, budget=8, n_initial=8)
+    X, y = optimizer.X, optimizer.values
+    (gp,) = optimizer._posteriors(X, y)
+    test_points = np.random.default_rng(1).random((50, 2))
+    before = gp.predict(test_points)[1]
+    _, _, (fantasized,) = optimizer._fantasize(X, y, [gp], np.array([0.5, 0.5]))
+    after = fantasized.predict(test_points)[1]
+    assert np.all(after <= before + 1e-12)
+    assert np.any(after < before - 1e-6)

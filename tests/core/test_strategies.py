@@ -214,3 +214,12 @@ def test_unknown_sizing_is_named():
     optimizer = GPEIOptimizer(SPACE, seed=0)
     with pytest.raises(ValueError, match="unknown ensemble size method 'random'"):
         SegorSearch(optimizer, synthetic_evaluator, Y, FOLDS, sizing="random")
+
+
+def test_an_optimizer_that_was_told_points_is_refused():
+    optimizer = GPEIOptimizer(SPACE, seed=0)
+    optimizer.tell_many([{"a": 0.5, "b": 0.5}], [1.0])
+    with pytest.raises(
+        ValueError, match="needs a fresh optimizer; this one was told 1 points"
+    ):
+        SegorSearch(optimizer, synthetic_evaluator, Y, FOLDS)

@@ -8,7 +8,10 @@ import numpy as np
 from scipy.special import huber
 
 # SEGOR s.3.1: both constants give >= 95% of least squares' efficiency under
-# normal errors *of unit scale*, so residuals should be standardized first.
+# normal errors of unit scale. The pipelines apply them to residuals of the
+# standardized target (SEGOR s.4 normalizes the values), not to residuals
+# rescaled by their own spread: with good models most residuals are then well
+# inside c and the robust losses act only on the large ones.
 HUBER_C = 1.345
 TUKEY_C = 4.685
 

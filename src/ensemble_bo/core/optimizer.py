@@ -318,11 +318,15 @@ class GPEIOptimizer(Optimizer):
         else:
             fantasy = float(y.min())
         X, y = np.vstack([X, point]), np.append(y, fantasy)
+        # Same hyperparameters *and* the same y scaling: re-standardizing with the
+        # fantasy included would quietly change amplitude and noise in y's units.
         return (
             X,
             y,
             [
-                GaussianProcess().condition(X, y, gp.hyperparameters)
+                GaussianProcess().condition(
+                    X, y, gp.hyperparameters, y_scaling=(gp.y_mean, gp.y_std)
+                )
                 for gp in posteriors
             ],
         )

@@ -119,6 +119,13 @@ class SegorSearch:
             raise ValueError(
                 f"ensemble size must be a positive integer, got {ensemble_size!r}"
             )
+        if len(optimizer.X):
+            # Every told point must be a model of this run's pool: the GP targets
+            # are recomputed from the pool's predictions each iteration.
+            raise ValueError(
+                f"SegorSearch needs a fresh optimizer; this one was told "
+                f"{len(optimizer.X)} points already"
+            )
         self.optimizer = optimizer
         self.evaluate = evaluate
         self.y = np.asarray(y, dtype=float)

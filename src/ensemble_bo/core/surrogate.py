@@ -484,9 +484,18 @@ class GaussianProcess(_StandardizedTarget):
         return self
 
     def condition(
-        self, X: np.ndarray, y: np.ndarray, hyperparameters: GPHyperparameters
+        self,
+        X: np.ndarray,
+        y: np.ndarray,
+        hyperparameters: GPHyperparameters,
+        y_scaling: tuple[float, float] | None = None,
     ) -> GaussianProcess:
-        """Posterior on X (n, d), y (n,) with fixed hyperparameters (standardized-y units)."""
+        """Posterior on X (n, d), y (n,) with fixed hyperparameters (standardized-y units).
+
+        `y_scaling` = (mean, std) standardizes y as given instead of by y's own
+        moments, so that hyperparameters fitted on other data keep their meaning
+        in y's units (e.g. when fantasized points are added to the fitted data).
+        """
         X, y = _check_Xy(X, y)
         if not isinstance(hyperparameters, GPHyperparameters):
             raise ValueError("hyperparameters must be a GPHyperparameters instance")
@@ -495,7 +504,15 @@ class GaussianProcess(_StandardizedTarget):
                 f"hyperparameters have {hyperparameters.length_scales.size} length scales "
                 f"but X has d={X.shape[1]} columns"
             )
-        ys, y_mean, y_std, _ = _standardize(y)
+        if y_scaling is None:
+            ys, y_mean, y_std, _ = _standardize(y)
+        else:
+            y_mean, y_std = map(float, y_scaling)
+            if not (math.isfinite(y_mean) and math.isfinite(y_std) and y_std > 0):
+                raise ValueError(
+                    f"y_scaling must be finite with std > 0, got {y_scaling!r}"
+                )
+            ys = (y - y_mean) / y_std
         self._set_posterior(X, ys, y_mean, y_std, hyperparameters)
         return self
 
