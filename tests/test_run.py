@@ -1,5 +1,6 @@
 """End to end: `kedro run` on real bundled data into a temporary MLflow store."""
 
+import json
 import os
 import shutil
 import subprocess
@@ -129,6 +130,7 @@ def test_run_logs_stepped_metrics_for_every_iteration(project, concrete_run):
         m.step for m in client.get_metric_history(run_id, "acquisition_value")
     ) == list(range(4, 12))
     final = concrete_run.data.metrics
+    assert 0 < final["ensemble_mutual_information"] < 14
     assert (
         0 < final["test_mse_ensemble"] < 1 and 0 < final["test_mse_single_best"] < 1.5
     )
@@ -144,6 +146,7 @@ def test_run_logs_artifacts_and_a_loadable_model(project, concrete_run):
         "tables/segor_trial_history.csv",
         "tables/segor_ensemble_composition.csv",
         "plots/segor_convergence_plot.png",
+        "plots/segor_diversity_heatmap.png",
     } <= artifacts
     history = pd.read_csv(
         client.download_artifacts(run_id, "tables/segor_trial_history.csv")
@@ -191,3 +194,39 @@ def test_classification_dataset_is_refused_and_the_run_marked_failed(project):
         in message
     )
     assert latest_run(client_for(project)).info.status == "FAILED"
+
+
+def test_the_logged_model_serves_with_mlflow_models_predict(
+    project, concrete_run, tmp_path
+):
+    features = pd.read_csv(project / "data" / "01_raw" / "concrete.csv").drop(
+        columns="target"
+    )
+    features.head(5).to_csv(tmp_path / "input.csv", index=False)
+    completed = subprocess.run(
+        [
+            str(Path(sys.executable).with_name("mlflow")),
+            "models",
+            "predict",
+            "-m",
+            f"runs:/{concrete_run.info.run_id}/segor_model",
+            "-i",
+            str(tmp_path / "input.csv"),
+            "-t",
+            "csv",
+            "--env-manager",
+            "local",
+        ],
+        env={
+            **os.environ,
+            "MLFLOW_TRACKING_URI": f"sqlite:///{project / 'store' / 'mlflow.db'}",
+        },
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+    assert completed.returncode == 0, completed.stderr[-3000:]
+    served = json.loads(completed.stdout.strip().splitlines()[-1])["predictions"]
+    loaded = mlflow.pyfunc.load_model(f"runs:/{concrete_run.info.run_id}/segor_model")
+    np.testing.assert_allclose(served, loaded.predict(features.head(5)), rtol=1e-12)

@@ -7,8 +7,14 @@ import matplotlib
 matplotlib.use("Agg")  # runs headless: in CI, under Kedro, on a scheduler
 
 import matplotlib.pyplot as plt
+import numpy as np
 import pandas as pd
+from matplotlib.colors import LogNorm
 
+from ensemble_bo.core.analysis import (
+    ensemble_mutual_information,
+    mutual_information_matrix,
+)
 from ensemble_bo.core.strategies import EnsembleSearchResult
 
 
@@ -64,4 +70,46 @@ def convergence_plot(result: EnsembleSearchResult, title: str) -> plt.Figure:
     axes.set_title(title)
     axes.legend()
     axes.grid(alpha=0.3)
+    return figure
+
+
+def _distinct_member_predictions(
+    result: EnsembleSearchResult,
+) -> tuple[list[int], np.ndarray]:
+    # A model filling several slots is one member here: identical predictions
+    # have infinite mutual information, which would swamp the measure.
+    members = list(result.member_weights)
+    return members, result.pool.predictions[members]
+
+
+def ensemble_diversity(result: EnsembleSearchResult) -> dict[str, float]:
+    """Mean pairwise mutual information of the distinct members (SEGOR s.4.2, eq. 8-9).
+
+    Lower means more diverse; computed on the out-of-fold predictions.
+    """
+    _, predictions = _distinct_member_predictions(result)
+    return {"ensemble_mutual_information": ensemble_mutual_information(predictions)}
+
+
+def diversity_heatmap(result: EnsembleSearchResult, title: str) -> plt.Figure:
+    """Pairwise mutual information -1/2 log(1 - rho^2) between the distinct members."""
+    members, predictions = _distinct_member_predictions(result)
+    matrix = mutual_information_matrix(predictions)
+    np.fill_diagonal(matrix, np.nan)  # a member's MI with itself is not information
+    figure, axes = plt.subplots(figsize=(6, 5), layout="constrained")
+    # Log colours: members with identical predictions sit at the cap (~13 nats)
+    # and would otherwise flatten every other pair into one colour.
+    pairs = matrix[np.isfinite(matrix)]
+    floor = max(float(pairs.min()), 1e-3) if pairs.size else 1e-3
+    ceiling = max(float(pairs.max()), 10 * floor) if pairs.size else 10 * floor
+    image = axes.imshow(
+        np.maximum(matrix, floor),
+        cmap="viridis",
+        norm=LogNorm(vmin=floor, vmax=ceiling),
+    )
+    labels = [f"trial {index}" for index in members]
+    axes.set_xticks(range(len(members)), labels, rotation=90)
+    axes.set_yticks(range(len(members)), labels)
+    axes.set_title(title)
+    figure.colorbar(image, ax=axes, label="mutual information (nats)")
     return figure

@@ -17,7 +17,13 @@ from ensemble_bo.core.space import SearchSpace
 from ensemble_bo.core.strategies import EnsembleSearchResult, SegorSearch
 from ensemble_bo.core.zoo import make_model
 from ensemble_bo.pipelines.progress import search_feedback
-from ensemble_bo.reporting import convergence_plot, ensemble_composition, trial_history
+from ensemble_bo.reporting import (
+    convergence_plot,
+    diversity_heatmap,
+    ensemble_composition,
+    ensemble_diversity,
+    trial_history,
+)
 
 
 def search_ensemble(
@@ -105,10 +111,13 @@ def refit_and_score(
 
 def report_search(
     search_result: EnsembleSearchResult, dataset_info: dict[str, Any]
-) -> tuple[pd.DataFrame, pd.DataFrame, plt.Figure]:
-    """Trial history, ensemble composition and convergence plot."""
+) -> tuple[pd.DataFrame, pd.DataFrame, plt.Figure, plt.Figure, dict[str, float]]:
+    """Trial history, ensemble composition, convergence plot, diversity heatmap and MI."""
+    name = dataset_info["name"]
     return (
         trial_history(search_result),
         ensemble_composition(search_result),
-        convergence_plot(search_result, f"SEGOR on {dataset_info['name']}"),
+        convergence_plot(search_result, f"SEGOR on {name}"),
+        diversity_heatmap(search_result, f"SEGOR ensemble diversity on {name}"),
+        ensemble_diversity(search_result),
     )

@@ -46,6 +46,8 @@ def create_pipeline(**kwargs) -> Pipeline:
                     "segor_trial_history",
                     "segor_ensemble_composition",
                     "segor_convergence_plot",
+                    "segor_diversity_heatmap",
+                    "segor_diversity",
                 ],
                 name="segor_report",
             ),
