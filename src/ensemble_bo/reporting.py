@@ -23,16 +23,26 @@ def trial_history(result: EnsembleSearchResult) -> pd.DataFrame:
     frame = result.pool.to_frame()
     iterations = pd.DataFrame(
         [
-            {
-                "trial": record.trial,
-                "iteration": record.iteration,
-                "slot": record.slot,
-                "action": record.action,
-                "acquisition_value": record.acquisition_value,
-                "cv_loss_ensemble_after": record.ensemble_loss,
-            }
+            (
+                record.trial,
+                record.iteration,
+                record.slot,
+                record.action,
+                record.acquisition_value,
+                record.ensemble_loss,
+            )
             for record in result.history
-        ]
+        ],
+        # named here, not by the rows, so a search stopped before its first
+        # iteration ended still gives the table its columns
+        columns=[
+            "trial",
+            "iteration",
+            "slot",
+            "action",
+            "acquisition_value",
+            "cv_loss_ensemble_after",
+        ],
     )
     frame = frame.merge(iterations, on="trial", how="left")
     frame["cv_loss_single"] = result.single_losses

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import logging
 import math
+import pickle
 import subprocess
 import tempfile
 from collections.abc import Iterator, Mapping
@@ -31,7 +32,9 @@ import mlflow.sklearn
 import skops.io
 from kedro.framework.hooks import hook_impl
 
+from ensemble_bo.core.strategies import SearchInterrupted
 from ensemble_bo.pipelines.progress import ITERATION_LOGGER
+from ensemble_bo.reporting import trial_history
 
 logger = logging.getLogger(__name__)
 
@@ -193,6 +196,27 @@ class MlflowTrackingHook:
     @hook_impl
     def after_pipeline_run(self) -> None:
         self._finish("FINISHED")
+
+    @hook_impl
+    def on_node_error(self, error: Exception) -> None:
+        """A search that stopped early still leaves its trained models in the run."""
+        if mlflow.active_run() is None or not isinstance(error, SearchInterrupted):
+            return
+        result = error.result
+        mlflow.log_metric("iterations_completed", len(result.history))
+        with tempfile.TemporaryDirectory() as directory:
+            table = Path(directory) / "partial_trial_history.csv"
+            trial_history(result).to_csv(table, index=False)
+            mlflow.log_artifact(str(table), artifact_path="partial")
+            pickled = Path(directory) / "partial_search_result.pkl"
+            pickled.write_bytes(pickle.dumps(result))
+            mlflow.log_artifact(str(pickled), artifact_path="partial")
+        logger.warning(
+            "%d trained models of the stopped search are saved in MLflow run %s, "
+            "artifacts partial/",
+            len(result.pool),
+            mlflow.active_run().info.run_id,
+        )
 
     @hook_impl
     def on_pipeline_error(self) -> None:

@@ -6,7 +6,7 @@ import pytest
 from ensemble_bo.core.optimizer import GPEIOptimizer
 from ensemble_bo.core.pool import TrialResult
 from ensemble_bo.core.space import SearchSpace
-from ensemble_bo.core.strategies import SegorSearch
+from ensemble_bo.core.strategies import SearchInterrupted, SegorSearch
 
 N_SAMPLES = 40
 RNG = np.random.default_rng(0)
@@ -223,3 +223,29 @@ def test_an_optimizer_that_was_told_points_is_refused():
         ValueError, match="needs a fresh optimizer; this one was told 1 points"
     ):
         SegorSearch(optimizer, synthetic_evaluator, Y, FOLDS)
+
+
+def test_an_interrupted_search_keeps_what_it_trained():
+    calls = {"n": 0}
+
+    def interrupted_on_fifth_call(config):
+        calls["n"] += 1
+        if calls["n"] == 5:
+            raise KeyboardInterrupt
+        return synthetic_evaluator({**config, "a": min(config["a"], 0.8)})
+
+    optimizer = GPEIOptimizer(
+        SPACE, seed=0, n_initial=3, gp_restarts=1, n_candidates=128
+    )
+    search = SegorSearch(
+        optimizer, interrupted_on_fifth_call, Y, FOLDS, ensemble_size=3
+    )
+    with pytest.raises(
+        SearchInterrupted, match="stopped after 4 of 10 iterations \\(KeyboardInterrupt"
+    ) as caught:
+        search.run(10)
+    result = caught.value.result
+    assert isinstance(caught.value.__cause__, KeyboardInterrupt)
+    assert len(result.pool) == 4 and len(result.history) == 4
+    assert len(result.single_losses) == 4 and len(result.members) == 3
+    assert np.isfinite(result.pool.predictions).all()

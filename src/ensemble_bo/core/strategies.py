@@ -63,6 +63,19 @@ class EnsembleSearchResult:
         return int(np.nanargmin(self.single_losses))
 
 
+class SearchInterrupted(RuntimeError):
+    """A search stopped early (an error, Ctrl-C); `result` holds what it had trained."""
+
+    def __init__(self, result: EnsembleSearchResult, budget: int, cause: BaseException):
+        reason = type(cause).__name__ + (f": {cause}" if str(cause) else "")
+        super().__init__(
+            f"search stopped after {len(result.history)} of {budget} iterations "
+            f"({reason}); its {len(result.pool)} trained models are kept in the "
+            "exception's result"
+        )
+        self.result = result
+
+
 # Ensemble sizing of SEGOR s.3.2, by name and the paper's shorthand.
 SIZE_METHODS = {
     "fixed": "fixed",
@@ -147,7 +160,35 @@ class SegorSearch:
             [None] * self.ensemble_size if self.sizing == "fixed" else []
         )
         single_losses: list[float] = []
-        for iteration in range(int(budget)):
+        try:
+            self._iterate(int(budget), callbacks, result, slots, single_losses)
+        except BaseException as error:  # also Ctrl-C: nothing trained is lost
+            self._finalize(result, slots, single_losses)
+            raise SearchInterrupted(result, int(budget), error) from error
+        self._finalize(result, slots, single_losses)
+        return result
+
+    @staticmethod
+    def _finalize(
+        result: EnsembleSearchResult,
+        slots: list[int | None],
+        single_losses: list[float],
+    ) -> None:
+        result.members = [index for index in slots if index is not None]
+        # An interruption between training a model and scoring it leaves one unscored.
+        missing = len(result.pool) - len(single_losses)
+        result.single_losses = np.array(single_losses + [math.nan] * missing)
+
+    def _iterate(
+        self,
+        budget: int,
+        callbacks: list[Callable[[IterationRecord], None]],
+        result: EnsembleSearchResult,
+        slots: list[int | None],
+        single_losses: list[float],
+    ) -> None:
+        pool = result.pool
+        for iteration in range(budget):
             slot = iteration % len(slots) if slots else None
             others = [
                 index
@@ -195,10 +236,6 @@ class SegorSearch:
             result.history.append(record)
             for callback in callbacks:
                 callback(record)
-
-        result.members = [index for index in slots if index is not None]
-        result.single_losses = np.array(single_losses)
-        return result
 
     def _update(
         self, slots: list[int | None], slot: int | None, others: list[int], pool: Pool
