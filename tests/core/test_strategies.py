@@ -3,10 +3,10 @@ import math
 import numpy as np
 import pytest
 
-from ensemble_bo.core.optimizer import GPEIOptimizer
+from ensemble_bo.core.optimizer import GPEIOptimizer, RandomSearch
 from ensemble_bo.core.pool import TrialResult
 from ensemble_bo.core.space import SearchSpace
-from ensemble_bo.core.strategies import SearchInterrupted, SegorSearch
+from ensemble_bo.core.strategies import SearchInterrupted, SegorSearch, SingleBestSearch
 
 N_SAMPLES = 40
 RNG = np.random.default_rng(0)
@@ -249,3 +249,20 @@ def test_an_interrupted_search_keeps_what_it_trained():
     assert len(result.pool) == 4 and len(result.history) == 4
     assert len(result.single_losses) == 4 and len(result.members) == 3
     assert np.isfinite(result.pool.predictions).all()
+
+
+@pytest.mark.parametrize("optimizer_class", [GPEIOptimizer, RandomSearch])
+def test_single_best_search_tells_each_models_own_cv_loss(optimizer_class):
+    options = {"n_initial": 4, "gp_restarts": 1, "n_candidates": 128}
+    optimizer = optimizer_class(
+        SPACE, seed=2, **(options if optimizer_class is GPEIOptimizer else {})
+    )
+    result = SingleBestSearch(optimizer, synthetic_evaluator, Y, FOLDS).run(15)
+    predictions, ok = result.pool.predictions, result.pool.ok
+    own = [brute_force_loss(predictions, [h]) if ok[h] else math.nan for h in range(15)]
+    np.testing.assert_allclose(optimizer.values, own, rtol=1e-10)
+    np.testing.assert_allclose(result.single_losses, own, rtol=1e-10)
+    best = int(np.nanargmin(own))
+    assert result.members == [best] and result.member_weights == {best: 1.0}
+    assert result.history[-1].ensemble_loss == pytest.approx(own[best])
+    assert {r.action for r in result.history} <= {"select", "none"}

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import math
 from collections import Counter
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -20,7 +20,7 @@ from ensemble_bo.core.losses import (
     fold_weights,
     regression_loss,
 )
-from ensemble_bo.core.optimizer import GPEIOptimizer
+from ensemble_bo.core.optimizer import Optimizer
 from ensemble_bo.core.pool import Pool, TrialResult
 
 
@@ -32,7 +32,7 @@ class IterationRecord:
     slot: int  # index j taken out (-1 while a growing ensemble is empty)
     trial: int
     status: str
-    action: str  # replace | grow | shrink | none (no model trained yet)
+    action: str  # replace | grow | shrink (SEGOR), select (single best), none (no model yet)
     ensemble_loss: float
     best_single_loss: float
     ensemble_size: int
@@ -101,7 +101,168 @@ def size_method(name: str) -> str:
         ) from None
 
 
-class SegorSearch:
+class PoolSearch:
+    """The SMBO loop every strategy shares; subclasses say what the GP minimizes.
+
+    Each iteration: the strategy sets the GP targets of every model in the pool
+    (`_targets`), the optimizer proposes a configuration, the evaluator trains
+    it, the pool keeps its out-of-fold predictions, the optimizer is told its
+    target, and the strategy updates its ensemble (`_update`).
+    """
+
+    def __init__(
+        self,
+        optimizer: Optimizer,
+        evaluate: Callable[[dict[str, Any]], TrialResult],
+        y: np.ndarray,
+        fold_ids: np.ndarray,
+        loss: str = "mse",
+    ):
+        if len(optimizer.X):
+            # Every told point must be a model of this run's pool: the targets
+            # are recomputed from the pool's predictions each iteration.
+            raise ValueError(
+                f"{type(self).__name__} needs a fresh optimizer; this one was told "
+                f"{len(optimizer.X)} points already"
+            )
+        self.optimizer = optimizer
+        self.evaluate = evaluate
+        self.y = np.asarray(y, dtype=float)
+        self.weights = fold_weights(fold_ids)
+        self.per_sample_loss = regression_loss(loss)
+
+    def run(
+        self, budget: int, callbacks: Iterable[Callable[[IterationRecord], None]] = ()
+    ) -> EnsembleSearchResult:
+        if int(budget) != budget or budget < 1:
+            raise ValueError(f"budget must be a positive integer, got {budget!r}")
+        result = EnsembleSearchResult(Pool(len(self.y)), [], np.empty(0))
+        single_losses: list[float] = []
+        try:
+            self._iterate(int(budget), list(callbacks), result, single_losses)
+        except BaseException as error:  # also Ctrl-C: nothing trained is lost
+            self._finalize(result, single_losses)
+            raise SearchInterrupted(result, int(budget), error) from error
+        self._finalize(result, single_losses)
+        return result
+
+    def _finalize(
+        self, result: EnsembleSearchResult, single_losses: list[float]
+    ) -> None:
+        result.members = self._members()
+        # An interruption between training a model and scoring it leaves one unscored.
+        missing = len(result.pool) - len(single_losses)
+        result.single_losses = np.array(single_losses + [math.nan] * missing)
+
+    def _iterate(
+        self,
+        budget: int,
+        callbacks: list[Callable[[IterationRecord], None]],
+        result: EnsembleSearchResult,
+        single_losses: list[float],
+    ) -> None:
+        pool = result.pool
+        self._start()
+        for iteration in range(budget):
+            slot = self._begin_iteration(iteration, pool)
+            # NaN rows (failed trials) stay NaN and out of the GP.
+            self.optimizer.relabel(self._targets(pool.predictions, single_losses))
+            suggestion = self.optimizer.ask()
+            trial_result = self.evaluate(suggestion.config)
+            trial = pool.add(suggestion.config, suggestion.encoded, trial_result)
+            new_row = pool.predictions[trial : trial + 1]
+            new_single = (
+                float(self.per_sample_loss(new_row[0] - self.y) @ self.weights)
+                if trial_result.ok
+                else math.nan
+            )
+            self.optimizer.tell(
+                suggestion,
+                float(self._targets(new_row, [new_single])[0])
+                if trial_result.ok
+                else None,
+            )
+            single_losses.append(new_single)
+
+            action, ensemble_loss = self._update(pool, single_losses)
+            record = IterationRecord(
+                iteration=iteration,
+                slot=slot,
+                trial=trial,
+                status="ok" if trial_result.ok else "failed",
+                action=action,
+                ensemble_loss=ensemble_loss,
+                best_single_loss=float(np.nanmin(single_losses))
+                if np.isfinite(single_losses).any()
+                else math.nan,
+                ensemble_size=len(self._members()),
+                acquisition_value=suggestion.acquisition_value,
+                fit_seconds=trial_result.fit_seconds,
+            )
+            result.history.append(record)
+            for callback in callbacks:
+                callback(record)
+
+    def _losses_with_each(
+        self, member_sum: np.ndarray, member_count: int, candidates: np.ndarray
+    ) -> np.ndarray:
+        return cv_loss_of_mean_ensembles(
+            member_sum,
+            member_count,
+            candidates,
+            self.y,
+            self.per_sample_loss,
+            self.weights,
+        )
+
+    # What a strategy defines.
+    def _start(self) -> None:
+        """Reset the ensemble before a run."""
+
+    def _begin_iteration(self, iteration: int, pool: Pool) -> int:
+        """Prepare the iteration; the slot it works on, -1 if none."""
+        return -1
+
+    def _targets(
+        self, candidates: np.ndarray, single_losses: Sequence[float]
+    ) -> np.ndarray:
+        """GP targets of candidate models (k, n) whose own CV losses are `single_losses`."""
+        raise NotImplementedError
+
+    def _update(self, pool: Pool, single_losses: list[float]) -> tuple[str, float]:
+        """Update the ensemble after a trial; (action, ensemble CV loss)."""
+        raise NotImplementedError
+
+    def _members(self) -> list[int]:
+        raise NotImplementedError
+
+
+class SingleBestSearch(PoolSearch):
+    """SMBO for one model (ESMBO Alg. 1, `s-m`): the GP models each model's own CV loss.
+
+    With a RandomSearch optimizer this is random search (RS); the ensemble is
+    the single best model of the pool.
+    """
+
+    def _start(self) -> None:
+        self._best: int | None = None
+
+    def _targets(
+        self, candidates: np.ndarray, single_losses: Sequence[float]
+    ) -> np.ndarray:
+        return np.asarray(single_losses, dtype=float)
+
+    def _update(self, pool: Pool, single_losses: list[float]) -> tuple[str, float]:
+        if not np.isfinite(single_losses).any():
+            return "none", math.nan
+        self._best = int(np.nanargmin(single_losses))
+        return "select", float(single_losses[self._best])
+
+    def _members(self) -> list[int]:
+        return [] if self._best is None else [self._best]
+
+
+class SegorSearch(PoolSearch):
     """SEGOR with the mean combiner (SEGOR s.3, Alg. 1).
 
     At iteration i the model at index j = i mod |E| is taken out; the GP is fit
@@ -120,7 +281,7 @@ class SegorSearch:
 
     def __init__(
         self,
-        optimizer: GPEIOptimizer,
+        optimizer: Optimizer,
         evaluate: Callable[[dict[str, Any]], TrialResult],
         y: np.ndarray,
         fold_ids: np.ndarray,
@@ -132,115 +293,40 @@ class SegorSearch:
             raise ValueError(
                 f"ensemble size must be a positive integer, got {ensemble_size!r}"
             )
-        if len(optimizer.X):
-            # Every told point must be a model of this run's pool: the GP targets
-            # are recomputed from the pool's predictions each iteration.
-            raise ValueError(
-                f"SegorSearch needs a fresh optimizer; this one was told "
-                f"{len(optimizer.X)} points already"
-            )
-        self.optimizer = optimizer
-        self.evaluate = evaluate
-        self.y = np.asarray(y, dtype=float)
-        self.weights = fold_weights(fold_ids)
-        self.per_sample_loss = regression_loss(loss)
+        super().__init__(optimizer, evaluate, y, fold_ids, loss)
         self.ensemble_size = int(ensemble_size)
         self.sizing = size_method(sizing)
 
-    def run(
-        self, budget: int, callbacks: Iterable[Callable[[IterationRecord], None]] = ()
-    ) -> EnsembleSearchResult:
-        if int(budget) != budget or budget < 1:
-            raise ValueError(f"budget must be a positive integer, got {budget!r}")
-        callbacks = list(callbacks)
-        pool = Pool(len(self.y))
-        result = EnsembleSearchResult(pool, [], np.empty(0))
+    def _start(self) -> None:
         # Fixed: m slots, None while empty. Growing/dynamic: the members, any length.
-        slots: list[int | None] = (
+        self._slots: list[int | None] = (
             [None] * self.ensemble_size if self.sizing == "fixed" else []
         )
-        single_losses: list[float] = []
-        try:
-            self._iterate(int(budget), callbacks, result, slots, single_losses)
-        except BaseException as error:  # also Ctrl-C: nothing trained is lost
-            self._finalize(result, slots, single_losses)
-            raise SearchInterrupted(result, int(budget), error) from error
-        self._finalize(result, slots, single_losses)
-        return result
 
-    @staticmethod
-    def _finalize(
-        result: EnsembleSearchResult,
-        slots: list[int | None],
-        single_losses: list[float],
-    ) -> None:
-        result.members = [index for index in slots if index is not None]
-        # An interruption between training a model and scoring it leaves one unscored.
-        missing = len(result.pool) - len(single_losses)
-        result.single_losses = np.array(single_losses + [math.nan] * missing)
+    def _begin_iteration(self, iteration: int, pool: Pool) -> int:
+        slots = self._slots
+        self._slot = iteration % len(slots) if slots else None
+        self._others = [
+            index
+            for k, index in enumerate(slots)
+            if k != self._slot and index is not None
+        ]
+        # Summing m rows afresh costs O(m n) and cannot drift like a running update.
+        self._others_sum = pool.predictions[self._others].sum(axis=0)
+        return -1 if self._slot is None else self._slot
 
-    def _iterate(
-        self,
-        budget: int,
-        callbacks: list[Callable[[IterationRecord], None]],
-        result: EnsembleSearchResult,
-        slots: list[int | None],
-        single_losses: list[float],
-    ) -> None:
-        pool = result.pool
-        for iteration in range(budget):
-            slot = iteration % len(slots) if slots else None
-            others = [
-                index
-                for k, index in enumerate(slots)
-                if k != slot and index is not None
-            ]
-            # Summing m rows afresh costs O(m n) and cannot drift like a running update.
-            member_sum = pool.predictions[others].sum(axis=0)
+    def _targets(
+        self, candidates: np.ndarray, single_losses: Sequence[float]
+    ) -> np.ndarray:
+        """f(gamma | E, j) = L(E[j] <- h) for each candidate h."""
+        return self._losses_with_each(self._others_sum, len(self._others), candidates)
 
-            # f(gamma | E, j) for the whole pool; NaN rows stay NaN (failed).
-            self.optimizer.relabel(
-                self._losses_with_each(member_sum, len(others), pool.predictions)
-            )
-            suggestion = self.optimizer.ask()
-            trial_result = self.evaluate(suggestion.config)
-            trial = pool.add(suggestion.config, suggestion.encoded, trial_result)
-            new_row = pool.predictions[trial : trial + 1]
-            self.optimizer.tell(
-                suggestion,
-                float(self._losses_with_each(member_sum, len(others), new_row)[0])
-                if trial_result.ok
-                else None,
-            )
-            single_losses.append(
-                float(self.per_sample_loss(new_row[0] - self.y) @ self.weights)
-                if trial_result.ok
-                else math.nan
-            )
+    def _members(self) -> list[int]:
+        return [index for index in self._slots if index is not None]
 
-            action, ensemble_loss = self._update(slots, slot, others, pool)
-            record = IterationRecord(
-                iteration=iteration,
-                slot=-1 if slot is None else slot,
-                trial=trial,
-                status="ok" if trial_result.ok else "failed",
-                action=action,
-                ensemble_loss=ensemble_loss,
-                best_single_loss=float(np.nanmin(single_losses))
-                if np.isfinite(single_losses).any()
-                else math.nan,
-                ensemble_size=sum(index is not None for index in slots),
-                acquisition_value=suggestion.acquisition_value,
-                fit_seconds=trial_result.fit_seconds,
-            )
-            result.history.append(record)
-            for callback in callbacks:
-                callback(record)
-
-    def _update(
-        self, slots: list[int | None], slot: int | None, others: list[int], pool: Pool
-    ) -> tuple[str, float]:
-        """Apply the sizing method's best action to `slots` in place; (action, new loss)."""
+    def _update(self, pool: Pool, single_losses: list[float]) -> tuple[str, float]:
+        """Apply the sizing method's best action to the ensemble; (action, new loss)."""
+        slots, slot, others = self._slots, self._slot, self._others
         replace_losses = self.optimizer.values  # L(E[j] <- h), as told to the GP
         if not np.isfinite(replace_losses).any():  # every model so far failed
             return "none", math.nan
@@ -268,15 +354,3 @@ class SegorSearch:
         else:
             del slots[slot]
         return action, loss
-
-    def _losses_with_each(
-        self, member_sum: np.ndarray, member_count: int, candidates: np.ndarray
-    ) -> np.ndarray:
-        return cv_loss_of_mean_ensembles(
-            member_sum,
-            member_count,
-            candidates,
-            self.y,
-            self.per_sample_loss,
-            self.weights,
-        )
