@@ -190,7 +190,7 @@ def test_classification_dataset_is_refused_and_the_run_marked_failed(project):
     assert completed.returncode != 0
     message = " ".join(completed.stderr.split())  # rich wraps long lines
     assert (
-        "dataset 'wine' is a classification task; the segor pipeline builds regression"
+        "dataset 'wine' is a classification task; the SEGOR pipeline builds regression"
         in message
     )
     assert latest_run(client_for(project)).info.status == "FAILED"
@@ -230,3 +230,30 @@ def test_the_logged_model_serves_with_mlflow_models_predict(
     served = json.loads(completed.stdout.strip().splitlines()[-1])["predictions"]
     loaded = mlflow.pyfunc.load_model(f"runs:/{concrete_run.info.run_id}/segor_model")
     np.testing.assert_allclose(served, loaded.predict(features.head(5)), rtol=1e-12)
+
+
+@pytest.mark.parametrize("method", ["smbo", "random_search"])
+def test_single_best_pipelines_log_their_own_run(project, method):
+    completed = kedro_run(
+        project,
+        f"--pipeline={method}",
+        "--params",
+        "budget=8,segor.optimizer.n_initial=4",
+    )
+    assert completed.returncode == 0, completed.stderr[-3000:]
+    client = client_for(project)
+    run = latest_run(client)
+    assert run.info.run_name == f"{method}-concrete-0"
+    assert run.data.params[f"{method}.search_space.max_depth.high"] == "30"
+    assert (
+        run.data.metrics["test_mse_ensemble"]
+        == run.data.metrics["test_mse_single_best"]
+    )
+    assert run.data.metrics["ensemble_size"] == 1
+    tables = {a.path for a in client.list_artifacts(run.info.run_id, "tables")}
+    assert f"tables/{method}_trial_history.csv" in tables
+    model = mlflow.pyfunc.load_model(f"runs:/{run.info.run_id}/{method}_model")
+    features = pd.read_csv(project / "data" / "01_raw" / "concrete.csv").drop(
+        columns="target"
+    )
+    assert np.isfinite(model.predict(features.head(3))).all()

@@ -4,15 +4,16 @@ from __future__ import annotations
 
 from kedro.pipeline import Pipeline
 
-from ensemble_bo.pipelines import data_processing, segor
+from ensemble_bo.pipelines import data_processing, model_search
+
+METHODS = ("segor", "smbo", "random_search")
 
 
 def register_pipelines() -> dict[str, Pipeline]:
     """`kedro run --pipeline=NAME` for each method; the default is segor."""
     preparation = data_processing.create_pipeline()
-    pipelines = {
-        "data_processing": preparation,
-        "segor": preparation + segor.create_pipeline(),
-    }
+    pipelines = {"data_processing": preparation}
+    for method in METHODS:
+        pipelines[method] = preparation + model_search.create_pipeline(method)
     pipelines["__default__"] = pipelines["segor"]
     return pipelines

@@ -22,6 +22,7 @@ import pickle
 import subprocess
 import tempfile
 from collections.abc import Iterator, Mapping
+from fnmatch import fnmatchcase
 from importlib.metadata import version
 from pathlib import Path
 from typing import Any
@@ -190,8 +191,13 @@ class MlflowTrackingHook:
         for name, data in outputs.items():
             if name in wanted_examples:
                 self._kept_outputs[name] = data
-            if name in rules:
-                self._log_output(name, data, rules[name])
+            # The first rule whose name or pattern matches decides.
+            rule = next(
+                (rule for pattern, rule in rules.items() if fnmatchcase(name, pattern)),
+                None,
+            )
+            if rule is not None:
+                self._log_output(name, data, rule)
 
     @hook_impl
     def after_pipeline_run(self) -> None:

@@ -8,6 +8,7 @@ from ensemble_bo.core.optimizer import (
     GridExhaustedError,
     GridSearch,
     RandomSearch,
+    make_optimizer,
 )
 from ensemble_bo.core.space import SearchSpace
 
@@ -195,3 +196,17 @@ def test_a_fantasy_never_raises_the_posterior_std():
     after = fantasized.predict(test_points)[1]
     assert np.all(after <= before + 1e-12)
     assert np.any(after < before - 1e-6)
+
+
+def test_optimizers_by_name():
+    assert isinstance(make_optimizer(SPACE, 0, kind="random"), RandomSearch)
+    assert isinstance(
+        make_optimizer(SPACE, 0, kind="grid", points_per_dimension=2), GridSearch
+    )
+    gp = make_optimizer(SPACE, 0, n_initial=3, hyperparameters="slice")
+    assert isinstance(gp, GPEIOptimizer) and gp.hyperparameters == "slice"
+    with pytest.raises(
+        ValueError,
+        match="optimizer kind='tpe' is not one of \\['gp', 'random', 'grid'\\]",
+    ):
+        make_optimizer(SPACE, 0, kind="tpe")

@@ -1,4 +1,4 @@
-"""Nodes of the segor pipeline: search, refit and score, report."""
+"""Nodes of the model search pipelines: search, refit and score, report."""
 
 from __future__ import annotations
 
@@ -11,10 +11,15 @@ from sklearn.compose import TransformedTargetRegressor
 
 from ensemble_bo.core.estimator import build_regression_ensemble
 from ensemble_bo.core.evaluation import CrossValidationEvaluator
-from ensemble_bo.core.optimizer import GPEIOptimizer
+from ensemble_bo.core.optimizer import Optimizer, make_optimizer
 from ensemble_bo.core.seeding import derive_seed
 from ensemble_bo.core.space import SearchSpace
-from ensemble_bo.core.strategies import EnsembleSearchResult, SegorSearch
+from ensemble_bo.core.strategies import (
+    EnsembleSearchResult,
+    PoolSearch,
+    SegorSearch,
+    SingleBestSearch,
+)
 from ensemble_bo.core.zoo import make_model
 from ensemble_bo.pipelines.progress import search_feedback
 from ensemble_bo.reporting import (
@@ -26,33 +31,62 @@ from ensemble_bo.reporting import (
 )
 
 
+def _check_regression(dataset_info: dict[str, Any], method: dict[str, Any]) -> None:
+    if dataset_info["task"] != "regression":
+        raise ValueError(
+            f"dataset {dataset_info['name']!r} is a {dataset_info['task']} task; the "
+            f"{method['label']} pipeline builds regression models (SEGO, for "
+            "classification, is a separate pipeline)"
+        )
+
+
+def _run(
+    search: PoolSearch,
+    budget: int,
+    method: dict[str, Any],
+    dataset_info: dict[str, Any],
+) -> EnsembleSearchResult:
+    with search_feedback(
+        budget, f"{method['label']} on {dataset_info['name']}"
+    ) as on_iteration:
+        return search.run(budget, callbacks=[on_iteration])
+
+
+def _optimizer_and_evaluator(
+    features: np.ndarray,
+    target: np.ndarray,
+    cv_folds: np.ndarray,
+    method: dict[str, Any],
+    seed: int,
+) -> tuple[Optimizer, CrossValidationEvaluator]:
+    space = SearchSpace.from_dict(method["search_space"])
+    optimizer = make_optimizer(
+        space, derive_seed(seed, "optimizer"), **method["optimizer"]
+    )
+    evaluate = CrossValidationEvaluator(
+        method["algorithm"],
+        features,
+        target,
+        cv_folds,
+        random_state=derive_seed(seed, "models"),
+    )
+    return optimizer, evaluate
+
+
 def search_ensemble(
     features: np.ndarray,
     target: np.ndarray,
     cv_folds: np.ndarray,
     dataset_info: dict[str, Any],
-    segor: dict[str, Any],
+    method: dict[str, Any],
     ensemble: dict[str, Any],
     budget: int,
     seed: int,
 ) -> EnsembleSearchResult:
-    """Run SEGOR on the out-of-fold predictions of the training part."""
-    if dataset_info["task"] != "regression":
-        raise ValueError(
-            f"dataset {dataset_info['name']!r} is a {dataset_info['task']} task; the segor "
-            "pipeline builds regression ensembles (SEGO, for classification, is a "
-            "separate pipeline)"
-        )
-    space = SearchSpace.from_dict(segor["search_space"])
-    optimizer = GPEIOptimizer(
-        space, seed=derive_seed(seed, "optimizer"), **segor["optimizer"]
-    )
-    evaluate = CrossValidationEvaluator(
-        segor["algorithm"],
-        features,
-        target,
-        cv_folds,
-        random_state=derive_seed(seed, "models"),
+    """SEGOR on the out-of-fold predictions of the training part."""
+    _check_regression(dataset_info, method)
+    optimizer, evaluate = _optimizer_and_evaluator(
+        features, target, cv_folds, method, seed
     )
     search = SegorSearch(
         optimizer,
@@ -63,8 +97,27 @@ def search_ensemble(
         loss=ensemble["loss"],
         sizing=ensemble["size_method"],
     )
-    with search_feedback(budget, f"segor on {dataset_info['name']}") as on_iteration:
-        return search.run(budget, callbacks=[on_iteration])
+    return _run(search, budget, method, dataset_info)
+
+
+def search_single_best(
+    features: np.ndarray,
+    target: np.ndarray,
+    cv_folds: np.ndarray,
+    dataset_info: dict[str, Any],
+    method: dict[str, Any],
+    budget: int,
+    seed: int,
+) -> EnsembleSearchResult:
+    """SMBO or random search for the single model with the lowest CV loss."""
+    _check_regression(dataset_info, method)
+    optimizer, evaluate = _optimizer_and_evaluator(
+        features, target, cv_folds, method, seed
+    )
+    search = SingleBestSearch(
+        optimizer, evaluate, target, cv_folds, loss=method["loss"]
+    )
+    return _run(search, budget, method, dataset_info)
 
 
 def refit_and_score(
@@ -75,7 +128,7 @@ def refit_and_score(
     test_target: pd.Series,
     dataset_info: dict[str, Any],
     target_scaling: dict[str, float],
-    segor: dict[str, Any],
+    method: dict[str, Any],
     seed: int,
 ) -> tuple[TransformedTargetRegressor, dict[str, float]]:
     """Refit the ensemble and the single best model on all non-test data and score both."""
@@ -83,13 +136,13 @@ def refit_and_score(
     model_seed = derive_seed(seed, "models")
     weights = search_result.member_weights
     ensemble_model = build_regression_ensemble(
-        [make_model(segor["algorithm"], pool.configs[i], model_seed) for i in weights],
+        [make_model(method["algorithm"], pool.configs[i], model_seed) for i in weights],
         list(weights.values()),
         dataset_info["categorical_columns"],
     )
     best = search_result.best_single
     single_model = build_regression_ensemble(
-        [make_model(segor["algorithm"], pool.configs[best], model_seed)],
+        [make_model(method["algorithm"], pool.configs[best], model_seed)],
         [1.0],
         dataset_info["categorical_columns"],
     )
@@ -110,14 +163,16 @@ def refit_and_score(
 
 
 def report_search(
-    search_result: EnsembleSearchResult, dataset_info: dict[str, Any]
+    search_result: EnsembleSearchResult,
+    dataset_info: dict[str, Any],
+    method: dict[str, Any],
 ) -> tuple[pd.DataFrame, pd.DataFrame, plt.Figure, plt.Figure, dict[str, float]]:
     """Trial history, ensemble composition, convergence plot, diversity heatmap and MI."""
-    name = dataset_info["name"]
+    title = f"{method['label']} on {dataset_info['name']}"
     return (
         trial_history(search_result),
         ensemble_composition(search_result),
-        convergence_plot(search_result, f"SEGOR on {name}"),
-        diversity_heatmap(search_result, f"SEGOR ensemble diversity on {name}"),
+        convergence_plot(search_result, title),
+        diversity_heatmap(search_result, f"Ensemble diversity, {title}"),
         ensemble_diversity(search_result),
     )

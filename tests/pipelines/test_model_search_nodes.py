@@ -2,15 +2,16 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-import yaml
+from kedro.config import OmegaConfigLoader
 
-from ensemble_bo.pipelines.segor.nodes import search_ensemble
+from ensemble_bo.pipelines.model_search.nodes import search_ensemble, search_single_best
 
-CONF = yaml.safe_load(
-    (
-        Path(__file__).resolve().parents[2] / "conf" / "base" / "parameters_segor.yml"
-    ).read_text()
-)
+# The project's parameters as Kedro resolves them (smbo interpolates segor's space).
+CONF = OmegaConfigLoader(
+    str(Path(__file__).resolve().parents[2] / "conf"),
+    base_env="base",
+    default_run_env="base",
+)["parameters"]
 INFO = {"name": "toy", "task": "regression"}
 RNG = np.random.default_rng(0)
 X = RNG.normal(size=(60, 3))
@@ -52,7 +53,10 @@ def test_sizing_and_loss_variants_run_from_the_conf(size_method, loss):
 
 
 def test_classification_data_is_refused():
-    with pytest.raises(ValueError, match="dataset 'toy' is a classification task"):
+    with pytest.raises(
+        ValueError,
+        match="dataset 'toy' is a classification task; the SEGOR pipeline builds regression",
+    ):
         search(info={"name": "toy", "task": "classification"})
 
 
@@ -66,3 +70,19 @@ def test_gp_hyperparameter_mode_is_a_parameter(mode):
 def test_unknown_mode_is_named():
     with pytest.raises(ValueError, match="hyperparameters='bayes' is not one of"):
         search(hyperparameters="bayes")
+
+
+@pytest.mark.parametrize("method", ["smbo", "random_search"])
+def test_single_best_methods_run_from_their_conf(method):
+    params = CONF[method]
+    assert params["search_space"] == CONF["segor"]["search_space"]
+    if method == "smbo":
+        params = {**params, "optimizer": {**params["optimizer"], "n_initial": 3}}
+    result = search_single_best(X, Y, FOLDS, INFO, params, 8, 0)
+    assert len(result.pool) == 8
+    assert result.members == [int(np.nanargmin(result.single_losses))]
+    gp_steps = [r.acquisition_value for r in result.history[3:]]
+    if method == "smbo":
+        assert all(value >= 0 for value in gp_steps)
+    else:  # random search has no acquisition function
+        assert all(np.isnan(value) for value in gp_steps)

@@ -1,0 +1,70 @@
+"""Model search pipelines: one search strategy, then refit, scoring and reports.
+
+`create_pipeline("segor")` searches an ensemble (SEGOR); any other method
+name searches the single best model with the optimizer its parameters name
+(`smbo`: GP-EI, `random_search`: random). Each method reads `params:<method>`
+and writes `<method>_*` datasets (see the catalog's dataset factories).
+"""
+
+from kedro.pipeline import Node, Pipeline
+
+from .nodes import refit_and_score, report_search, search_ensemble, search_single_best
+
+ENSEMBLE_METHODS = ("segor",)
+
+
+def create_pipeline(method: str = "segor", **kwargs) -> Pipeline:
+    data = ["model_input_features", "model_input_target", "cv_folds", "dataset_info"]
+    if method in ENSEMBLE_METHODS:
+        search = Node(
+            search_ensemble,
+            inputs=[
+                *data,
+                f"params:{method}",
+                "params:ensemble",
+                "params:budget",
+                "params:seed",
+            ],
+            outputs=f"{method}_search_result",
+            name=f"{method}_search",
+        )
+    else:
+        search = Node(
+            search_single_best,
+            inputs=[*data, f"params:{method}", "params:budget", "params:seed"],
+            outputs=f"{method}_search_result",
+            name=f"{method}_search",
+        )
+    return Pipeline(
+        [
+            search,
+            Node(
+                refit_and_score,
+                inputs=[
+                    f"{method}_search_result",
+                    "train_features",
+                    "train_target",
+                    "test_features",
+                    "test_target",
+                    "dataset_info",
+                    "target_scaling",
+                    f"params:{method}",
+                    "params:seed",
+                ],
+                outputs=[f"{method}_model", f"{method}_test_metrics"],
+                name=f"{method}_refit_and_score",
+            ),
+            Node(
+                report_search,
+                inputs=[f"{method}_search_result", "dataset_info", f"params:{method}"],
+                outputs=[
+                    f"{method}_trial_history",
+                    f"{method}_ensemble_composition",
+                    f"{method}_convergence_plot",
+                    f"{method}_diversity_heatmap",
+                    f"{method}_diversity",
+                ],
+                name=f"{method}_report",
+            ),
+        ]
+    )
