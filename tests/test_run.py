@@ -257,3 +257,34 @@ def test_single_best_pipelines_log_their_own_run(project, method):
         columns="target"
     )
     assert np.isfinite(model.predict(features.head(3))).all()
+
+
+def test_posthoc_selects_from_the_pool_an_earlier_run_saved(project):
+    smbo = kedro_run(project, "--pipeline=smbo", "--params", "budget=10,seed=7")
+    assert smbo.returncode == 0, smbo.stderr[-3000:]
+    source = latest_run(client_for(project))
+    completed = kedro_run(
+        project,
+        "--pipeline=posthoc",
+        "--params",
+        "seed=7,posthoc_source=smbo,posthoc.max_size=8,posthoc.weighting=bfgs",
+    )
+    assert completed.returncode == 0, completed.stderr[-3000:]
+    client = client_for(project)
+    run = latest_run(client)
+    assert run.data.params["posthoc_source"] == "smbo"
+    assert run.data.params["posthoc.weighting"] == "bfgs"
+    # the same single best model as the smbo run, refit the same way
+    assert (
+        run.data.metrics["test_mse_single_best"]
+        == source.data.metrics["test_mse_single_best"]
+    )
+    composition = pd.read_csv(
+        client.download_artifacts(
+            run.info.run_id, "tables/posthoc_ensemble_composition.csv"
+        )
+    )
+    assert composition["weight"].sum() == pytest.approx(1.0)
+    assert set(composition["trial"]) <= set(range(10))
+    steps = client.get_metric_history(run.info.run_id, "cv_loss_ensemble")
+    assert sorted(m.step for m in steps) == list(range(8))

@@ -44,6 +44,9 @@ def trial_history(result: EnsembleSearchResult) -> pd.DataFrame:
             "cv_loss_ensemble_after",
         ],
     )
+    # A search trains one trial per iteration; a post-hoc selection may add a
+    # trial at several steps, and the table keeps the first.
+    iterations = iterations.drop_duplicates("trial", keep="first")
     frame = frame.merge(iterations, on="trial", how="left")
     frame["cv_loss_single"] = result.single_losses
     weights = result.member_weights

@@ -3,10 +3,17 @@ import math
 import numpy as np
 import pytest
 
+from ensemble_bo.core.losses import squared_error
 from ensemble_bo.core.optimizer import GPEIOptimizer, RandomSearch
 from ensemble_bo.core.pool import TrialResult
+from ensemble_bo.core.selection import greedy_selection_with_replacement
 from ensemble_bo.core.space import SearchSpace
-from ensemble_bo.core.strategies import SearchInterrupted, SegorSearch, SingleBestSearch
+from ensemble_bo.core.strategies import (
+    SearchInterrupted,
+    SegorSearch,
+    SingleBestSearch,
+    posthoc_selection,
+)
 
 N_SAMPLES = 40
 RNG = np.random.default_rng(0)
@@ -266,3 +273,49 @@ def test_single_best_search_tells_each_models_own_cv_loss(optimizer_class):
     assert result.members == [best] and result.member_weights == {best: 1.0}
     assert result.history[-1].ensemble_loss == pytest.approx(own[best])
     assert {r.action for r in result.history} <= {"select", "none"}
+
+
+def smbo_pool(budget=14):
+    optimizer = GPEIOptimizer(
+        SPACE, seed=3, n_initial=4, gp_restarts=1, n_candidates=128
+    )
+    return SingleBestSearch(optimizer, synthetic_evaluator, Y, FOLDS).run(budget)
+
+
+def test_posthoc_selection_is_greedy_selection_on_the_saved_pool():
+    source = smbo_pool()
+    result = posthoc_selection(source, Y, FOLDS, max_size=10, warm_start=3)
+    expected = greedy_selection_with_replacement(
+        source.pool.predictions, Y, FOLDS, squared_error, max_size=10, warm_start=3
+    )
+    assert result.members == expected.members.tolist()
+    assert result.history[-1].ensemble_loss == pytest.approx(expected.loss_curve[-1])
+    assert result.member_weights == pytest.approx(
+        {i: w for i, w in enumerate(expected.weights) if w > 0}
+    )
+    # the chosen prefix is no worse than the best single model of the pool
+    assert expected.loss <= np.nanmin(source.single_losses) + 1e-12
+
+
+def test_posthoc_bfgs_weights_do_not_lose_to_the_counts():
+    source = smbo_pool()
+    counts = posthoc_selection(source, Y, FOLDS, max_size=10)
+    fitted = posthoc_selection(source, Y, FOLDS, max_size=10, weighting="bfgs")
+
+    def cv_loss(weights):
+        prediction = sum(w * source.pool.predictions[i] for i, w in weights.items())
+        return np.mean([np.mean((prediction - Y)[FOLDS == k] ** 2) for k in range(5)])
+
+    assert sum(fitted.member_weights.values()) == pytest.approx(1.0)
+    assert set(fitted.member_weights) == set(counts.member_weights)
+    assert cv_loss(fitted.member_weights) <= cv_loss(counts.member_weights) + 1e-12
+
+
+def test_posthoc_refuses_a_pool_from_other_data_and_unknown_weightings():
+    source = smbo_pool(budget=6)
+    with pytest.raises(ValueError, match="the saved pool was evaluated on other data"):
+        posthoc_selection(source, Y + 1.0, FOLDS)
+    with pytest.raises(
+        ValueError, match="weighting='softmax' is not one of \\['counts', 'bfgs'\\]"
+    ):
+        posthoc_selection(source, Y, FOLDS, weighting="softmax")

@@ -22,6 +22,7 @@ from ensemble_bo.core.losses import (
 )
 from ensemble_bo.core.optimizer import Optimizer
 from ensemble_bo.core.pool import Pool, TrialResult
+from ensemble_bo.core.selection import bfgs_weights, greedy_selection_with_replacement
 
 
 @dataclass(frozen=True)
@@ -32,7 +33,9 @@ class IterationRecord:
     slot: int  # index j taken out (-1 while a growing ensemble is empty)
     trial: int
     status: str
-    action: str  # replace | grow | shrink (SEGOR), select (single best), none (no model yet)
+    # replace | grow | shrink (SEGOR), select (single best), add (post-hoc step),
+    # none (no model trained yet)
+    action: str
     ensemble_loss: float
     best_single_loss: float
     ensemble_size: int
@@ -48,10 +51,17 @@ class EnsembleSearchResult:
     members: list[int]
     single_losses: np.ndarray
     history: list[IterationRecord] = field(default_factory=list)
+    # The (standardized) target the pool was evaluated on, shape (n,), so that a
+    # later post-hoc selection can check it works on the same data.
+    target: np.ndarray | None = None
+    # Optimized weights (e.g. BFGS) replacing the members' counts, by pool index.
+    weights: dict[int, float] | None = None
 
     @property
     def member_weights(self) -> dict[int, float]:
-        """Pool index -> weight: a model filling k of the m slots weighs k / m."""
+        """Pool index -> weight: explicit weights, or k / m for a model in k of m slots."""
+        if self.weights is not None:
+            return dict(self.weights)
         counts = Counter(self.members)
         return {
             index: count / len(self.members) for index, count in sorted(counts.items())
@@ -136,7 +146,7 @@ class PoolSearch:
     ) -> EnsembleSearchResult:
         if int(budget) != budget or budget < 1:
             raise ValueError(f"budget must be a positive integer, got {budget!r}")
-        result = EnsembleSearchResult(Pool(len(self.y)), [], np.empty(0))
+        result = EnsembleSearchResult(Pool(len(self.y)), [], np.empty(0), target=self.y)
         single_losses: list[float] = []
         try:
             self._iterate(int(budget), list(callbacks), result, single_losses)
@@ -354,3 +364,68 @@ class SegorSearch(PoolSearch):
         else:
             del slots[slot]
         return action, loss
+
+
+WEIGHTINGS = ("counts", "bfgs")
+
+
+def posthoc_selection(
+    source: EnsembleSearchResult,
+    y: np.ndarray,
+    fold_ids: np.ndarray,
+    loss: str = "mse",
+    max_size: int = 50,
+    warm_start: int = 0,
+    weighting: str = "counts",
+) -> EnsembleSearchResult:
+    """Post-hoc ensemble from another run's pool (SEGOR s.2.2, SEGO s.2.1).
+
+    Greedy forward selection with replacement (Caruana et al. 2004), optionally
+    from the `warm_start` best single models (SEGO: 3), keeping the best prefix;
+    weights are the members' counts, or with `weighting="bfgs"` weights fitted
+    to the CV loss (SEGOR s.3.3). One history record per selection step.
+    """
+    if weighting not in WEIGHTINGS:
+        raise ValueError(f"weighting={weighting!r} is not one of {list(WEIGHTINGS)}")
+    y = np.asarray(y, dtype=float)
+    if source.target is None or not np.array_equal(source.target, y):
+        raise ValueError(
+            "the saved pool was evaluated on other data than this run's training part "
+            "(another dataset, seed or data_processing setting): rerun its pipeline "
+            "with the same parameters first"
+        )
+    per_sample_loss = regression_loss(loss)
+    selection = greedy_selection_with_replacement(
+        source.pool.predictions, y, fold_ids, per_sample_loss, max_size, warm_start
+    )
+    members = [int(index) for index in selection.members]
+    weights = None
+    if weighting == "bfgs":
+        distinct = sorted(set(members))
+        fitted = bfgs_weights(
+            source.pool.predictions[distinct],
+            y,
+            fold_ids,
+            per_sample_loss,
+            initial_weights=np.array([members.count(i) for i in distinct], dtype=float),
+        )
+        weights = dict(zip(distinct, map(float, fitted), strict=True))
+    best_single = float(np.nanmin(source.single_losses))
+    history = [
+        IterationRecord(
+            iteration=step,
+            slot=-1,
+            trial=int(selection.path[step]),
+            status="ok",
+            action="add",
+            ensemble_loss=float(selection.loss_curve[step]),
+            best_single_loss=best_single,
+            ensemble_size=step + 1,
+            acquisition_value=math.nan,
+            fit_seconds=0.0,
+        )
+        for step in range(len(selection.path))
+    ]
+    return EnsembleSearchResult(
+        source.pool, members, source.single_losses, history, target=y, weights=weights
+    )

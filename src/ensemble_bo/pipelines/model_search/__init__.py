@@ -1,5 +1,5 @@
-"""Model search pipelines (segor, smbo, random_search): search, refit and score, report."""
+"""Model search pipelines (segor, smbo, random_search, posthoc): search, refit, report."""
 
-from .pipeline import create_pipeline
+from .pipeline import create_pipeline, create_posthoc_pipeline
 
-__all__ = ["create_pipeline"]
+__all__ = ["create_pipeline", "create_posthoc_pipeline"]

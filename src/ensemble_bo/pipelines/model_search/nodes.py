@@ -19,6 +19,7 @@ from ensemble_bo.core.strategies import (
     PoolSearch,
     SegorSearch,
     SingleBestSearch,
+    posthoc_selection,
 )
 from ensemble_bo.core.zoo import make_model
 from ensemble_bo.pipelines.progress import search_feedback
@@ -118,6 +119,35 @@ def search_single_best(
         optimizer, evaluate, target, cv_folds, loss=method["loss"]
     )
     return _run(search, budget, method, dataset_info)
+
+
+def select_posthoc(
+    source: EnsembleSearchResult,
+    target: np.ndarray,
+    cv_folds: np.ndarray,
+    source_name: str,
+    posthoc: dict[str, Any],
+) -> EnsembleSearchResult:
+    """Greedy selection with replacement over the pool saved by `source_name`'s run."""
+    try:
+        result = posthoc_selection(
+            source,
+            target,
+            cv_folds,
+            loss=posthoc["loss"],
+            max_size=posthoc["max_size"],
+            warm_start=posthoc["warm_start"],
+            weighting=posthoc["weighting"],
+        )
+    except ValueError as error:
+        raise ValueError(f"posthoc_source={source_name!r}: {error}") from error
+    # The selection curve, step by step, as a search logs its iterations.
+    with search_feedback(
+        len(result.history), f"{posthoc['label']} from {source_name}"
+    ) as on_step:
+        for record in result.history:
+            on_step(record)
+    return result
 
 
 def refit_and_score(

@@ -8,7 +8,13 @@ and writes `<method>_*` datasets (see the catalog's dataset factories).
 
 from kedro.pipeline import Node, Pipeline
 
-from .nodes import refit_and_score, report_search, search_ensemble, search_single_best
+from .nodes import (
+    refit_and_score,
+    report_search,
+    search_ensemble,
+    search_single_best,
+    select_posthoc,
+)
 
 ENSEMBLE_METHODS = ("segor",)
 
@@ -35,9 +41,29 @@ def create_pipeline(method: str = "segor", **kwargs) -> Pipeline:
             outputs=f"{method}_search_result",
             name=f"{method}_search",
         )
+    return Pipeline([search]) + _refit_and_report(method)
+
+
+def create_posthoc_pipeline(**kwargs) -> Pipeline:
+    """Post-hoc selection from the saved pool of an earlier run (`posthoc_source`)."""
+    select = Node(
+        select_posthoc,
+        inputs=[
+            "posthoc_source_result",
+            "model_input_target",
+            "cv_folds",
+            "params:posthoc_source",
+            "params:posthoc",
+        ],
+        outputs="posthoc_search_result",
+        name="posthoc_select",
+    )
+    return Pipeline([select]) + _refit_and_report("posthoc")
+
+
+def _refit_and_report(method: str) -> Pipeline:
     return Pipeline(
         [
-            search,
             Node(
                 refit_and_score,
                 inputs=[
