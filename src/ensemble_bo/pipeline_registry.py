@@ -6,7 +6,7 @@ from kedro.pipeline import Pipeline
 
 from ensemble_bo.pipelines import data_processing, model_search
 
-METHODS = ("segor", "smbo", "random_search")
+METHODS = ("segor", "esmbo", "smbo", "random_search")
 
 
 def register_pipelines() -> dict[str, Pipeline]:

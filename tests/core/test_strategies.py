@@ -9,6 +9,7 @@ from ensemble_bo.core.pool import TrialResult
 from ensemble_bo.core.selection import greedy_selection_with_replacement
 from ensemble_bo.core.space import SearchSpace
 from ensemble_bo.core.strategies import (
+    EsmboSearch,
     SearchInterrupted,
     SegorSearch,
     SingleBestSearch,
@@ -319,3 +320,55 @@ def test_posthoc_refuses_a_pool_from_other_data_and_unknown_weightings():
         ValueError, match="weighting='softmax' is not one of \\['counts', 'bfgs'\\]"
     ):
         posthoc_selection(source, Y, FOLDS, weighting="softmax")
+
+
+def test_esmbo_matches_a_brute_force_reading_of_algorithm_2():
+    n_replicas, budget = 3, 12
+    optimizer = RecordingOptimizer(
+        SPACE, seed=5, n_initial=4, gp_restarts=1, n_candidates=128
+    )
+    search = EsmboSearch(
+        optimizer, synthetic_evaluator, Y, FOLDS, n_replicas=n_replicas, seed=9
+    )
+    result = search.run(budget)
+    predictions, ok = result.pool.predictions, result.pool.ok
+    # each replica's weights are a bootstrap of the n samples: counts summing to n
+    counts = search.replica_weights * N_SAMPLES
+    np.testing.assert_allclose(counts, np.round(counts))
+    assert np.allclose(counts.sum(axis=1), N_SAMPLES)
+
+    def risk(h, v):
+        return (
+            sum(c * (predictions[h, i] - Y[i]) ** 2 for i, c in enumerate(counts[v]))
+            / N_SAMPLES
+        )
+
+    for i, record in enumerate(result.history):
+        v = i % n_replicas
+        assert record.slot == v
+        # SMBO of replica v sees the risks on S'_v of every model trained so far
+        expected = [risk(h, v) if ok[h] else math.nan for h in range(i)]
+        np.testing.assert_allclose(optimizer.relabels[i], expected, rtol=1e-10)
+    # the ensemble: each replica's argmin over the whole pool, weight = wins / N
+    winners = [
+        min((risk(h, v), h) for h in range(budget) if ok[h])[1]
+        for v in range(n_replicas)
+    ]
+    expected_weights = {}
+    for h in winners:
+        expected_weights[h] = expected_weights.get(h, 0.0) + 1 / n_replicas
+    assert result.member_weights == pytest.approx(expected_weights)
+    assert sorted(result.members) == sorted(winners)
+
+
+def test_esmbo_splits_a_tied_replica_evenly():
+    def always_the_same(config):
+        return TrialResult(Y + 0.1 * BASIS[0], 0.0)  # every model predicts alike
+
+    optimizer = GPEIOptimizer(SPACE, seed=0, n_initial=3)
+    result = EsmboSearch(optimizer, always_the_same, Y, FOLDS, n_replicas=2).run(4)
+    assert result.member_weights == pytest.approx({0: 0.25, 1: 0.25, 2: 0.25, 3: 0.25})
+    with pytest.raises(
+        ValueError, match="n_replicas must be a positive integer, got 0"
+    ):
+        EsmboSearch(GPEIOptimizer(SPACE), always_the_same, Y, FOLDS, n_replicas=0)

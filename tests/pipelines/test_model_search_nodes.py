@@ -4,7 +4,11 @@ import numpy as np
 import pytest
 from kedro.config import OmegaConfigLoader
 
-from ensemble_bo.pipelines.model_search.nodes import search_ensemble, search_single_best
+from ensemble_bo.pipelines.model_search.nodes import (
+    search_ensemble,
+    search_esmbo,
+    search_single_best,
+)
 
 # The project's parameters as Kedro resolves them (smbo interpolates segor's space).
 CONF = OmegaConfigLoader(
@@ -86,3 +90,14 @@ def test_single_best_methods_run_from_their_conf(method):
         assert all(value >= 0 for value in gp_steps)
     else:  # random search has no acquisition function
         assert all(np.isnan(value) for value in gp_steps)
+
+
+def test_esmbo_runs_from_its_conf():
+    params = {
+        **CONF["esmbo"],
+        "optimizer": {**CONF["esmbo"]["optimizer"], "n_initial": 3},
+    }
+    assert params["n_replicas"] == 10
+    result = search_esmbo(X, Y, FOLDS, INFO, params, 8, 0)
+    assert len(result.members) == 10  # one winner per replica
+    assert sum(result.member_weights.values()) == pytest.approx(1.0)

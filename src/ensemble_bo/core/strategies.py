@@ -160,6 +160,7 @@ class PoolSearch:
         self, result: EnsembleSearchResult, single_losses: list[float]
     ) -> None:
         result.members = self._members()
+        result.weights = self._weights()
         # An interruption between training a model and scoring it leaves one unscored.
         missing = len(result.pool) - len(single_losses)
         result.single_losses = np.array(single_losses + [math.nan] * missing)
@@ -246,6 +247,10 @@ class PoolSearch:
     def _members(self) -> list[int]:
         raise NotImplementedError
 
+    def _weights(self) -> dict[int, float] | None:
+        """Explicit member weights; None: the members' counts."""
+        return None
+
 
 class SingleBestSearch(PoolSearch):
     """SMBO for one model (ESMBO Alg. 1, `s-m`): the GP models each model's own CV loss.
@@ -270,6 +275,87 @@ class SingleBestSearch(PoolSearch):
 
     def _members(self) -> list[int]:
         return [] if self._best is None else [self._best]
+
+
+class EsmboSearch(PoolSearch):
+    """ESMBO (Lacoste et al. 2014, s.4, Alg. 2): agnostic Bayes ensemble with SMBO.
+
+    N bootstrap resamples S'_1..S'_N of the validation samples are drawn once.
+    Iteration i runs SMBO for replica v = i mod N: the GP is fit on the risks
+    R_{S'_v}(h) of every model in the pool (the cached per-sample losses make
+    each new model update all N histories at once). The ensemble holds each
+    replica's argmin; a model is weighted by the share of replicas it wins,
+    a replica with tied minima splitting its share evenly.
+    """
+
+    def __init__(
+        self,
+        optimizer: Optimizer,
+        evaluate: Callable[[dict[str, Any]], TrialResult],
+        y: np.ndarray,
+        fold_ids: np.ndarray,
+        n_replicas: int = 10,
+        loss: str = "mse",
+        seed: int = 0,
+    ):
+        if int(n_replicas) != n_replicas or n_replicas < 1:
+            raise ValueError(
+                f"n_replicas must be a positive integer, got {n_replicas!r}"
+            )
+        super().__init__(optimizer, evaluate, y, fold_ids, loss)
+        n = len(self.y)
+        rng = np.random.default_rng(seed)
+        # Row j: how often each validation sample appears in S'_j, over n.
+        self.replica_weights = np.array(
+            [
+                np.bincount(rng.integers(0, n, size=n), minlength=n) / n
+                for _ in range(int(n_replicas))
+            ]
+        )
+
+    def _start(self) -> None:
+        self._winners: list[list[int]] = []
+
+    def _begin_iteration(self, iteration: int, pool: Pool) -> int:
+        self._replica = iteration % len(self.replica_weights)
+        return self._replica
+
+    def _targets(
+        self, candidates: np.ndarray, single_losses: Sequence[float]
+    ) -> np.ndarray:
+        return (
+            self.per_sample_loss(candidates - self.y)
+            @ self.replica_weights[self._replica]
+        )
+
+    def _update(self, pool: Pool, single_losses: list[float]) -> tuple[str, float]:
+        ok = np.flatnonzero(pool.ok)
+        if ok.size == 0:
+            return "none", math.nan
+        risks = (
+            self.per_sample_loss(pool.predictions[ok] - self.y) @ self.replica_weights.T
+        )
+        # Exact ties (e.g. the same model trained twice) share the replica's vote.
+        self._winners = [
+            ok[np.flatnonzero(column == column.min())].tolist() for column in risks.T
+        ]
+        weights = self._weights()
+        prediction = sum(w * pool.predictions[i] for i, w in weights.items())
+        return "select", float(self.per_sample_loss(prediction - self.y) @ self.weights)
+
+    def _members(self) -> list[int]:
+        return [winners[0] for winners in self._winners]
+
+    def _weights(self) -> dict[int, float] | None:
+        if not self._winners:
+            return None
+        weights: dict[int, float] = {}
+        for winners in self._winners:
+            for index in winners:
+                weights[index] = weights.get(index, 0.0) + 1.0 / (
+                    len(winners) * len(self._winners)
+                )
+        return dict(sorted(weights.items()))
 
 
 class SegorSearch(PoolSearch):

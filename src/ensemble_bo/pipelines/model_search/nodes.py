@@ -16,6 +16,7 @@ from ensemble_bo.core.seeding import derive_seed
 from ensemble_bo.core.space import SearchSpace
 from ensemble_bo.core.strategies import (
     EnsembleSearchResult,
+    EsmboSearch,
     PoolSearch,
     SegorSearch,
     SingleBestSearch,
@@ -97,6 +98,32 @@ def search_ensemble(
         ensemble_size=ensemble["size"],
         loss=ensemble["loss"],
         sizing=ensemble["size_method"],
+    )
+    return _run(search, budget, method, dataset_info)
+
+
+def search_esmbo(
+    features: np.ndarray,
+    target: np.ndarray,
+    cv_folds: np.ndarray,
+    dataset_info: dict[str, Any],
+    method: dict[str, Any],
+    budget: int,
+    seed: int,
+) -> EnsembleSearchResult:
+    """ESMBO: round-robin SMBO over bootstrap replicas of the validation losses."""
+    _check_regression(dataset_info, method)
+    optimizer, evaluate = _optimizer_and_evaluator(
+        features, target, cv_folds, method, seed
+    )
+    search = EsmboSearch(
+        optimizer,
+        evaluate,
+        target,
+        cv_folds,
+        n_replicas=method["n_replicas"],
+        loss=method["loss"],
+        seed=derive_seed(seed, "bootstrap replicas"),
     )
     return _run(search, budget, method, dataset_info)
 

@@ -1,8 +1,8 @@
 """Model search pipelines: one search strategy, then refit, scoring and reports.
 
-`create_pipeline("segor")` searches an ensemble (SEGOR); any other method
-name searches the single best model with the optimizer its parameters name
-(`smbo`: GP-EI, `random_search`: random). Each method reads `params:<method>`
+`create_pipeline("segor")` searches an ensemble by SEGOR, `"esmbo"` by ESMBO;
+any other method name searches the single best model with the optimizer its
+parameters name (`smbo`: GP-EI, `random_search`: random). Each method reads `params:<method>`
 and writes `<method>_*` datasets (see the catalog's dataset factories).
 """
 
@@ -12,35 +12,28 @@ from .nodes import (
     refit_and_score,
     report_search,
     search_ensemble,
+    search_esmbo,
     search_single_best,
     select_posthoc,
 )
 
-ENSEMBLE_METHODS = ("segor",)
+# Method -> (search node function, parameters it reads besides its own); any
+# other method searches the single best model.
+SEARCHES = {
+    "segor": (search_ensemble, ["params:ensemble"]),
+    "esmbo": (search_esmbo, []),
+}
 
 
 def create_pipeline(method: str = "segor", **kwargs) -> Pipeline:
     data = ["model_input_features", "model_input_target", "cv_folds", "dataset_info"]
-    if method in ENSEMBLE_METHODS:
-        search = Node(
-            search_ensemble,
-            inputs=[
-                *data,
-                f"params:{method}",
-                "params:ensemble",
-                "params:budget",
-                "params:seed",
-            ],
-            outputs=f"{method}_search_result",
-            name=f"{method}_search",
-        )
-    else:
-        search = Node(
-            search_single_best,
-            inputs=[*data, f"params:{method}", "params:budget", "params:seed"],
-            outputs=f"{method}_search_result",
-            name=f"{method}_search",
-        )
+    function, extra = SEARCHES.get(method, (search_single_best, []))
+    search = Node(
+        function,
+        inputs=[*data, f"params:{method}", *extra, "params:budget", "params:seed"],
+        outputs=f"{method}_search_result",
+        name=f"{method}_search",
+    )
     return Pipeline([search]) + _refit_and_report(method)
 
 

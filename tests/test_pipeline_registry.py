@@ -1,0 +1,63 @@
+"""Every registered pipeline is wired: each input is produced, a parameter, or in the catalog."""
+
+from pathlib import Path
+
+import pytest
+from kedro.framework.session import KedroSession
+from kedro.framework.startup import bootstrap_project
+
+from ensemble_bo.pipeline_registry import register_pipelines
+
+PROJECT = Path(__file__).resolve().parents[1]
+
+
+@pytest.fixture(scope="module")
+def context():
+    bootstrap_project(PROJECT)
+    with KedroSession.create(project_path=PROJECT) as session:
+        yield session.load_context()
+
+
+def test_the_documented_pipelines_are_registered():
+    assert {
+        "segor",
+        "esmbo",
+        "smbo",
+        "random_search",
+        "posthoc",
+        "data_processing",
+    } <= set(register_pipelines())
+
+
+@pytest.mark.parametrize("name", ["segor", "esmbo", "smbo", "random_search", "posthoc"])
+def test_every_free_input_is_a_parameter_or_a_catalog_dataset(context, name):
+    pipeline = register_pipelines()[name]
+    for dataset in pipeline.inputs():
+        if dataset.startswith("params:"):
+            assert dataset.removeprefix("params:").split(".")[0] in context.params, (
+                dataset
+            )
+        else:
+            assert context.catalog.exists(dataset) is not None, dataset
+    # every method's outputs resolve through the dataset factories (files, not memory)
+    for output in pipeline.outputs():
+        assert type(context.catalog.get(output)).__name__ != "MemoryDataset", output
+
+
+@pytest.mark.parametrize(
+    ("name", "search"),
+    [
+        ("segor", "search_ensemble"),
+        ("esmbo", "search_esmbo"),
+        ("smbo", "search_single_best"),
+        ("random_search", "search_single_best"),
+        ("posthoc", "select_posthoc"),
+    ],
+)
+def test_each_method_runs_its_own_search(name, search):
+    node = next(
+        n
+        for n in register_pipelines()[name].nodes
+        if n.name.endswith(("_search", "_select"))
+    )
+    assert node.func.__name__ == search
