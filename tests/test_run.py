@@ -84,7 +84,8 @@ def test_run_logs_parameters_and_provenance(project, concrete_run):
         and params["dataset"] == "concrete"
     )
     assert params["ensemble.size"] == "4" and params["ensemble.size_method"] == "fixed"
-    assert params["segor.search_space.max_depth.high"] == "30"
+    assert params["segor.model"] == "decision_tree_regressor"
+    assert params["models.decision_tree_regressor.max_depth.high"] == "30"
     assert params["data_processing.test_size"] == "0.33"
     assert (
         params["dataset_info.rows"] == "1030"
@@ -244,7 +245,7 @@ def test_single_best_pipelines_log_their_own_run(project, method):
     client = client_for(project)
     run = latest_run(client)
     assert run.info.run_name == f"{method}-concrete-0"
-    assert run.data.params[f"{method}.search_space.max_depth.high"] == "30"
+    assert run.data.params[f"{method}.model"] == "decision_tree_regressor"
     assert (
         run.data.metrics["test_mse_ensemble"]
         == run.data.metrics["test_mse_single_best"]

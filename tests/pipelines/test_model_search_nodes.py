@@ -29,7 +29,15 @@ def search(ensemble=None, info=INFO, budget=6, **optimizer):
         "optimizer": {**CONF["segor"]["optimizer"], "n_initial": 3, **optimizer},
     }
     return search_ensemble(
-        X, Y, FOLDS, info, segor, {**CONF["ensemble"], **(ensemble or {})}, budget, 0
+        X,
+        Y,
+        FOLDS,
+        info,
+        segor,
+        CONF["models"],
+        {**CONF["ensemble"], **(ensemble or {})},
+        budget,
+        0,
     )
 
 
@@ -79,10 +87,10 @@ def test_unknown_mode_is_named():
 @pytest.mark.parametrize("method", ["smbo", "random_search"])
 def test_single_best_methods_run_from_their_conf(method):
     params = CONF[method]
-    assert params["search_space"] == CONF["segor"]["search_space"]
+    assert params["model"] == CONF["segor"]["model"]
     if method == "smbo":
         params = {**params, "optimizer": {**params["optimizer"], "n_initial": 3}}
-    result = search_single_best(X, Y, FOLDS, INFO, params, 8, 0)
+    result = search_single_best(X, Y, FOLDS, INFO, params, CONF["models"], 8, 0)
     assert len(result.pool) == 8
     assert result.members == [int(np.nanargmin(result.single_losses))]
     gp_steps = [r.acquisition_value for r in result.history[3:]]
@@ -98,6 +106,30 @@ def test_esmbo_runs_from_its_conf():
         "optimizer": {**CONF["esmbo"]["optimizer"], "n_initial": 3},
     }
     assert params["n_replicas"] == 10
-    result = search_esmbo(X, Y, FOLDS, INFO, params, 8, 0)
+    result = search_esmbo(X, Y, FOLDS, INFO, params, CONF["models"], 8, 0)
     assert len(result.members) == 10  # one winner per replica
     assert sum(result.member_weights.values()) == pytest.approx(1.0)
+
+
+@pytest.mark.parametrize("model", sorted(CONF["models"]))
+def test_every_model_of_the_conf_runs_through_segor(model):
+    segor = {
+        **CONF["segor"],
+        "model": model,
+        "optimizer": {**CONF["segor"]["optimizer"], "n_initial": 2},
+    }
+    result = search_ensemble(
+        X, Y, FOLDS, INFO, segor, CONF["models"], {**CONF["ensemble"], "size": 2}, 3, 0
+    )
+    assert all(result.pool.ok), result.pool.errors
+    assert set(result.pool.configs[0]) <= set(CONF["models"][model])
+
+
+def test_a_model_without_a_search_space_is_named():
+    segor = {**CONF["segor"], "model": "xgboost"}
+    with pytest.raises(
+        ValueError, match="model='xgboost' has no search space under `models`"
+    ):
+        search_ensemble(
+            X, Y, FOLDS, INFO, segor, CONF["models"], CONF["ensemble"], 3, 0
+        )

@@ -59,14 +59,20 @@ def _optimizer_and_evaluator(
     target: np.ndarray,
     cv_folds: np.ndarray,
     method: dict[str, Any],
+    models: dict[str, Any],
     seed: int,
 ) -> tuple[Optimizer, CrossValidationEvaluator]:
-    space = SearchSpace.from_dict(method["search_space"])
+    if method["model"] not in models:
+        raise ValueError(
+            f"{method['label']}: model={method['model']!r} has no search space under "
+            f"`models` (conf/base/parameters_models.yml); available: {sorted(models)}"
+        )
+    space = SearchSpace.from_dict(models[method["model"]])
     optimizer = make_optimizer(
         space, derive_seed(seed, "optimizer"), **method["optimizer"]
     )
     evaluate = CrossValidationEvaluator(
-        method["algorithm"],
+        method["model"],
         features,
         target,
         cv_folds,
@@ -81,6 +87,7 @@ def search_ensemble(
     cv_folds: np.ndarray,
     dataset_info: dict[str, Any],
     method: dict[str, Any],
+    models: dict[str, Any],
     ensemble: dict[str, Any],
     budget: int,
     seed: int,
@@ -88,7 +95,7 @@ def search_ensemble(
     """SEGOR on the out-of-fold predictions of the training part."""
     _check_regression(dataset_info, method)
     optimizer, evaluate = _optimizer_and_evaluator(
-        features, target, cv_folds, method, seed
+        features, target, cv_folds, method, models, seed
     )
     search = SegorSearch(
         optimizer,
@@ -108,13 +115,14 @@ def search_esmbo(
     cv_folds: np.ndarray,
     dataset_info: dict[str, Any],
     method: dict[str, Any],
+    models: dict[str, Any],
     budget: int,
     seed: int,
 ) -> EnsembleSearchResult:
     """ESMBO: round-robin SMBO over bootstrap replicas of the validation losses."""
     _check_regression(dataset_info, method)
     optimizer, evaluate = _optimizer_and_evaluator(
-        features, target, cv_folds, method, seed
+        features, target, cv_folds, method, models, seed
     )
     search = EsmboSearch(
         optimizer,
@@ -134,13 +142,14 @@ def search_single_best(
     cv_folds: np.ndarray,
     dataset_info: dict[str, Any],
     method: dict[str, Any],
+    models: dict[str, Any],
     budget: int,
     seed: int,
 ) -> EnsembleSearchResult:
     """SMBO or random search for the single model with the lowest CV loss."""
     _check_regression(dataset_info, method)
     optimizer, evaluate = _optimizer_and_evaluator(
-        features, target, cv_folds, method, seed
+        features, target, cv_folds, method, models, seed
     )
     search = SingleBestSearch(
         optimizer, evaluate, target, cv_folds, loss=method["loss"]
@@ -193,13 +202,13 @@ def refit_and_score(
     model_seed = derive_seed(seed, "models")
     weights = search_result.member_weights
     ensemble_model = build_regression_ensemble(
-        [make_model(method["algorithm"], pool.configs[i], model_seed) for i in weights],
+        [make_model(method["model"], pool.configs[i], model_seed) for i in weights],
         list(weights.values()),
         dataset_info["categorical_columns"],
     )
     best = search_result.best_single
     single_model = build_regression_ensemble(
-        [make_model(method["algorithm"], pool.configs[best], model_seed)],
+        [make_model(method["model"], pool.configs[best], model_seed)],
         [1.0],
         dataset_info["categorical_columns"],
     )

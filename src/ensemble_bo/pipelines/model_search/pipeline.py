@@ -30,7 +30,14 @@ def create_pipeline(method: str = "segor", **kwargs) -> Pipeline:
     function, extra = SEARCHES.get(method, (search_single_best, []))
     search = Node(
         function,
-        inputs=[*data, f"params:{method}", *extra, "params:budget", "params:seed"],
+        inputs=[
+            *data,
+            f"params:{method}",
+            "params:models",
+            *extra,
+            "params:budget",
+            "params:seed",
+        ],
         outputs=f"{method}_search_result",
         name=f"{method}_search",
     )
