@@ -29,7 +29,9 @@ def test_the_documented_pipelines_are_registered():
     } <= set(register_pipelines())
 
 
-@pytest.mark.parametrize("name", ["segor", "esmbo", "smbo", "random_search", "posthoc"])
+@pytest.mark.parametrize(
+    "name", ["segor", "esmbo", "ers", "smbo", "random_search", "posthoc"]
+)
 def test_every_free_input_is_a_parameter_or_a_catalog_dataset(context, name):
     pipeline = register_pipelines()[name]
     for dataset in pipeline.inputs():
@@ -45,19 +47,17 @@ def test_every_free_input_is_a_parameter_or_a_catalog_dataset(context, name):
 
 
 @pytest.mark.parametrize(
-    ("name", "search"),
+    ("name", "searches"),
     [
-        ("segor", "search_ensemble"),
-        ("esmbo", "search_esmbo"),
-        ("smbo", "search_single_best"),
-        ("random_search", "search_single_best"),
-        ("posthoc", "select_posthoc"),
+        ("segor", {"search_ensemble"}),
+        ("esmbo", {"search_esmbo"}),
+        ("smbo", {"search_single_best"}),
+        ("random_search", {"search_single_best"}),
+        ("posthoc", {"select_posthoc"}),
+        ("ers", {"search_single_best", "select_agnostic_bayes"}),
     ],
 )
-def test_each_method_runs_its_own_search(name, search):
-    node = next(
-        n
-        for n in register_pipelines()[name].nodes
-        if n.name.endswith(("_search", "_select"))
-    )
-    assert node.func.__name__ == search
+def test_each_method_runs_its_own_search(name, searches):
+    nodes = register_pipelines()[name].nodes
+    found = {n.func.__name__ for n in nodes if n.name.endswith(("_search", "_select"))}
+    assert found == searches

@@ -15,6 +15,7 @@ def register_pipelines() -> dict[str, Pipeline]:
     pipelines = {"data_processing": preparation}
     for method in METHODS:
         pipelines[method] = preparation + model_search.create_pipeline(method)
+    pipelines["ers"] = preparation + model_search.create_ers_pipeline()
     pipelines["posthoc"] = preparation + model_search.create_posthoc_pipeline()
     pipelines["__default__"] = pipelines["segor"]
     return pipelines

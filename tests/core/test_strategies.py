@@ -5,14 +5,16 @@ import pytest
 
 from ensemble_bo.core.losses import squared_error
 from ensemble_bo.core.optimizer import GPEIOptimizer, RandomSearch
-from ensemble_bo.core.pool import TrialResult
+from ensemble_bo.core.pool import Pool, TrialResult
 from ensemble_bo.core.selection import greedy_selection_with_replacement
 from ensemble_bo.core.space import SearchSpace
 from ensemble_bo.core.strategies import (
+    EnsembleSearchResult,
     EsmboSearch,
     SearchInterrupted,
     SegorSearch,
     SingleBestSearch,
+    agnostic_bayes_selection,
     posthoc_selection,
 )
 
@@ -372,3 +374,51 @@ def test_esmbo_splits_a_tied_replica_evenly():
         ValueError, match="n_replicas must be a positive integer, got 0"
     ):
         EsmboSearch(GPEIOptimizer(SPACE), always_the_same, Y, FOLDS, n_replicas=0)
+
+
+def pool_of(rows):
+    pool = Pool(N_SAMPLES)
+    for row in rows:
+        pool.add(
+            {},
+            np.zeros(1),
+            TrialResult(row, 0.0)
+            if row is not None
+            else TrialResult(None, 0.0, "boom"),
+        )
+    singles = np.array(
+        [
+            brute_force_loss(np.array([r]), [0]) if r is not None else np.nan
+            for r in rows
+        ]
+    )
+    return EnsembleSearchResult(pool, [], singles, target=Y)
+
+
+def test_agnostic_bayes_weights_follow_the_posterior_of_being_best():
+    good = Y + 0.05 * BASIS[0]
+    bad = Y + 1.5 * BASIS[1]
+    source = pool_of([good, bad, None, good.copy()])
+    result = agnostic_bayes_selection(source, Y, FOLDS, n_samples=2000, seed=1)
+    weights = result.member_weights
+    # the two identical good models share the posterior; the bad and the failed get none
+    assert set(weights) == {0, 3}
+    assert weights[0] == pytest.approx(0.5) and weights[3] == pytest.approx(0.5)
+    prediction = sum(w * source.pool.predictions[i] for i, w in weights.items())
+    expected = np.mean([np.mean((prediction - Y)[FOLDS == k] ** 2) for k in range(5)])
+    assert result.history[-1].ensemble_loss == pytest.approx(expected)
+
+
+def test_agnostic_bayes_spreads_over_equally_good_different_models():
+    rng = np.random.default_rng(7)
+    rows = [Y + 0.3 * rng.normal(size=N_SAMPLES) for _ in range(3)]
+    for posterior in ("bootstrap", "bayesian_bootstrap", "student_t"):
+        weights = agnostic_bayes_selection(
+            pool_of(rows), Y, FOLDS, posterior=posterior
+        ).member_weights
+        assert len(weights) == 3 and sum(weights.values()) == pytest.approx(1.0), (
+            posterior
+        )
+        assert max(weights.values()) < 0.95, posterior
+    with pytest.raises(ValueError, match="posterior='dirichlet' is not one of"):
+        agnostic_bayes_selection(pool_of(rows), Y, FOLDS, posterior="dirichlet")

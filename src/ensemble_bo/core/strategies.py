@@ -15,6 +15,13 @@ from typing import Any
 
 import numpy as np
 
+from ensemble_bo.core.agnostic_bayes import (
+    bayesian_bootstrap_posterior,
+    bootstrap_posterior,
+    mean_ensemble_cv_loss,
+    student_t_posterior,
+    tune_rho,
+)
 from ensemble_bo.core.losses import (
     cv_loss_of_mean_ensembles,
     fold_weights,
@@ -455,6 +462,17 @@ class SegorSearch(PoolSearch):
 WEIGHTINGS = ("counts", "bfgs")
 
 
+def _check_same_target(source: EnsembleSearchResult, y: np.ndarray) -> np.ndarray:
+    y = np.asarray(y, dtype=float)
+    if source.target is None or not np.array_equal(source.target, y):
+        raise ValueError(
+            "the saved pool was evaluated on other data than this run's training part "
+            "(another dataset, seed or data_processing setting): rerun its pipeline "
+            "with the same parameters first"
+        )
+    return y
+
+
 def posthoc_selection(
     source: EnsembleSearchResult,
     y: np.ndarray,
@@ -473,13 +491,7 @@ def posthoc_selection(
     """
     if weighting not in WEIGHTINGS:
         raise ValueError(f"weighting={weighting!r} is not one of {list(WEIGHTINGS)}")
-    y = np.asarray(y, dtype=float)
-    if source.target is None or not np.array_equal(source.target, y):
-        raise ValueError(
-            "the saved pool was evaluated on other data than this run's training part "
-            "(another dataset, seed or data_processing setting): rerun its pipeline "
-            "with the same parameters first"
-        )
+    y = _check_same_target(source, y)
     per_sample_loss = regression_loss(loss)
     selection = greedy_selection_with_replacement(
         source.pool.predictions, y, fold_ids, per_sample_loss, max_size, warm_start
@@ -514,4 +526,66 @@ def posthoc_selection(
     ]
     return EnsembleSearchResult(
         source.pool, members, source.single_losses, history, target=y, weights=weights
+    )
+
+
+POSTERIORS = {
+    "bootstrap": lambda L, rng, rho, n: bootstrap_posterior(L, n, rng, rho=rho),
+    "bayesian_bootstrap": lambda L, rng, rho, n: bayesian_bootstrap_posterior(
+        L, n, rng, rho=rho
+    ),
+    "student_t": lambda L, rng, rho, n: student_t_posterior(L, n, rng, rho=rho),
+}
+
+
+def agnostic_bayes_selection(
+    source: EnsembleSearchResult,
+    y: np.ndarray,
+    fold_ids: np.ndarray,
+    loss: str = "mse",
+    posterior: str = "bootstrap",
+    n_samples: int = 1000,
+    seed: int = 0,
+) -> EnsembleSearchResult:
+    """Agnostic Bayes ensemble of a pool (Lacoste et al. 2014; ERS over a random pool).
+
+    Each model is weighted by its posterior probability of being the best,
+    p(h* = h | S), estimated from the per-sample losses of the out-of-fold
+    predictions. Those losses come from k models trained on overlapping data,
+    so the effective sample size ratio rho (s.4.1) is tuned over 20 values in
+    [0.1, 0.8] to the CV loss of the weighted ensemble (s.4.2).
+    """
+    if posterior not in POSTERIORS:
+        raise ValueError(f"posterior={posterior!r} is not one of {sorted(POSTERIORS)}")
+    y = _check_same_target(source, y)
+    per_sample_loss = regression_loss(loss)
+    predictions = source.pool.predictions
+    losses = per_sample_loss(predictions - y)  # (t, n), NaN rows for failed trials
+    tuned = tune_rho(
+        lambda L, rng, rho: POSTERIORS[posterior](L, rng, rho, n_samples),
+        losses,
+        mean_ensemble_cv_loss(predictions, y, fold_ids, per_sample_loss),
+        np.random.default_rng(seed),
+    )
+    weights = {int(i): float(w) for i, w in enumerate(tuned.weights) if w > 0}
+    ensemble_loss = float(tuned.losses[tuned.candidates.index(tuned.value)])
+    record = IterationRecord(
+        iteration=0,
+        slot=-1,
+        trial=max(weights, key=weights.get),
+        status="ok",
+        action="weigh",
+        ensemble_loss=ensemble_loss,
+        best_single_loss=float(np.nanmin(source.single_losses)),
+        ensemble_size=len(weights),
+        acquisition_value=math.nan,
+        fit_seconds=0.0,
+    )
+    return EnsembleSearchResult(
+        source.pool,
+        sorted(weights),
+        source.single_losses,
+        [record],
+        target=y,
+        weights=weights,
     )

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any
 
 import matplotlib.pyplot as plt
@@ -20,6 +21,7 @@ from ensemble_bo.core.strategies import (
     PoolSearch,
     SegorSearch,
     SingleBestSearch,
+    agnostic_bayes_selection,
     posthoc_selection,
 )
 from ensemble_bo.core.zoo import make_model
@@ -183,6 +185,31 @@ def select_posthoc(
     ) as on_step:
         for record in result.history:
             on_step(record)
+    return result
+
+
+def select_agnostic_bayes(
+    candidates: EnsembleSearchResult,
+    target: np.ndarray,
+    cv_folds: np.ndarray,
+    method: dict[str, Any],
+    seed: int,
+) -> EnsembleSearchResult:
+    """Weight a pool by the agnostic Bayes posterior of each model being the best."""
+    result = agnostic_bayes_selection(
+        candidates,
+        target,
+        cv_folds,
+        loss=method["loss"],
+        posterior=method["posterior"],
+        n_samples=method["n_samples"],
+        seed=derive_seed(seed, "agnostic bayes"),
+    )
+    # The search's own curve, then the weighted ensemble as its last step.
+    result.history = [
+        *candidates.history[:-1],
+        replace(result.history[-1], iteration=len(candidates.history) - 1),
+    ]
     return result
 
 

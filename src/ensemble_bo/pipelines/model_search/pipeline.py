@@ -14,6 +14,7 @@ from .nodes import (
     search_ensemble,
     search_esmbo,
     search_single_best,
+    select_agnostic_bayes,
     select_posthoc,
 )
 
@@ -42,6 +43,30 @@ def create_pipeline(method: str = "segor", **kwargs) -> Pipeline:
         name=f"{method}_search",
     )
     return Pipeline([search]) + _refit_and_report(method)
+
+
+def create_ers_pipeline(**kwargs) -> Pipeline:
+    """ERS (ESMBO s.6): random search, then the agnostic Bayes ensemble of its pool."""
+    data = ["model_input_features", "model_input_target", "cv_folds", "dataset_info"]
+    search = Node(
+        search_single_best,
+        inputs=[*data, "params:ers", "params:models", "params:budget", "params:seed"],
+        outputs="ers_candidates",
+        name="ers_search",
+    )
+    weigh = Node(
+        select_agnostic_bayes,
+        inputs=[
+            "ers_candidates",
+            "model_input_target",
+            "cv_folds",
+            "params:ers",
+            "params:seed",
+        ],
+        outputs="ers_search_result",
+        name="ers_select",
+    )
+    return Pipeline([search, weigh]) + _refit_and_report("ers")
 
 
 def create_posthoc_pipeline(**kwargs) -> Pipeline:
