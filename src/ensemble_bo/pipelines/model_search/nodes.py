@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import replace
 from typing import Any
 
@@ -44,26 +45,19 @@ def _check_regression(dataset_info: dict[str, Any], method: dict[str, Any]) -> N
         )
 
 
-def _run(
-    search: PoolSearch,
-    budget: int,
-    method: dict[str, Any],
-    dataset_info: dict[str, Any],
-) -> EnsembleSearchResult:
-    with search_feedback(
-        budget, f"{method['label']} on {dataset_info['name']}"
-    ) as on_iteration:
-        return search.run(budget, callbacks=[on_iteration])
-
-
-def _optimizer_and_evaluator(
+def _search(
+    make_search: Callable[[Optimizer, CrossValidationEvaluator], PoolSearch],
     features: np.ndarray,
     target: np.ndarray,
     cv_folds: np.ndarray,
+    dataset_info: dict[str, Any],
     method: dict[str, Any],
     models: dict[str, Any],
+    budget: int,
     seed: int,
-) -> tuple[Optimizer, CrossValidationEvaluator]:
+) -> EnsembleSearchResult:
+    """Check the task, build the optimizer and evaluator, run the strategy with feedback."""
+    _check_regression(dataset_info, method)
     if method["model"] not in models:
         raise ValueError(
             f"{method['label']}: model={method['model']!r} has no search space under "
@@ -80,7 +74,10 @@ def _optimizer_and_evaluator(
         cv_folds,
         random_state=derive_seed(seed, "models"),
     )
-    return optimizer, evaluate
+    search = make_search(optimizer, evaluate)
+    label = f"{method['label']} on {dataset_info['name']}"
+    with search_feedback(budget, label) as on_iteration:
+        return search.run(budget, callbacks=[on_iteration])
 
 
 def search_ensemble(
@@ -95,20 +92,21 @@ def search_ensemble(
     seed: int,
 ) -> EnsembleSearchResult:
     """SEGOR on the out-of-fold predictions of the training part."""
-    _check_regression(dataset_info, method)
-    optimizer, evaluate = _optimizer_and_evaluator(
-        features, target, cv_folds, method, models, seed
+
+    def segor(optimizer: Optimizer, evaluate: CrossValidationEvaluator) -> PoolSearch:
+        return SegorSearch(
+            optimizer,
+            evaluate,
+            target,
+            cv_folds,
+            ensemble_size=ensemble["size"],
+            loss=ensemble["loss"],
+            sizing=ensemble["size_method"],
+        )
+
+    return _search(
+        segor, features, target, cv_folds, dataset_info, method, models, budget, seed
     )
-    search = SegorSearch(
-        optimizer,
-        evaluate,
-        target,
-        cv_folds,
-        ensemble_size=ensemble["size"],
-        loss=ensemble["loss"],
-        sizing=ensemble["size_method"],
-    )
-    return _run(search, budget, method, dataset_info)
 
 
 def search_esmbo(
@@ -122,20 +120,21 @@ def search_esmbo(
     seed: int,
 ) -> EnsembleSearchResult:
     """ESMBO: round-robin SMBO over bootstrap replicas of the validation losses."""
-    _check_regression(dataset_info, method)
-    optimizer, evaluate = _optimizer_and_evaluator(
-        features, target, cv_folds, method, models, seed
+
+    def esmbo(optimizer: Optimizer, evaluate: CrossValidationEvaluator) -> PoolSearch:
+        return EsmboSearch(
+            optimizer,
+            evaluate,
+            target,
+            cv_folds,
+            n_replicas=method["n_replicas"],
+            loss=method["loss"],
+            seed=derive_seed(seed, "bootstrap replicas"),
+        )
+
+    return _search(
+        esmbo, features, target, cv_folds, dataset_info, method, models, budget, seed
     )
-    search = EsmboSearch(
-        optimizer,
-        evaluate,
-        target,
-        cv_folds,
-        n_replicas=method["n_replicas"],
-        loss=method["loss"],
-        seed=derive_seed(seed, "bootstrap replicas"),
-    )
-    return _run(search, budget, method, dataset_info)
 
 
 def search_single_best(
@@ -149,14 +148,25 @@ def search_single_best(
     seed: int,
 ) -> EnsembleSearchResult:
     """SMBO or random search for the single model with the lowest CV loss."""
-    _check_regression(dataset_info, method)
-    optimizer, evaluate = _optimizer_and_evaluator(
-        features, target, cv_folds, method, models, seed
+
+    def single_best(
+        optimizer: Optimizer, evaluate: CrossValidationEvaluator
+    ) -> PoolSearch:
+        return SingleBestSearch(
+            optimizer, evaluate, target, cv_folds, loss=method["loss"]
+        )
+
+    return _search(
+        single_best,
+        features,
+        target,
+        cv_folds,
+        dataset_info,
+        method,
+        models,
+        budget,
+        seed,
     )
-    search = SingleBestSearch(
-        optimizer, evaluate, target, cv_folds, loss=method["loss"]
-    )
-    return _run(search, budget, method, dataset_info)
 
 
 def select_posthoc(
