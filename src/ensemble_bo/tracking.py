@@ -210,10 +210,11 @@ class MlflowTrackingHook:
             return
         result = error.result
         mlflow.log_metric("iterations_completed", len(result.history))
+        mlflow.log_text(
+            trial_history(result).to_csv(index=False),
+            "partial/partial_trial_history.csv",
+        )
         with tempfile.TemporaryDirectory() as directory:
-            table = Path(directory) / "partial_trial_history.csv"
-            trial_history(result).to_csv(table, index=False)
-            mlflow.log_artifact(str(table), artifact_path="partial")
             pickled = Path(directory) / "partial_search_result.pkl"
             pickled.write_bytes(pickle.dumps(result))
             mlflow.log_artifact(str(pickled), artifact_path="partial")
@@ -260,10 +261,7 @@ class MlflowTrackingHook:
                 }
             )
         elif kind == "table":
-            with tempfile.TemporaryDirectory() as directory:
-                path = Path(directory) / f"{name}.csv"
-                data.to_csv(path, index=False)
-                mlflow.log_artifact(str(path), artifact_path="tables")
+            mlflow.log_text(data.to_csv(index=False), f"tables/{name}.csv")
         elif kind == "figure":
             mlflow.log_figure(data, f"plots/{name}.png")
         elif kind == "model":

@@ -189,11 +189,7 @@ class PoolSearch:
             trial_result = self.evaluate(suggestion.config)
             trial = pool.add(suggestion.config, suggestion.encoded, trial_result)
             new_row = pool.predictions[trial : trial + 1]
-            new_single = (
-                float(self.per_sample_loss(new_row[0] - self.y) @ self.weights)
-                if trial_result.ok
-                else math.nan
-            )
+            new_single = self._cv_loss(new_row[0]) if trial_result.ok else math.nan
             self.optimizer.tell(
                 suggestion,
                 float(self._targets(new_row, [new_single])[0])
@@ -220,6 +216,10 @@ class PoolSearch:
             result.history.append(record)
             for callback in callbacks:
                 callback(record)
+
+    def _cv_loss(self, prediction: np.ndarray) -> float:
+        """k-fold CV loss of one prediction vector (n,)."""
+        return float(self.per_sample_loss(prediction - self.y) @ self.weights)
 
     def _losses_with_each(
         self, member_sum: np.ndarray, member_count: int, candidates: np.ndarray
@@ -348,7 +348,7 @@ class EsmboSearch(PoolSearch):
         ]
         weights = self._weights()
         prediction = sum(w * pool.predictions[i] for i, w in weights.items())
-        return "select", float(self.per_sample_loss(prediction - self.y) @ self.weights)
+        return "select", self._cv_loss(prediction)
 
     def _members(self) -> list[int]:
         return [winners[0] for winners in self._winners]
@@ -444,8 +444,7 @@ class SegorSearch(PoolSearch):
             options.append(("grow", float(grow_losses[best_addition])))
             if self.sizing == "dynamic" and others:
                 mean_of_others = pool.predictions[others].mean(axis=0)
-                shrunk = self.per_sample_loss(mean_of_others - self.y) @ self.weights
-                options.append(("shrink", float(shrunk)))
+                options.append(("shrink", self._cv_loss(mean_of_others)))
         # min keeps the first of equal losses: replace, then grow, then shrink.
         action, loss = min(options, key=lambda option: option[1])
         if action == "replace" and slot is not None:
