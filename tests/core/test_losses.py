@@ -4,15 +4,12 @@ import pytest
 from ensemble_bo.core.losses import (
     HUBER_C,
     TUKEY_C,
-    classification_loss,
     cv_loss_of_mean_ensembles,
     fold_weights,
     huber_loss,
-    margin_loss,
-    multiclass_margin,
+    objective_loss,
     regression_loss,
     squared_error,
-    squared_margin_loss,
     tukey_bisquare_loss,
     zero_one_loss,
 )
@@ -132,32 +129,39 @@ def test_zero_one_loss_by_hand():
     )
 
 
-def test_margin_losses_by_hand():
-    # votes of 3 members: all right, all wrong, 2 of 3 right (SEGO eq. 7-9)
-    votes = np.array([3, 0, 2])
-    np.testing.assert_allclose(multiclass_margin(votes, 3), [1.0, -1.0, 1 / 3])
-    np.testing.assert_allclose(margin_loss(votes, 3), [0.0, 1.0, 1 / 3])
-    np.testing.assert_allclose(squared_margin_loss(votes, 3), [0.0, 1.0, 1 / 9])
-    assert classification_loss("squared_margin") is squared_margin_loss
+def test_vote_losses_are_sego_eq_8_and_9_by_hand():
+    # 3 members per sample: all right, all wrong, 2 of 3 right. SEGO eq. 7 margins
+    # M = 1, -1, 1/3; eq. 8 (1 - M) / 2 = 0, 1, 1/3; eq. 9 (1 - M)**2 / 4 = 0, 1, 1/9.
+    correct = np.array([[1, 0, 1], [1, 0, 1], [1, 0, 0]], dtype=float)  # (m, n)
+    residuals = correct.mean(axis=0) - 1.0
+    margin = objective_loss("classification", "margin")
+    squared_margin = objective_loss("classification", "squared_margin")
+    np.testing.assert_allclose(margin(residuals), [0.0, 1.0, 1 / 3])
+    np.testing.assert_allclose(squared_margin(residuals), [0.0, 1.0, 1 / 9])
+    assert objective_loss("classification", "auto") is squared_margin
 
 
-def test_margin_equals_eq7_on_member_correctness_and_squared_margin_is_squared_error():
+def test_vote_losses_follow_eq7_on_random_member_correctness():
     correct = np.random.default_rng(0).random((5, 40)) < 0.6  # (m, n)
-    eq7 = np.mean(1 - 2 * (~correct), axis=0)
-    votes = correct.sum(axis=0)
-    np.testing.assert_allclose(multiclass_margin(votes, 5), eq7)
-    # correctness as predictions, y = 1: the mean ensemble's squared error is eq. 9
+    eq7 = np.mean(1 - 2 * (~correct), axis=0)  # M, literally as SEGO writes it
+    residuals = correct.mean(axis=0) - 1.0
     np.testing.assert_allclose(
-        squared_margin_loss(votes, 5), squared_error(correct.mean(axis=0) - 1.0)
+        objective_loss("classification", "squared_margin")(residuals),
+        (1 - eq7) ** 2 / 4,
     )
-    # a single member's margin loss is its zero-one loss
-    np.testing.assert_allclose(margin_loss(correct[0], 1), 1.0 - correct[0])
+    # a single member's loss is its zero-one loss
+    single = correct[0].astype(float) - 1.0
+    np.testing.assert_allclose(
+        objective_loss("classification", "zero_one")(single), 1.0 - correct[0]
+    )
 
 
-def test_margin_losses_reject_bad_votes():
-    with pytest.raises(ValueError, match="ensemble_size"):
-        squared_margin_loss(np.array([1]), 0)
-    with pytest.raises(ValueError, match="correct_votes"):
-        squared_margin_loss(np.array([4]), 3)
-    with pytest.raises(ValueError, match="unknown classification loss 'hinge'"):
-        classification_loss("hinge")
+def test_objective_loss_by_task_and_bad_names():
+    assert objective_loss("regression", "auto") is squared_error
+    assert objective_loss("regression", "h") is huber_loss
+    with pytest.raises(ValueError, match="'hinge' does not apply to classification"):
+        objective_loss("classification", "hinge")
+    with pytest.raises(ValueError, match="'mse' does not apply to classification"):
+        objective_loss("classification", "mse")
+    with pytest.raises(ValueError, match="unknown task 'ranking'"):
+        objective_loss("ranking", "auto")

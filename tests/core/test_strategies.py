@@ -13,9 +13,11 @@ from ensemble_bo.core.strategies import (
     EsmboSearch,
     SearchInterrupted,
     SegorSearch,
+    SegoSearch,
     SingleBestSearch,
     agnostic_bayes_selection,
     posthoc_selection,
+    segor_variant,
 )
 
 N_SAMPLES = 40
@@ -412,13 +414,172 @@ def test_agnostic_bayes_weights_follow_the_posterior_of_being_best():
 def test_agnostic_bayes_spreads_over_equally_good_different_models():
     rng = np.random.default_rng(7)
     rows = [Y + 0.3 * rng.normal(size=N_SAMPLES) for _ in range(3)]
-    for posterior in ("bootstrap", "bayesian_bootstrap", "student_t"):
+    for posterior in ("bootstrap", "bayesian_bootstrap", "student_t", "dirichlet"):
         weights = agnostic_bayes_selection(
-            pool_of(rows), Y, FOLDS, posterior=posterior
+            pool_of(rows), Y, FOLDS, posterior=posterior, n_samples=300
         ).member_weights
         assert len(weights) == 3 and sum(weights.values()) == pytest.approx(1.0), (
             posterior
         )
         assert max(weights.values()) < 0.95, posterior
-    with pytest.raises(ValueError, match="posterior='dirichlet' is not one of"):
-        agnostic_bayes_selection(pool_of(rows), Y, FOLDS, posterior="dirichlet")
+    with pytest.raises(ValueError, match="posterior='gibbs' is not one of"):
+        agnostic_bayes_selection(pool_of(rows), Y, FOLDS, posterior="gibbs")
+
+
+def test_argmin_and_softmin_baselines_weigh_a_pool():
+    good = Y + 0.05 * BASIS[0]
+    fair = Y + 0.3 * BASIS[1]
+    bad = Y + 1.5 * BASIS[2]
+    source = pool_of([fair, good, None, bad])
+    argmin = agnostic_bayes_selection(source, Y, FOLDS, posterior="argmin")
+    assert argmin.member_weights == {1: 1.0}
+    softmin = agnostic_bayes_selection(source, Y, FOLDS, posterior="softmin")
+    weights = softmin.member_weights
+    # Gibbs weights decrease with the CV loss; the failed trial gets none
+    assert 2 not in weights and sum(weights.values()) == pytest.approx(1.0)
+    assert weights[1] >= weights.get(0, 0.0) >= weights.get(3, 0.0)
+    # tuning picks the temperature whose ensemble has the lowest CV loss, so it
+    # is never worse than the single best model (the smallest temperature)
+    assert softmin.history[-1].ensemble_loss <= argmin.history[-1].ensemble_loss + 1e-12
+
+
+# Classification: 3 classes; each configuration flips a different, smoothly
+# varying subset of the labels, so models make different mistakes.
+LABELS = np.arange(N_SAMPLES) % 3
+NOISE = np.random.default_rng(5).random((2, N_SAMPLES))
+
+
+def synthetic_classifier(config):
+    """Class codes (n,): the true labels with the samples where a noise field exceeds
+    a threshold set by (a, b) shifted by one class; a > 0.85 fails."""
+    a, b = config["a"], config["b"]
+    if a > 0.85:
+        return TrialResult(None, 0.0, "ValueError: a too large")
+    wrong = NOISE[0] * a + NOISE[1] * (1 - b) > 0.6
+    return TrialResult(np.where(wrong, (LABELS + 1) % 3, LABELS).astype(float), 0.001)
+
+
+def brute_force_squared_margin(pool_predictions, member_indices):
+    """SEGO eq. 7 and 9, literally: M = 1/m sum_h [1 - 2 l01(h)], loss (1 - M)^2 / 4."""
+    members = pool_predictions[member_indices]
+    margin = np.mean([1 - 2 * (member != LABELS) for member in members], axis=0)
+    per_sample = (1 - margin) ** 2 / 4
+    return np.mean([np.mean(per_sample[FOLDS == k]) for k in range(5)])
+
+
+def test_sego_matches_a_brute_force_reading_of_its_algorithm_1():
+    size, budget = 3, 15
+    optimizer = RecordingOptimizer(
+        SPACE, seed=2, n_initial=5, gp_restarts=1, n_candidates=256
+    )
+    result = SegoSearch(
+        optimizer, synthetic_classifier, LABELS, FOLDS, ensemble_size=size
+    ).run(budget)
+    predictions = result.pool.predictions  # class codes, NaN rows for failures
+    assert result.task == "classification"
+    assert not all(result.pool.ok)
+    slots = [None] * size
+    for i, record in enumerate(result.history):
+        j = i % size
+        others = [s for k, s in enumerate(slots) if k != j and s is not None]
+        expected_targets = [
+            brute_force_squared_margin(predictions, [*others, h])
+            if result.pool.ok[h]
+            else math.nan
+            for h in range(i)
+        ]
+        np.testing.assert_allclose(optimizer.relabels[i], expected_targets, rtol=1e-10)
+        candidates = [
+            (brute_force_squared_margin(predictions, [*others, h]), h)
+            for h in range(i + 1)
+            if result.pool.ok[h]
+        ]
+        if not candidates:
+            continue
+        best_loss, slots[j] = min(candidates)
+        assert record.ensemble_loss == pytest.approx(best_loss, rel=1e-10)
+        # a single model's loss is its CV error rate
+        errors = [
+            np.mean([np.mean((predictions[h] != LABELS)[FOLDS == k]) for k in range(5)])
+            for h in range(i + 1)
+            if result.pool.ok[h]
+        ]
+        assert record.best_single_loss == pytest.approx(min(errors), rel=1e-10)
+    assert sorted(result.members) == sorted(s for s in slots if s is not None)
+
+
+def test_classification_single_best_esmbo_and_posthoc_use_error_rates():
+    def cv_error(row):
+        return np.mean([np.mean((row != LABELS)[FOLDS == k]) for k in range(5)])
+
+    single = SingleBestSearch(
+        RandomSearch(SPACE, seed=0),
+        synthetic_classifier,
+        LABELS,
+        FOLDS,
+        task="classification",
+    ).run(12)
+    rows = single.pool.predictions
+    ok = np.flatnonzero(single.pool.ok)
+    assert single.members == [min(ok, key=lambda h: cv_error(rows[h]))]
+    np.testing.assert_allclose(
+        single.single_losses[ok], [cv_error(rows[h]) for h in ok], rtol=1e-12
+    )
+
+    search = EsmboSearch(
+        RandomSearch(SPACE, seed=0),
+        synthetic_classifier,
+        LABELS,
+        FOLDS,
+        n_replicas=4,
+        task="classification",
+    )
+    esmbo = search.run(12)
+    rows = esmbo.pool.predictions
+    ok = np.flatnonzero(esmbo.pool.ok)
+    # Algorithm 2: each replica's argmin of its resampled error rate, ties split
+    expected = {}
+    for replica in search.replica_weights:
+        risks = {h: float((rows[h] != LABELS) @ replica) for h in ok}
+        winners = [h for h in ok if risks[h] == min(risks.values())]
+        for h in winners:
+            expected[h] = expected.get(h, 0.0) + 1 / (len(winners) * 4)
+    assert esmbo.member_weights == pytest.approx(expected)
+
+    posthoc = posthoc_selection(single, LABELS, FOLDS, max_size=5)
+    assert posthoc.task == "classification"
+    # greedy selection keeps the best prefix of its path, by SEGO's squared margin
+    assert brute_force_squared_margin(single.pool.predictions, posthoc.members) == (
+        pytest.approx(min(record.ensemble_loss for record in posthoc.history))
+    )
+    with pytest.raises(ValueError, match="evaluated on other data"):
+        posthoc_selection(single, (LABELS + 1) % 3, FOLDS)
+    with pytest.raises(ValueError, match="'mse' does not apply to classification"):
+        posthoc_selection(single, LABELS, FOLDS, loss="mse")
+
+
+@pytest.mark.parametrize(
+    ("variant", "expected"),
+    [
+        ("f-m", ("fixed", "m")),
+        ("g-h", ("growing", "h")),
+        ("d-t", ("dynamic", "t")),
+        ("best-dynamic-huber", ("dynamic", "huber")),
+        ("BG-m", ("growing", "m")),
+    ],
+)
+def test_segor_variant_reads_the_papers_shorthand(variant, expected):
+    assert segor_variant(variant) == expected
+
+
+@pytest.mark.parametrize(
+    ("variant", "message"),
+    [
+        ("fm", "'fm' is not <sizing>-<loss>"),
+        ("x-m", "unknown ensemble size method 'x'"),
+        ("f-q", "unknown regression loss 'q'"),
+    ],
+)
+def test_segor_variant_rejects_bad_names(variant, message):
+    with pytest.raises(ValueError, match=message):
+        segor_variant(variant)

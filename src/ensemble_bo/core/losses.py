@@ -78,66 +78,42 @@ def zero_one_loss(predicted_labels: np.ndarray, y: np.ndarray) -> np.ndarray:
     return np.not_equal(predicted_labels, y).astype(float)
 
 
-# Classification losses of an *ensemble's votes* (SEGO s.3). The margin depends on
-# how many members vote correctly, not on one prediction, so these take the running
-# sum of member correctness instead of residuals: `correct_votes` (..., n) counts the
-# members that classify each sample correctly (correct.sum(axis=0) for a boolean
-# (m, n) member-correctness matrix) and `ensemble_size` is m. Adding a candidate h
-# to every ensemble at once is (correct_votes + correct_h) with size m + 1.
-
-
-def _check_votes(correct_votes, ensemble_size) -> tuple[np.ndarray, int]:
-    if int(ensemble_size) != ensemble_size or ensemble_size < 1:
-        raise ValueError(
-            f"ensemble_size must be a positive integer, got {ensemble_size!r}"
-        )
-    votes = np.asarray(correct_votes, dtype=float)
-    if np.any((votes < 0) | (votes > ensemble_size)):
-        raise ValueError(
-            f"correct_votes must lie in [0, ensemble_size={ensemble_size}], got values "
-            f"in [{votes.min()}, {votes.max()}]"
-        )
-    return votes, int(ensemble_size)
-
-
-def multiclass_margin(correct_votes: np.ndarray, ensemble_size: int) -> np.ndarray:
-    """SEGO eq. 7: M = (1/m) sum_h [1 - 2 l01(h)] = 2 c / m - 1, in [-1, 1]; shape of c."""
-    votes, size = _check_votes(correct_votes, ensemble_size)
-    return 2.0 * votes / size - 1.0
-
-
-def margin_loss(correct_votes: np.ndarray, ensemble_size: int) -> np.ndarray:
-    """SEGO eq. 8: (1 - M) / 2, the fraction of members that are wrong.
-
-    For a single member (ensemble_size 1) it is that member's zero-one loss.
-    """
-    return (1.0 - multiclass_margin(correct_votes, ensemble_size)) / 2.0
-
-
-def squared_margin_loss(correct_votes: np.ndarray, ensemble_size: int) -> np.ndarray:
-    """SEGO eq. 9: (1 - M)**2 / 4, the squared fraction of members that are wrong.
-
-    With member correctness (0/1) as "predictions" and y = 1 this is the squared
-    error of the mean ensemble, so `cv_loss_of_mean_ensembles` and greedy
-    selection with `squared_error` optimize it unchanged.
-    """
-    return (1.0 - multiclass_margin(correct_votes, ensemble_size)) ** 2 / 4.0
-
-
-CLASSIFICATION_LOSSES: dict[str, Callable[[np.ndarray, int], np.ndarray]] = {
-    "margin": margin_loss,
-    "squared_margin": squared_margin_loss,
+# Classification (SEGO s.3). The search combines the members' 0/1 correctness
+# vectors c_h = I[h(x) = y] by their mean: for an ensemble of m members the mean
+# correctness is c / m with c the correct votes, the multiclass margin (eq. 7) is
+# M = 2 c / m - 1 and the residual against the target 1 is r = c / m - 1 = (M - 1) / 2.
+# So the margin loss (eq. 8), (1 - M) / 2, is |r| and the squared-margin loss
+# (eq. 9), (1 - M)**2 / 4, is r**2: the mean-combiner machinery of the regression
+# strategies (cv_loss_of_mean_ensembles, greedy selection, BFGS) optimizes them
+# unchanged. For one model both are its zero-one loss.
+VOTE_LOSSES: dict[str, Callable[[np.ndarray], np.ndarray]] = {
+    "squared_margin": squared_error,
+    "margin": np.abs,
+    "zero_one": np.abs,
 }
 
 
-def classification_loss(name: str) -> Callable[[np.ndarray, int], np.ndarray]:
-    """The ensemble vote loss called `name`: f(correct_votes, ensemble_size) -> (..., n)."""
+def objective_loss(task: str, name: str) -> Callable[[np.ndarray], np.ndarray]:
+    """Per-sample loss of the residuals a strategy minimizes, for `task`.
+
+    Regression: a loss of `regression_loss` ("mse", "huber", "tukey" or m/h/t) on
+    residuals of the standardized target. Classification: a loss of VOTE_LOSSES
+    on the residuals of the members' mean correctness against 1 (see above).
+    "auto" is mse for regression and SEGO's squared margin for classification.
+    """
+    if task == "regression":
+        return regression_loss("mse" if name == "auto" else name)
+    if task != "classification":
+        raise ValueError(
+            f"unknown task {task!r}; expected 'regression' or 'classification'"
+        )
+    name = "squared_margin" if name == "auto" else name
     try:
-        return CLASSIFICATION_LOSSES[name]
+        return VOTE_LOSSES[name]
     except KeyError:
         raise ValueError(
-            f"unknown classification loss {name!r}; available: "
-            f"{sorted(CLASSIFICATION_LOSSES)}"
+            f"loss {name!r} does not apply to classification; available: "
+            f"{sorted(VOTE_LOSSES)} or auto"
         ) from None
 
 

@@ -16,15 +16,21 @@ from typing import Any
 import numpy as np
 
 from ensemble_bo.core.agnostic_bayes import (
+    Tuned,
+    argmin_weights,
     bayesian_bootstrap_posterior,
     bootstrap_posterior,
     mean_ensemble_cv_loss,
+    softmin_weights,
     student_t_posterior,
+    tune_alpha,
+    tune_parameter,
     tune_rho,
 )
 from ensemble_bo.core.losses import (
     cv_loss_of_mean_ensembles,
     fold_weights,
+    objective_loss,
     regression_loss,
 )
 from ensemble_bo.core.optimizer import Optimizer
@@ -58,8 +64,9 @@ class EnsembleSearchResult:
     members: list[int]
     single_losses: np.ndarray
     history: list[IterationRecord] = field(default_factory=list)
-    # The (standardized) target the pool was evaluated on, shape (n,), so that a
-    # later post-hoc selection can check it works on the same data.
+    # The target the pool was evaluated on, shape (n,): the standardized target
+    # or the class codes, so a later post-hoc selection can check it works on
+    # the same data.
     target: np.ndarray | None = None
     # Optimized weights (e.g. BFGS) replacing the members' counts, by pool index.
     weights: dict[int, float] | None = None
@@ -73,6 +80,10 @@ class EnsembleSearchResult:
         return {
             index: count / len(self.members) for index, count in sorted(counts.items())
         }
+
+    @property
+    def task(self) -> str:
+        return "regression" if self.pool.labels is None else "classification"
 
     @property
     def best_single(self) -> int:
@@ -118,6 +129,21 @@ def size_method(name: str) -> str:
         ) from None
 
 
+def segor_variant(variant: str) -> tuple[str, str]:
+    """(sizing, loss) of a SEGOR variant in the paper's shorthand (s.4).
+
+    'f-m' is fixed size with MSE, 'g-h' best-growing with Huber, 'd-t'
+    best-dynamic with Tukey; long names work too ('dynamic-huber').
+    """
+    sizing, _, loss = str(variant).rpartition("-")
+    if not sizing:
+        raise ValueError(
+            f"SEGOR variant {variant!r} is not <sizing>-<loss>, e.g. 'f-m', 'g-h', 'd-t'"
+        )
+    regression_loss(loss)  # raises for an unknown loss, naming it
+    return size_method(sizing), loss
+
+
 class PoolSearch:
     """The SMBO loop every strategy shares; subclasses say what the GP minimizes.
 
@@ -133,7 +159,8 @@ class PoolSearch:
         evaluate: Callable[[dict[str, Any]], TrialResult],
         y: np.ndarray,
         fold_ids: np.ndarray,
-        loss: str = "mse",
+        loss: str = "auto",
+        task: str = "regression",
     ):
         if len(optimizer.X):
             # Every told point must be a model of this run's pool: the targets
@@ -144,16 +171,26 @@ class PoolSearch:
             )
         self.optimizer = optimizer
         self.evaluate = evaluate
-        self.y = np.asarray(y, dtype=float)
+        self.per_sample_loss = objective_loss(task, loss)
+        self.target = np.asarray(y)
+        # Regression combines predictions and compares them to y; classification
+        # combines the models' 0/1 correctness and compares it to 1 (Pool.outputs).
+        self.labels = self.target if task == "classification" else None
+        self.y = (
+            np.ones(len(self.target))
+            if task == "classification"
+            else self.target.astype(float)
+        )
         self.weights = fold_weights(fold_ids)
-        self.per_sample_loss = regression_loss(loss)
 
     def run(
         self, budget: int, callbacks: Iterable[Callable[[IterationRecord], None]] = ()
     ) -> EnsembleSearchResult:
         if int(budget) != budget or budget < 1:
             raise ValueError(f"budget must be a positive integer, got {budget!r}")
-        result = EnsembleSearchResult(Pool(len(self.y)), [], np.empty(0), target=self.y)
+        result = EnsembleSearchResult(
+            Pool(len(self.y), labels=self.labels), [], np.empty(0), target=self.target
+        )
         single_losses: list[float] = []
         try:
             self._iterate(int(budget), list(callbacks), result, single_losses)
@@ -184,11 +221,11 @@ class PoolSearch:
         for iteration in range(budget):
             slot = self._begin_iteration(iteration, pool)
             # NaN rows (failed trials) stay NaN and out of the GP.
-            self.optimizer.relabel(self._targets(pool.predictions, single_losses))
+            self.optimizer.relabel(self._targets(pool.outputs, single_losses))
             suggestion = self.optimizer.ask()
             trial_result = self.evaluate(suggestion.config)
             trial = pool.add(suggestion.config, suggestion.encoded, trial_result)
-            new_row = pool.predictions[trial : trial + 1]
+            new_row = pool.outputs[trial : trial + 1]
             new_single = self._cv_loss(new_row[0]) if trial_result.ok else math.nan
             self.optimizer.tell(
                 suggestion,
@@ -302,14 +339,15 @@ class EsmboSearch(PoolSearch):
         y: np.ndarray,
         fold_ids: np.ndarray,
         n_replicas: int = 10,
-        loss: str = "mse",
+        loss: str = "auto",
         seed: int = 0,
+        task: str = "regression",
     ):
         if int(n_replicas) != n_replicas or n_replicas < 1:
             raise ValueError(
                 f"n_replicas must be a positive integer, got {n_replicas!r}"
             )
-        super().__init__(optimizer, evaluate, y, fold_ids, loss)
+        super().__init__(optimizer, evaluate, y, fold_ids, loss, task)
         n = len(self.y)
         rng = np.random.default_rng(seed)
         # Row j: how often each validation sample appears in S'_j, over n.
@@ -339,15 +377,13 @@ class EsmboSearch(PoolSearch):
         ok = np.flatnonzero(pool.ok)
         if ok.size == 0:
             return "none", math.nan
-        risks = (
-            self.per_sample_loss(pool.predictions[ok] - self.y) @ self.replica_weights.T
-        )
+        risks = self.per_sample_loss(pool.outputs[ok] - self.y) @ self.replica_weights.T
         # Exact ties (e.g. the same model trained twice) share the replica's vote.
         self._winners = [
             ok[np.flatnonzero(column == column.min())].tolist() for column in risks.T
         ]
         weights = self._weights()
-        prediction = sum(w * pool.predictions[i] for i, w in weights.items())
+        prediction = sum(w * pool.outputs[i] for i, w in weights.items())
         return "select", self._cv_loss(prediction)
 
     def _members(self) -> list[int]:
@@ -389,14 +425,15 @@ class SegorSearch(PoolSearch):
         y: np.ndarray,
         fold_ids: np.ndarray,
         ensemble_size: int = 12,
-        loss: str = "mse",
+        loss: str = "auto",
         sizing: str = "fixed",
+        task: str = "regression",
     ):
         if int(ensemble_size) != ensemble_size or ensemble_size < 1:
             raise ValueError(
                 f"ensemble size must be a positive integer, got {ensemble_size!r}"
             )
-        super().__init__(optimizer, evaluate, y, fold_ids, loss)
+        super().__init__(optimizer, evaluate, y, fold_ids, loss, task)
         self.ensemble_size = int(ensemble_size)
         self.sizing = size_method(sizing)
 
@@ -415,7 +452,7 @@ class SegorSearch(PoolSearch):
             if k != self._slot and index is not None
         ]
         # Summing m rows afresh costs O(m n) and cannot drift like a running update.
-        self._others_sum = pool.predictions[self._others].sum(axis=0)
+        self._others_sum = pool.outputs[self._others].sum(axis=0)
         return -1 if self._slot is None else self._slot
 
     def _targets(
@@ -436,14 +473,13 @@ class SegorSearch(PoolSearch):
         best_replacement = int(np.nanargmin(replace_losses))
         options = [("replace", float(replace_losses[best_replacement]))]
         if self.sizing != "fixed" and slots:
-            members = pool.predictions[slots]
             grow_losses = self._losses_with_each(
-                members.sum(axis=0), len(slots), pool.predictions
+                pool.outputs[slots].sum(axis=0), len(slots), pool.outputs
             )
             best_addition = int(np.nanargmin(grow_losses))
             options.append(("grow", float(grow_losses[best_addition])))
             if self.sizing == "dynamic" and others:
-                mean_of_others = pool.predictions[others].mean(axis=0)
+                mean_of_others = pool.outputs[others].mean(axis=0)
                 options.append(("shrink", self._cv_loss(mean_of_others)))
         # min keeps the first of equal losses: replace, then grow, then shrink.
         action, loss = min(options, key=lambda option: option[1])
@@ -458,25 +494,66 @@ class SegorSearch(PoolSearch):
         return action, loss
 
 
+class SegoSearch(SegorSearch):
+    """SEGO (Levesque et al. 2016, Alg. 1): ensemble optimization for classification.
+
+    m fixed slots filled round-robin (slot j = i mod m); the GP models the
+    squared-margin loss (eq. 9, multiclass margin of eq. 7) of the ensemble
+    with slot j replaced by each model, and the slot gets the pool's argmin.
+    The final ensemble votes by (weighted) majority. `labels` are class codes.
+    """
+
+    def __init__(
+        self,
+        optimizer: Optimizer,
+        evaluate: Callable[[dict[str, Any]], TrialResult],
+        labels: np.ndarray,
+        fold_ids: np.ndarray,
+        ensemble_size: int = 12,
+        loss: str = "squared_margin",
+    ):
+        super().__init__(
+            optimizer,
+            evaluate,
+            labels,
+            fold_ids,
+            ensemble_size,
+            loss,
+            sizing="fixed",
+            task="classification",
+        )
+
+
 WEIGHTINGS = ("counts", "bfgs")
 
 
-def _check_same_target(source: EnsembleSearchResult, y: np.ndarray) -> np.ndarray:
-    y = np.asarray(y, dtype=float)
-    if source.target is None or not np.array_equal(source.target, y):
+def _pool_objective(
+    source: EnsembleSearchResult, y: np.ndarray, loss: str
+) -> tuple[np.ndarray, np.ndarray, Callable[[np.ndarray], np.ndarray]]:
+    """(outputs (t, n), what they are compared to (n,), per-sample loss) of a saved pool.
+
+    Checks first that the pool was evaluated on `y`, this run's training target.
+    """
+    if source.target is None or not np.array_equal(source.target, np.asarray(y)):
         raise ValueError(
             "the saved pool was evaluated on other data than this run's training part "
             "(another dataset, seed or data_processing setting): rerun its pipeline "
             "with the same parameters first"
         )
-    return y
+    pool = source.pool
+    target = np.ones(pool.n_samples) if source.task == "classification" else y
+    return (
+        pool.outputs,
+        np.asarray(target, dtype=float),
+        objective_loss(source.task, loss),
+    )
 
 
 def posthoc_selection(
     source: EnsembleSearchResult,
     y: np.ndarray,
     fold_ids: np.ndarray,
-    loss: str = "mse",
+    loss: str = "auto",
     max_size: int = 50,
     warm_start: int = 0,
     weighting: str = "counts",
@@ -490,18 +567,17 @@ def posthoc_selection(
     """
     if weighting not in WEIGHTINGS:
         raise ValueError(f"weighting={weighting!r} is not one of {list(WEIGHTINGS)}")
-    y = _check_same_target(source, y)
-    per_sample_loss = regression_loss(loss)
+    outputs, target, per_sample_loss = _pool_objective(source, y, loss)
     selection = greedy_selection_with_replacement(
-        source.pool.predictions, y, fold_ids, per_sample_loss, max_size, warm_start
+        outputs, target, fold_ids, per_sample_loss, max_size, warm_start
     )
     members = [int(index) for index in selection.members]
     weights = None
     if weighting == "bfgs":
         distinct = sorted(set(members))
         fitted = bfgs_weights(
-            source.pool.predictions[distinct],
-            y,
+            outputs[distinct],
+            target,
             fold_ids,
             per_sample_loss,
             initial_weights=np.array([members.count(i) for i in distinct], dtype=float),
@@ -524,7 +600,12 @@ def posthoc_selection(
         for step in range(len(selection.path))
     ]
     return EnsembleSearchResult(
-        source.pool, members, source.single_losses, history, target=y, weights=weights
+        source.pool,
+        members,
+        source.single_losses,
+        history,
+        target=source.target,
+        weights=weights,
     )
 
 
@@ -535,13 +616,60 @@ POSTERIORS = {
     ),
     "student_t": lambda L, rng, rho, n: student_t_posterior(L, n, rng, rho=rho),
 }
+# Weightings agnostic_bayes_selection offers: the posteriors above, the Dirichlet
+# posterior (rho and alpha tuned), and the ArgMin / SoftMin baselines of AB s.6.
+AB_WEIGHTINGS = (*POSTERIORS, "dirichlet", "argmin", "softmin")
+# SoftMin temperatures, as multiples of the spread of the models' CV losses:
+# 20 values like the rho grid, from nearly ArgMin to nearly uniform.
+SOFTMIN_TEMPERATURES = np.geomspace(1e-3, 10.0, 20)
+
+
+def _tuned_pool_weights(
+    posterior: str,
+    losses: np.ndarray,
+    fold_ids: np.ndarray,
+    ensemble_loss: Callable[[np.ndarray], float],
+    n_samples: int,
+    rng: np.random.Generator,
+) -> Tuned:
+    """Weights (t,) of a pool's models by `posterior`, its free parameter tuned (AB s.4.2)."""
+    if posterior == "argmin":
+        return tune_parameter(
+            lambda _: argmin_weights(losses, fold_ids), [None], ensemble_loss
+        )
+    if posterior == "softmin":
+        risks = losses[np.isfinite(losses).all(axis=1)] @ fold_weights(fold_ids)
+        spread = float(np.ptp(risks)) if risks.size else 0.0
+        return tune_parameter(
+            lambda temperature: softmin_weights(losses, temperature, fold_ids),
+            (spread or 1.0) * SOFTMIN_TEMPERATURES,
+            ensemble_loss,
+        )
+    if posterior == "dirichlet":
+        # rho first with the alpha -> 0 limit (the Bayesian bootstrap), then the
+        # prior mass alpha at that rho: 20 + 6 posteriors instead of 20 x 6.
+        by_rho = tune_rho(
+            lambda L, rng, rho: bayesian_bootstrap_posterior(
+                L, n_samples, rng, rho=rho
+            ),
+            losses,
+            ensemble_loss,
+            rng,
+        )
+        return tune_alpha(losses, ensemble_loss, n_samples, rng, rho=by_rho.value)
+    return tune_rho(
+        lambda L, rng, rho: POSTERIORS[posterior](L, rng, rho, n_samples),
+        losses,
+        ensemble_loss,
+        rng,
+    )
 
 
 def agnostic_bayes_selection(
     source: EnsembleSearchResult,
     y: np.ndarray,
     fold_ids: np.ndarray,
-    loss: str = "mse",
+    loss: str = "auto",
     posterior: str = "bootstrap",
     n_samples: int = 1000,
     seed: int = 0,
@@ -552,22 +680,26 @@ def agnostic_bayes_selection(
     p(h* = h | S), estimated from the per-sample losses of the out-of-fold
     predictions. Those losses come from k models trained on overlapping data,
     so the effective sample size ratio rho (s.4.1) is tuned over 20 values in
-    [0.1, 0.8] to the CV loss of the weighted ensemble (s.4.2).
+    [0.1, 0.8] to the CV loss of the weighted ensemble (s.4.2); the Dirichlet
+    posterior also tunes its prior mass alpha, SoftMin its temperature, and
+    ArgMin (all weight on the lowest CV loss) has nothing to tune.
     """
-    if posterior not in POSTERIORS:
-        raise ValueError(f"posterior={posterior!r} is not one of {sorted(POSTERIORS)}")
-    y = _check_same_target(source, y)
-    per_sample_loss = regression_loss(loss)
-    predictions = source.pool.predictions
-    losses = per_sample_loss(predictions - y)  # (t, n), NaN rows for failed trials
-    tuned = tune_rho(
-        lambda L, rng, rho: POSTERIORS[posterior](L, rng, rho, n_samples),
+    if posterior not in AB_WEIGHTINGS:
+        raise ValueError(
+            f"posterior={posterior!r} is not one of {sorted(AB_WEIGHTINGS)}"
+        )
+    outputs, target, per_sample_loss = _pool_objective(source, y, loss)
+    losses = per_sample_loss(outputs - target)  # (t, n), NaN rows for failed trials
+    tuned = _tuned_pool_weights(
+        posterior,
         losses,
-        mean_ensemble_cv_loss(predictions, y, fold_ids, per_sample_loss),
+        fold_ids,
+        mean_ensemble_cv_loss(outputs, target, fold_ids, per_sample_loss),
+        n_samples,
         np.random.default_rng(seed),
     )
     weights = {int(i): float(w) for i, w in enumerate(tuned.weights) if w > 0}
-    ensemble_loss = float(tuned.losses[tuned.candidates.index(tuned.value)])
+    ensemble_loss = float(np.nanmin(tuned.losses))
     record = IterationRecord(
         iteration=0,
         slot=-1,
@@ -585,6 +717,6 @@ def agnostic_bayes_selection(
         sorted(weights),
         source.single_losses,
         [record],
-        target=y,
+        target=source.target,
         weights=weights,
     )
