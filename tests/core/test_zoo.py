@@ -1,12 +1,39 @@
+from pathlib import Path
+
+import numpy as np
+import pytest
+import yaml
+from sklearn.datasets import load_iris
+from sklearn.discriminant_analysis import (
+    LinearDiscriminantAnalysis,
+    QuadraticDiscriminantAnalysis,
+)
 from sklearn.ensemble import (
+    AdaBoostClassifier,
+    ExtraTreesClassifier,
     ExtraTreesRegressor,
+    GradientBoostingClassifier,
     GradientBoostingRegressor,
+    RandomForestClassifier,
     RandomForestRegressor,
 )
+from sklearn.naive_bayes import GaussianNB
+from sklearn.neighbors import KNeighborsClassifier
+from sklearn.neural_network import MLPClassifier
 from sklearn.pipeline import Pipeline
 from sklearn.preprocessing import StandardScaler
+from sklearn.svm import SVC
+from sklearn.tree import DecisionTreeClassifier
 
-from ensemble_bo.core.zoo import make_model
+from ensemble_bo.core.space import SearchSpace
+from ensemble_bo.core.zoo import (
+    MODEL_FACTORIES,
+    MODEL_TASKS,
+    SVC_MAX_ITER,
+    make_model,
+    model_task,
+    qda_reg_param,
+)
 
 
 def test_mlp_layers_follow_the_conditional_configuration():
@@ -48,3 +75,210 @@ def test_scale_sensitive_models_are_scaled():
         ("elastic_net", {"alpha": 0.1, "l1_ratio": 0.5, "max_iter": 1000}),
     ]:
         assert isinstance(make_model(name, params, 0).steps[0][1], StandardScaler)
+
+
+# --- classification --------------------------------------------------------
+
+MODELS = yaml.safe_load(
+    (
+        Path(__file__).resolve().parents[2] / "conf/base/parameters_models.yml"
+    ).read_text()
+)["models"]
+CLASSIFICATION = sorted(name for name in MODELS if model_task(name) == "classification")
+IRIS_X, IRIS_Y = load_iris(return_X_y=True)
+SEGO_CLASSES = {
+    "knn": KNeighborsClassifier,
+    "rbf_svm": SVC,
+    "linear_svm": SVC,
+    "decision_tree": DecisionTreeClassifier,
+    "random_forest": RandomForestClassifier,
+    "adaboost": AdaBoostClassifier,
+    "gaussian_nb": GaussianNB,
+    "lda": LinearDiscriminantAnalysis,
+    "qda": QuadraticDiscriminantAnalysis,
+}
+SEGO_PARAMETERS = {
+    "knn": {"n_neighbors"},
+    "rbf_svm": {"C", "gamma"},
+    "linear_svm": {"C"},
+    "decision_tree": {"max_depth", "min_samples_split", "min_samples_leaf"},
+    "random_forest": {
+        "n_estimators",
+        "max_depth",
+        "min_samples_split",
+        "min_samples_leaf",
+    },
+    "adaboost": {"n_estimators"},
+    "gaussian_nb": set(),
+    "lda": set(),
+    "qda": {"reg_param"},
+}
+
+
+def final_step(model):
+    return model[-1] if isinstance(model, Pipeline) else model
+
+
+def fits_and_predicts_labels(model):
+    predictions = model.fit(IRIS_X, IRIS_Y).predict(IRIS_X)
+    assert predictions.shape == IRIS_Y.shape
+    assert set(np.unique(predictions)) <= {0, 1, 2}
+
+
+def set_classifier(space, point, choice):
+    """`point` with the one-hot of sego_sklearn's `classifier` set to `choice`."""
+    classifier = space.parameters[0]
+    assert classifier.name == "classifier"
+    point = point.copy()
+    point[: classifier.width] = classifier.encode(choice)
+    return point
+
+
+def test_the_conf_spaces_and_the_factories_name_the_same_algorithms():
+    assert set(MODELS) == set(MODEL_FACTORIES) == set(MODEL_TASKS)
+    assert set(CLASSIFICATION) == {
+        "decision_tree_classifier",
+        "svm",
+        "random_forest_classifier",
+        "gradient_boosting_classifier",
+        "mlp_classifier",
+        "sego_svm",
+        "sego_sklearn",
+    }
+
+
+def test_model_task_names_each_entry_and_refuses_unknown_ones():
+    regression = {
+        "decision_tree_regressor",
+        "mlp_regressor",
+        "elastic_net",
+        "svr",
+        "random_forest_regressor",
+        "gradient_boosting_regressor",
+    }
+    for name in MODEL_FACTORIES:
+        expected = "regression" if name in regression else "classification"
+        assert model_task(name) == expected
+    with pytest.raises(ValueError, match="unknown algorithm 'xgboost'"):
+        model_task("xgboost")
+
+
+@pytest.mark.filterwarnings("ignore::sklearn.exceptions.ConvergenceWarning")
+@pytest.mark.parametrize("name", CLASSIFICATION)
+def test_sampled_configurations_of_each_classification_space_fit_and_predict(name):
+    space = SearchSpace.from_dict(MODELS[name])
+    rng = np.random.default_rng(0)
+    for point in rng.random((3, space.dim)):
+        config = space.decode(point)
+        fits_and_predicts_labels(make_model(name, config, 0))
+
+
+@pytest.mark.filterwarnings("ignore::sklearn.exceptions.ConvergenceWarning")
+@pytest.mark.parametrize("choice", sorted(SEGO_CLASSES))
+def test_each_sego_sklearn_classifier_is_reachable_with_its_own_parameters(choice):
+    space = SearchSpace.from_dict(MODELS["sego_sklearn"])
+    point = set_classifier(space, np.random.default_rng(1).random(space.dim), choice)
+    config = space.decode(point)
+    assert config["classifier"] == choice
+    assert set(config) == {"classifier"} | SEGO_PARAMETERS[choice]
+    model = make_model("sego_sklearn", config, 3)
+    estimator = final_step(model)
+    assert type(estimator) is SEGO_CLASSES[choice]
+    # scale-sensitive classifiers are scaled inside the pipeline
+    scaled = choice in {"knn", "rbf_svm", "linear_svm", "qda"}
+    assert isinstance(model, Pipeline) == scaled
+    if scaled:
+        assert isinstance(model.steps[0][1], StandardScaler)
+    if "random_state" in estimator.get_params():
+        assert estimator.random_state == 3
+    fits_and_predicts_labels(model)
+
+
+@pytest.mark.parametrize("name", ["sego_svm", "sego_sklearn"])
+def test_inactive_parameters_are_not_passed_to_the_estimator(name):
+    space = SearchSpace.from_dict(MODELS[name])
+    fixed = {"random_state", "kernel", "max_iter"}  # set by the factories
+    for point in np.random.default_rng(2).random((40, space.dim)):
+        config = space.decode(point)
+        estimator = final_step(make_model(name, config, 0))
+        defaults = type(estimator)().get_params()
+        changed = {
+            key
+            for key, value in estimator.get_params().items()
+            if value != defaults[key]
+        }
+        assert changed <= (set(config) | fixed) - {"classifier"}
+
+
+def test_sego_svm_kernels_take_the_parameters_of_the_paper():
+    space = SearchSpace.from_dict(MODELS["sego_svm"])
+    kernel = space.parameters[0]
+    expected = {
+        "linear": {"kernel", "C"},
+        "rbf": {"kernel", "C", "gamma"},
+        "poly": {"kernel", "C", "degree", "coef0"},
+        "sigmoid": {"kernel", "C", "gamma", "coef0"},
+    }
+    for choice, names in expected.items():
+        point = np.random.default_rng(3).random(space.dim)
+        point[: kernel.width] = kernel.encode(choice)
+        config = space.decode(point)
+        assert set(config) == names
+        svc = make_model("sego_svm", config, 0)[-1]
+        assert svc.kernel == choice and svc.max_iter == SVC_MAX_ITER
+        assert svc.get_params()["C"] == config["C"]
+
+
+def test_qda_reg_param_maps_the_papers_range_into_the_unit_interval():
+    assert qda_reg_param(1e-3) == pytest.approx(1e-3 / 1.001)
+    assert qda_reg_param(1.0) == 0.5
+    assert qda_reg_param(1e3) == pytest.approx(1e3 / 1001)
+    assert 0 < qda_reg_param(1e-3) < qda_reg_param(1e3) < 1
+    for paper_value in (1e-3, 1e3):
+        model = make_model(
+            "sego_sklearn", {"classifier": "qda", "reg_param": paper_value}, 0
+        )
+        assert model[-1].reg_param == qda_reg_param(paper_value)
+        fits_and_predicts_labels(model)
+
+
+def test_esmbo_classifiers_share_the_regression_spaces_and_factories():
+    for regressor, classifier in [
+        ("decision_tree_regressor", "decision_tree_classifier"),
+        ("random_forest_regressor", "random_forest_classifier"),
+        ("mlp_regressor", "mlp_classifier"),
+    ]:
+        assert MODELS[regressor] == MODELS[classifier]
+    forest = {"bootstrap": True, "max_features": 0.5}
+    breiman = make_model("random_forest_classifier", {**forest, "method": "breiman"}, 4)
+    extra = make_model(
+        "random_forest_classifier", {**forest, "method": "extra_trees"}, 4
+    )
+    assert type(breiman) is RandomForestClassifier
+    assert type(extra) is ExtraTreesClassifier and extra.n_estimators == 100
+    mlp = make_model(
+        "mlp_classifier",
+        {
+            "learning_rate_init": 1e-3,
+            "activation": "relu",
+            "n_hidden_layers": 2,
+            "units_1": 5,
+            "units_2": 4,
+        },
+        4,
+    )
+    assert type(mlp[-1]) is MLPClassifier and mlp[-1].hidden_layer_sizes == (5, 4)
+    boosting = make_model(
+        "gradient_boosting_classifier",
+        {"max_depth": 2, "learning_rate": 0.1, "max_features": 0.5},
+        4,
+    )
+    assert type(boosting) is GradientBoostingClassifier
+    assert (boosting.loss, boosting.n_estimators, boosting.random_state) == (
+        "log_loss",
+        100,
+        4,
+    )
+    svm = make_model("svm", {"C": 1.0, "gamma": 0.1}, 4)
+    assert isinstance(svm.steps[0][1], StandardScaler)
+    assert (svm[-1].kernel, svm[-1].max_iter) == ("rbf", SVC_MAX_ITER)

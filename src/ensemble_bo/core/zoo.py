@@ -4,90 +4,215 @@ Each factory maps a configuration of the algorithm's search space (the
 `models` block of conf/base/parameters_models.yml, from the papers' spaces)
 to an unfitted scikit-learn estimator. Algorithms that are sensitive to the
 scale of their inputs get a StandardScaler in front, fitted inside each fold.
+
+Every algorithm is a regressor or a classifier (`model_task`); classifiers are
+given integer class codes 0..K-1 and predict labels (no probabilities: the
+ensembles vote with labels).
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
+from typing import Any, Literal
 
 from sklearn.base import BaseEstimator
+from sklearn.discriminant_analysis import (
+    LinearDiscriminantAnalysis,
+    QuadraticDiscriminantAnalysis,
+)
 from sklearn.ensemble import (
+    AdaBoostClassifier,
+    ExtraTreesClassifier,
     ExtraTreesRegressor,
+    GradientBoostingClassifier,
     GradientBoostingRegressor,
+    RandomForestClassifier,
     RandomForestRegressor,
 )
 from sklearn.linear_model import ElasticNet
-from sklearn.neural_network import MLPRegressor
+from sklearn.naive_bayes import GaussianNB
+from sklearn.neighbors import KNeighborsClassifier
+from sklearn.neural_network import MLPClassifier, MLPRegressor
 from sklearn.pipeline import make_pipeline
 from sklearn.preprocessing import StandardScaler
-from sklearn.svm import SVR
-from sklearn.tree import DecisionTreeRegressor
+from sklearn.svm import SVC, SVR
+from sklearn.tree import DecisionTreeClassifier, DecisionTreeRegressor
+
+Factory = Callable[[dict[str, Any], int], BaseEstimator]
+Task = Literal["regression", "classification"]
 
 # Trees per forest and boosting stages: fixed at 100 in ESMBO s.6.1.
 N_TREES = 100
 
+# libsvm iterates until its tolerance is met, without limit by default. Corners
+# of the papers' spaces (C up to 1e5, a linear or degree-10 polynomial kernel)
+# need tens of millions of iterations (minutes on a few thousand rows) for a
+# model that is no better; capping them keeps one trial from stalling a run
+# (scikit-learn warns that such a fit did not converge).
+SVC_MAX_ITER = 1_000_000
 
-def _decision_tree(params: dict[str, Any], seed: int) -> BaseEstimator:
-    return DecisionTreeRegressor(random_state=seed, **params)
+
+def _estimator(
+    estimator_class: type[BaseEstimator],
+    *,
+    scaled: bool = False,
+    seeded: bool = True,
+    **fixed: Any,
+) -> Factory:
+    """A factory passing the configuration (and the fixed arguments) straight on."""
+
+    def factory(params: dict[str, Any], seed: int) -> BaseEstimator:
+        seed_argument = {"random_state": seed} if seeded else {}
+        model = estimator_class(**fixed, **seed_argument, **params)
+        return make_pipeline(StandardScaler(), model) if scaled else model
+
+    return factory
 
 
-def _mlp(params: dict[str, Any], seed: int) -> BaseEstimator:
-    # SEGOR s.4: learning rate, activation and up to two hidden layers.
-    layers = [params["units_1"]] + (
-        [params["units_2"]] if params["n_hidden_layers"] == 2 else []
-    )
+def _mlp(estimator_class: type[BaseEstimator]) -> Factory:
+    def factory(params: dict[str, Any], seed: int) -> BaseEstimator:
+        # SEGOR s.4: learning rate, activation and up to two hidden layers.
+        layers = [params["units_1"]] + (
+            [params["units_2"]] if params["n_hidden_layers"] == 2 else []
+        )
+        return make_pipeline(
+            StandardScaler(),
+            estimator_class(
+                hidden_layer_sizes=tuple(layers),
+                activation=params["activation"],
+                learning_rate_init=params["learning_rate_init"],
+                max_iter=500,
+                random_state=seed,
+            ),
+        )
+
+    return factory
+
+
+def _random_forest(
+    breiman: type[BaseEstimator], extra_trees: type[BaseEstimator]
+) -> Factory:
+    def factory(params: dict[str, Any], seed: int) -> BaseEstimator:
+        # ESMBO s.6.1: Breiman's forest or extremely randomized trees, bootstrap
+        # or not.
+        forest = extra_trees if params["method"] == "extra_trees" else breiman
+        return forest(
+            n_estimators=N_TREES,
+            bootstrap=params["bootstrap"],
+            max_features=params["max_features"],
+            random_state=seed,
+        )
+
+    return factory
+
+
+def _svc(**kernel: Any) -> Factory:
+    # The SVC seed only matters with probability=True, which is off (the
+    # ensembles vote with labels), but is given for uniformity.
+    return _estimator(SVC, scaled=True, max_iter=SVC_MAX_ITER, **kernel)
+
+
+_rbf_svc = _svc(kernel="rbf")
+_decision_tree_classifier = _estimator(DecisionTreeClassifier)
+
+
+def qda_reg_param(paper_value: float) -> float:
+    """SEGO s.4.2's QDA regularization (log in [1e-3, 1e3]) as scikit-learn's.
+
+    scikit-learn shrinks each class covariance S to (1 - a) S + a I and needs
+    a in [0, 1]. The paper's value r is read as the weight of I against S,
+    S + r I, normalized to weights summing to one: a = r / (1 + r). This is
+    monotone and keeps the whole log range meaningful (1e-3 -> ~0.001,
+    1 -> 0.5, 1e3 -> ~0.999), where clipping at 1 would make the upper half
+    of the range one flat plateau for the optimizer.
+    """
+    return paper_value / (1.0 + paper_value)
+
+
+def _qda(params: dict[str, Any], seed: int) -> BaseEstimator:
+    # Shrinking towards the identity assumes features on one scale.
     return make_pipeline(
         StandardScaler(),
-        MLPRegressor(
-            hidden_layer_sizes=tuple(layers),
-            activation=params["activation"],
-            learning_rate_init=params["learning_rate_init"],
-            max_iter=500,
-            random_state=seed,
-        ),
+        QuadraticDiscriminantAnalysis(reg_param=qda_reg_param(params["reg_param"])),
     )
 
 
-def _elastic_net(params: dict[str, Any], seed: int) -> BaseEstimator:
-    return make_pipeline(StandardScaler(), ElasticNet(random_state=seed, **params))
+# SEGO s.4.2: the scikit-learn classifiers of one conditional space. The
+# linear SVM is SVC(kernel="linear") (libsvm, one-vs-one, hinge loss), the
+# same model as the linear kernel of sego_svm, rather than LinearSVC, whose
+# default squared hinge loss and penalized intercept make it another model.
+SEGO_CLASSIFIERS: dict[str, Factory] = {
+    "knn": _estimator(KNeighborsClassifier, scaled=True, seeded=False),
+    "rbf_svm": _rbf_svc,
+    "linear_svm": _svc(kernel="linear"),
+    "decision_tree": _decision_tree_classifier,
+    "random_forest": _estimator(RandomForestClassifier),
+    "adaboost": _estimator(AdaBoostClassifier),
+    "gaussian_nb": _estimator(GaussianNB, seeded=False),
+    # LDA's predictions do not change under rescaling of the features.
+    "lda": _estimator(LinearDiscriminantAnalysis, seeded=False),
+    "qda": _qda,
+}
 
 
-def _svr(params: dict[str, Any], seed: int) -> BaseEstimator:
+def _sego_sklearn(params: dict[str, Any], seed: int) -> BaseEstimator:
+    hyperparameters = {k: v for k, v in params.items() if k != "classifier"}
+    return SEGO_CLASSIFIERS[params["classifier"]](hyperparameters, seed)
+
+
+_REGRESSORS: dict[str, Factory] = {
+    "decision_tree_regressor": _estimator(DecisionTreeRegressor),
+    "mlp_regressor": _mlp(MLPRegressor),
+    "elastic_net": _estimator(ElasticNet, scaled=True),
     # ESMBO s.6.1: RBF kernel; C, gamma and the epsilon tube.
-    return make_pipeline(StandardScaler(), SVR(kernel="rbf", **params))
-
-
-def _random_forest(params: dict[str, Any], seed: int) -> BaseEstimator:
-    # ESMBO s.6.1: Breiman's forest or extremely randomized trees, bootstrap or not.
-    forest = (
-        ExtraTreesRegressor
-        if params["method"] == "extra_trees"
-        else RandomForestRegressor
-    )
-    return forest(
-        n_estimators=N_TREES,
-        bootstrap=params["bootstrap"],
-        max_features=params["max_features"],
-        random_state=seed,
-    )
-
-
-def _gradient_boosting(params: dict[str, Any], seed: int) -> BaseEstimator:
+    "svr": _estimator(SVR, scaled=True, seeded=False, kernel="rbf"),
+    "random_forest_regressor": _random_forest(
+        RandomForestRegressor, ExtraTreesRegressor
+    ),
     # ESMBO s.6.1 mixes least squares and least absolute deviation; scikit-learn
     # has no convex mix, so the loss is a choice among squared, absolute and
     # Huber (which is that mix at the quantile alpha).
-    return GradientBoostingRegressor(n_estimators=N_TREES, random_state=seed, **params)
-
-
-MODEL_FACTORIES: dict[str, Callable[[dict[str, Any], int], BaseEstimator]] = {
-    "decision_tree_regressor": _decision_tree,
-    "mlp_regressor": _mlp,
-    "elastic_net": _elastic_net,
-    "svr": _svr,
-    "random_forest_regressor": _random_forest,
-    "gradient_boosting_regressor": _gradient_boosting,
+    "gradient_boosting_regressor": _estimator(
+        GradientBoostingRegressor, n_estimators=N_TREES
+    ),
 }
+
+_CLASSIFIERS: dict[str, Factory] = {
+    "decision_tree_classifier": _decision_tree_classifier,
+    "mlp_classifier": _mlp(MLPClassifier),
+    # ESMBO s.6.1: RBF kernel; C and gamma.
+    "svm": _rbf_svc,
+    "random_forest_classifier": _random_forest(
+        RandomForestClassifier, ExtraTreesClassifier
+    ),
+    "gradient_boosting_classifier": _estimator(
+        GradientBoostingClassifier, n_estimators=N_TREES, loss="log_loss"
+    ),
+    # SEGO s.4.1: the kernel and its parameters (C, gamma, degree, coef0).
+    "sego_svm": _svc(),
+    "sego_sklearn": _sego_sklearn,
+}
+
+MODEL_FACTORIES: dict[str, Factory] = {**_REGRESSORS, **_CLASSIFIERS}
+
+MODEL_TASKS: dict[str, Task] = {
+    **dict.fromkeys(_REGRESSORS, "regression"),
+    **dict.fromkeys(_CLASSIFIERS, "classification"),
+}
+
+
+def _unknown(algorithm: str) -> ValueError:
+    return ValueError(
+        f"unknown algorithm {algorithm!r}; available: {sorted(MODEL_FACTORIES)}"
+    )
+
+
+def model_task(algorithm: str) -> Task:
+    """Whether `algorithm` is a "regression" or a "classification" model."""
+    try:
+        return MODEL_TASKS[algorithm]
+    except KeyError:
+        raise _unknown(algorithm) from None
 
 
 def make_model(
@@ -97,7 +222,5 @@ def make_model(
     try:
         factory = MODEL_FACTORIES[algorithm]
     except KeyError:
-        raise ValueError(
-            f"unknown algorithm {algorithm!r}; available: {sorted(MODEL_FACTORIES)}"
-        ) from None
+        raise _unknown(algorithm) from None
     return factory(params, random_state)
