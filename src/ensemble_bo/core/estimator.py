@@ -1,38 +1,364 @@
-"""The final ensemble as one scikit-learn estimator on raw features."""
+"""The final ensemble as scikit-learn estimators on raw features.
+
+`EnsembleRegressor` is the weighted mean of its members (SEGOR s.3);
+`EnsembleClassifier` is a weighted plurality vote (SEGO) or a weighted mean of
+member probabilities. Both fit every member on all of the data they are given:
+the weights come from the search, not from the fit. `build_ensemble_model` wraps
+either one with the feature encoder, so the result fits on raw feature frames.
+"""
 
 from __future__ import annotations
 
+import numbers
 from collections.abc import Sequence
 
-from sklearn.base import BaseEstimator
+import numpy as np
+from sklearn.base import BaseEstimator, ClassifierMixin, RegressorMixin, clone
 from sklearn.compose import TransformedTargetRegressor
-from sklearn.ensemble import VotingRegressor
 from sklearn.pipeline import Pipeline
-from sklearn.preprocessing import StandardScaler
+from sklearn.preprocessing import LabelEncoder, StandardScaler
+from sklearn.utils import get_tags
+from sklearn.utils.metaestimators import _BaseComposition
+from sklearn.utils.multiclass import type_of_target
+from sklearn.utils.validation import (
+    _num_samples,
+    check_is_fitted,
+    column_or_1d,
+    validate_data,
+)
 
-from ensemble_bo.core.preparation import make_feature_encoder
+from ensemble_bo.core.preparation import TASKS, make_feature_encoder
+
+VOTING = ("hard", "soft")
+# Relative tolerance under which two classes' vote totals count as tied: sums of
+# float weights in different orders differ by a few ulps, and those must not
+# decide a vote that the rule says goes to the lowest class index.
+_TIE_RTOL = 1e-9
 
 
-def build_regression_ensemble(
-    members: Sequence[BaseEstimator], weights: Sequence[float], categorical: list[str]
-) -> TransformedTargetRegressor:
-    """Unfitted model: one-hot encoding, then the weighted mean of `members`.
+class _WeightedEnsemble(_BaseComposition):
+    """Shared parameter handling and validation of the two ensembles.
 
-    The target is standardized on fit (population std, as in data processing)
-    and predictions come back in the target's own units. scikit-learn's
-    VotingRegressor is exactly the weighted-mean combiner of SEGOR s.3.
+    `_BaseComposition` gives `get_params`/`set_params` the `name__param`
+    syntax for members, as in VotingRegressor.
     """
-    if len(members) == 0 or len(members) != len(weights):
-        raise ValueError(
-            f"need one weight per member, got {len(members)} members and {len(weights)} weights"
+
+    def __init__(self, estimators, *, weights=None):
+        self.estimators = estimators
+        self.weights = weights
+
+    def get_params(self, deep=True):
+        """Parameters of the ensemble and, if `deep`, of every member as `name__param`."""
+        return self._get_params("estimators", deep=deep)
+
+    def set_params(self, **params):
+        """Set ensemble parameters, whole members (`name=est`) or member parameters."""
+        self._set_params("estimators", **params)
+        return self
+
+    def _validated_members(self) -> tuple[list[str], list[BaseEstimator], np.ndarray]:
+        """Member names, unfitted members and raw weights, shape (n_members,)."""
+        estimators = self.estimators
+        if (
+            not isinstance(estimators, Sequence)
+            or isinstance(estimators, str)
+            or len(estimators) == 0
+        ):
+            raise ValueError(
+                f"estimators must be a non-empty list of (name, estimator) pairs, "
+                f"got {estimators!r}"
+            )
+        names, members = [], []
+        for pair in estimators:
+            if not isinstance(pair, tuple | list) or len(pair) != 2:
+                raise ValueError(
+                    f"each entry of estimators must be a (name, estimator) pair, got {pair!r}"
+                )
+            name, member = pair
+            if not isinstance(name, str):
+                raise ValueError(f"estimator names must be strings, got {name!r}")
+            if isinstance(member, type) or not (
+                hasattr(member, "fit") and hasattr(member, "predict")
+            ):
+                raise ValueError(
+                    f"estimator {name!r} must be an estimator instance with fit and "
+                    f"predict, got {member!r}"
+                )
+            names.append(name)
+            members.append(member)
+        duplicates = sorted({name for name in names if names.count(name) > 1})
+        if duplicates:
+            raise ValueError(
+                f"estimator names must be unique, got duplicates {duplicates}"
+            )
+        # Such names would make `name__param` in get_params/set_params ambiguous.
+        clashing = [
+            name
+            for name in names
+            if "__" in name or name in self.get_params(deep=False)
+        ]
+        if clashing:
+            raise ValueError(
+                f"estimator names must not contain '__' or equal a parameter name, "
+                f"got {clashing}"
+            )
+        return names, members, self._validated_weights(len(members))
+
+    def _validated_weights(self, n_members: int) -> np.ndarray:
+        if self.weights is None:
+            return np.ones(n_members)
+        weights = list(self.weights)
+        if len(weights) != n_members:
+            raise ValueError(
+                f"need one weight per estimator, got {n_members} estimators and "
+                f"{len(weights)} weights {weights!r}"
+            )
+        for weight in weights:
+            if (
+                not isinstance(weight, numbers.Real)
+                or not np.isfinite(weight)
+                or weight < 0
+            ):
+                raise ValueError(
+                    f"weights must be finite and non-negative, got {weight!r} in {weights!r}"
+                )
+        if not any(weight > 0 for weight in weights):
+            raise ValueError(f"weights must not all be zero, got {weights!r}")
+        return np.asarray(weights, dtype=float)
+
+    def _fit_members(self, X, y, members: list[BaseEstimator], weights: np.ndarray):
+        # Members are fitted clones, so the `estimators` parameter stays unfitted
+        # (sklearn convention) and refitting never reuses state.
+        self.estimators_ = [clone(member).fit(X, y) for member in members]
+        self.weights_ = weights / weights.sum()
+
+    def _validate_X(self, X, *, reset: bool):
+        # Members validate X themselves (they may take frames, sparse input or NaN);
+        # here only the shape, feature count and names are recorded or checked.
+        shape = getattr(X, "shape", None)
+        # dtype=object: only the nesting depth matters, not whether values convert.
+        ndim = len(shape) if shape is not None else np.asarray(X, dtype=object).ndim
+        if ndim != 2:
+            raise ValueError(
+                f"Expected a 2D array of shape (n_samples, n_features), got "
+                f"{ndim}D input instead. Reshape your data, e.g. with "
+                f"array.reshape(-1, 1) for a single feature."
+            )
+        return validate_data(self, X, reset=reset, skip_check_array=True)
+
+    def __sklearn_tags__(self):
+        tags = super().__sklearn_tags__()
+        # Malformed `estimators` are reported by fit; tags must not fail first.
+        pairs = self.estimators if isinstance(self.estimators, Sequence) else []
+        members = [
+            pair[1]
+            for pair in pairs
+            if isinstance(pair, tuple | list)
+            and len(pair) == 2
+            and hasattr(pair[1], "__sklearn_tags__")
+        ]
+        # The ensemble takes what every member takes, since X is passed on unchanged.
+        if members:
+            tags.input_tags.allow_nan = all(
+                get_tags(member).input_tags.allow_nan for member in members
+            )
+            tags.input_tags.sparse = all(
+                get_tags(member).input_tags.sparse for member in members
+            )
+        return tags
+
+
+class EnsembleRegressor(RegressorMixin, _WeightedEnsemble):
+    """Weighted mean of the predictions of several regressors.
+
+    Parameters
+    ----------
+    estimators : list of (str, estimator)
+        Named members, as in VotingRegressor. The same configuration may appear
+        twice under different names, though a caller would rather merge their weights.
+    weights : sequence of float of shape (n_estimators,), default=None
+        Non-negative weight of each member, not all zero; None weighs all equally.
+        Normalized to sum to 1, so only their ratios matter.
+
+    Attributes
+    ----------
+    estimators_ : list of estimator, length n_estimators
+        Fitted clones of the members, in the order of `estimators`.
+    weights_ : ndarray of shape (n_estimators,)
+        Normalized weights (sum 1).
+    n_features_in_ : int
+    feature_names_in_ : ndarray of shape (n_features_in_,)
+        Only when X had string column names at fit.
+    """
+
+    def fit(self, X, y):
+        """Fit a clone of every member on all of X (n_samples, n_features), y (n_samples,)."""
+        _, members, weights = self._validated_members()
+        X = self._validate_X(X, reset=True)
+        y = column_or_1d(y, warn=True)
+        self._fit_members(X, y, members, weights)
+        return self
+
+    def predict(self, X):
+        """Weighted mean of the members' predictions, shape (n_samples,)."""
+        check_is_fitted(self)
+        X = self._validate_X(X, reset=False)
+        # (n_samples, n_estimators) @ (n_estimators,) -> (n_samples,)
+        predictions = np.column_stack(
+            [np.ravel(member.predict(X)) for member in self.estimators_]
         )
-    ensemble = VotingRegressor(
-        [(f"member_{i}", member) for i, member in enumerate(members)],
-        weights=list(weights),
+        return predictions @ self.weights_
+
+
+class EnsembleClassifier(ClassifierMixin, _WeightedEnsemble):
+    """Weighted vote, or weighted mean probability, of several classifiers.
+
+    Parameters
+    ----------
+    estimators : list of (str, estimator)
+        Named members, as in VotingClassifier.
+    weights : sequence of float of shape (n_estimators,), default=None
+        Non-negative weight of each member, not all zero; None weighs all equally.
+    voting : {"hard", "soft"}, default="hard"
+        "hard": each member casts its weight for the class it predicts and the
+        class with the largest total wins (weighted plurality vote, as in SEGO).
+        Ties, up to a relative 1e-9, go to the lowest index in `classes_`.
+        "soft": the class with the largest weighted mean of the members'
+        `predict_proba` wins, ties again to the lowest index; every member needs
+        `predict_proba`.
+
+    Attributes
+    ----------
+    classes_ : ndarray of shape (n_classes,)
+        Sorted class labels seen at fit; predictions are drawn from these.
+    estimators_ : list of estimator, length n_estimators
+        Fitted clones of the members, fitted on labels encoded as 0..n_classes-1.
+    weights_ : ndarray of shape (n_estimators,)
+        Normalized weights (sum 1).
+    n_features_in_ : int
+    feature_names_in_ : ndarray of shape (n_features_in_,)
+        Only when X had string column names at fit.
+    """
+
+    def __init__(self, estimators, *, weights=None, voting="hard"):
+        super().__init__(estimators, weights=weights)
+        self.voting = voting
+
+    def fit(self, X, y):
+        """Fit a clone of every member on all of X (n_samples, n_features), y (n_samples,)."""
+        if self.voting not in VOTING:
+            raise ValueError(f"voting must be one of {VOTING}, got {self.voting!r}")
+        names, members, weights = self._validated_members()
+        if self.voting == "soft":
+            # Checked before fitting anything, so a bad configuration fails fast.
+            lacking = [
+                name
+                for name, member in zip(names, members)
+                if not hasattr(member, "predict_proba")
+            ]
+            if lacking:
+                raise ValueError(
+                    f"voting='soft' needs predict_proba, which estimator(s) {lacking} lack"
+                )
+        X = self._validate_X(X, reset=True)
+        y = column_or_1d(y, warn=True)
+        target_type = type_of_target(y, input_name="y")
+        if target_type not in ("binary", "multiclass"):
+            raise ValueError(
+                f"Unknown label type: {target_type}; {type(self).__name__} needs "
+                f"binary or multiclass labels"
+            )
+        # Members see labels 0..n_classes-1, so their votes index classes_ directly.
+        encoder = LabelEncoder().fit(y)
+        self.classes_ = encoder.classes_
+        self._fit_members(X, encoder.transform(y), members, weights)
+        return self
+
+    def predict_proba(self, X):
+        """Class scores, shape (n_samples, n_classes), columns in `classes_` order.
+
+        Soft voting: the weighted mean of the members' probabilities.
+        Hard voting: the weighted share of the vote each class got. These are
+        vote fractions, not calibrated probabilities.
+        Each row sums to 1.
+        """
+        check_is_fitted(self)
+        X = self._validate_X(X, reset=False)
+        return self._class_scores(X)
+
+    def predict(self, X):
+        """Winning class label of every row, shape (n_samples,), from `classes_`."""
+        check_is_fitted(self)
+        X = self._validate_X(X, reset=False)
+        scores = self._class_scores(X)
+        best = scores.max(axis=1, keepdims=True)
+        # First class within the tolerance of the best: the lowest-index tie-break.
+        winners = np.argmax(scores >= best - _TIE_RTOL * np.abs(best), axis=1)
+        return self.classes_[winners]
+
+    def _class_scores(self, X) -> np.ndarray:
+        n_samples, n_classes = _num_samples(X), len(self.classes_)
+        scores = np.zeros((n_samples, n_classes))
+        rows = np.arange(n_samples)
+        for member, weight in zip(self.estimators_, self.weights_):
+            if self.voting == "hard":
+                votes = np.asarray(member.predict(X)).astype(int).ravel()
+                scores[rows, votes] += weight
+            else:
+                scores += weight * self._aligned_proba(member, X, n_classes)
+        return scores
+
+    @staticmethod
+    def _aligned_proba(member, X, n_classes: int) -> np.ndarray:
+        """The member's probabilities in `classes_` columns, shape (n_samples, n_classes).
+
+        A member that saw only some classes has fewer columns; its own `classes_`
+        (encoded labels) says where each belongs, the rest stay 0.
+        """
+        proba = np.asarray(member.predict_proba(X), dtype=float)
+        member_classes = getattr(member, "classes_", None)
+        if member_classes is None:
+            if proba.shape[1] != n_classes:
+                raise ValueError(
+                    f"{type(member).__name__} has no classes_ and returned "
+                    f"{proba.shape[1]} probability columns for {n_classes} classes"
+                )
+            return proba
+        aligned = np.zeros((proba.shape[0], n_classes))
+        aligned[:, np.asarray(member_classes, dtype=int)] = proba
+        return aligned
+
+
+def build_ensemble_model(
+    task: str,
+    members: Sequence[BaseEstimator],
+    weights: Sequence[float],
+    categorical: list[str],
+    voting: str = "hard",
+) -> Pipeline | TransformedTargetRegressor:
+    """Unfitted model on raw feature frames: one-hot encoding, then the ensemble.
+
+    `members` are unfitted estimators, named member_0, member_1, ... (tune one
+    with `set_params(ensemble__member_0__...)`), with one weight each.
+    Regression: the target is standardized on fit (population std, as in data
+    processing) and predictions come back in the target's own units.
+    Classification: `voting` is "hard" (SEGO) or "soft"; ignored for regression.
+    """
+    if task not in TASKS:
+        raise ValueError(f"unknown task {task!r}; expected one of {list(TASKS)}")
+    if len(members) != len(weights):
+        raise ValueError(
+            f"need one weight per member, got {len(members)} members and "
+            f"{len(weights)} weights"
+        )
+    named = [(f"member_{i}", member) for i, member in enumerate(members)]
+    if task == "classification":
+        ensemble = EnsembleClassifier(named, weights=list(weights), voting=voting)
+    else:
+        ensemble = EnsembleRegressor(named, weights=list(weights))
+    model = Pipeline(
+        [("encode", make_feature_encoder(categorical)), ("ensemble", ensemble)]
     )
-    return TransformedTargetRegressor(
-        regressor=Pipeline(
-            [("encode", make_feature_encoder(categorical)), ("ensemble", ensemble)]
-        ),
-        transformer=StandardScaler(),
-    )
+    if task == "classification":
+        return model
+    return TransformedTargetRegressor(regressor=model, transformer=StandardScaler())
