@@ -1,8 +1,15 @@
+import os
+import pickle
+import re
+import time
+
 import numpy as np
 import pytest
+from sklearn.base import BaseEstimator, RegressorMixin
 from sklearn.tree import DecisionTreeRegressor
 
 from ensemble_bo.core.evaluation import CrossValidationEvaluator
+from ensemble_bo.core.zoo import make_model
 
 RNG = np.random.default_rng(0)
 X = RNG.normal(size=(50, 3))
@@ -38,6 +45,120 @@ def test_a_model_that_fails_to_train_is_a_failed_trial():
 def test_unknown_algorithm_is_an_error_before_any_training():
     with pytest.raises(
         ValueError,
-        match="unknown algorithm 'boosted_tree'; available: \\['decision_tree_regressor', 'elastic_net'",
+        match="unknown algorithm 'boosted_tree'; available: \\[.*'decision_tree_regressor'",
     ):
         CrossValidationEvaluator("boosted_tree", X, Y, FOLDS)
+
+
+# --- time limit -------------------------------------------------------------
+# With a time limit the models are built in a worker process, where a
+# monkeypatched zoo would not be seen; so test models come through the
+# evaluator's `model_factory` seam, from this (importable) module. Starting a
+# worker imports scikit-learn (seconds), so the tests share one evaluator.
+
+
+class _ProbeRegressor(RegressorMixin, BaseEstimator):
+    """Test model: sleeps, raises, exits or reports its process id when fitted."""
+
+    def __init__(self, probe="pid", seconds=0.0):
+        self.probe = probe
+        self.seconds = seconds
+
+    def fit(self, X, y):
+        if self.probe == "sleep":
+            time.sleep(self.seconds)
+        elif self.probe == "raise":
+            raise RuntimeError("the probe refused to fit")
+        elif self.probe == "exit":
+            os._exit(3)
+        return self
+
+    def predict(self, X):
+        return np.full(len(X), float(os.getpid()))
+
+
+def _probe_factory(algorithm, config, random_state):
+    if "probe" in config:
+        return _ProbeRegressor(**config)
+    return make_model(algorithm, config, random_state)
+
+
+@pytest.fixture(scope="module")
+def limited():
+    evaluate = CrossValidationEvaluator(
+        "decision_tree_regressor",
+        X,
+        Y,
+        FOLDS,
+        random_state=7,
+        time_limit=1.0,
+        model_factory=_probe_factory,
+    )
+    yield evaluate
+    evaluate.close()
+
+
+def _worker_pid(evaluate):
+    result = evaluate({"probe": "pid"})
+    assert result.ok, result.error
+    return int(result.oof_predictions[0])
+
+
+def test_a_fit_past_the_time_limit_is_a_failed_trial_and_the_next_one_runs(limited):
+    first_worker = _worker_pid(limited)
+    assert first_worker != os.getpid()
+    assert _worker_pid(limited) == first_worker  # the worker is reused
+
+    result = limited({"probe": "sleep", "seconds": 60.0})
+    assert not result.ok and result.oof_predictions is None
+    assert result.error == "TimeoutError: fit exceeded the time limit of 1 s"
+    assert 1.0 <= result.fit_seconds < 10.0
+
+    assert _worker_pid(limited) not in (first_worker, os.getpid())
+    assert limited({"probe": "sleep", "seconds": 0.01}).ok
+
+
+def test_the_time_limit_leaves_the_predictions_unchanged(limited):
+    in_process = CrossValidationEvaluator(
+        "decision_tree_regressor", X, Y, FOLDS, random_state=7
+    )
+    config = {"max_depth": 4, "min_samples_leaf": 2, "max_features": 0.5}
+    expected, result = in_process(config), limited(config)
+    assert expected.ok and result.ok
+    np.testing.assert_array_equal(result.oof_predictions, expected.oof_predictions)
+    assert limited({"max_depth": -2}).error == in_process({"max_depth": -2}).error
+
+
+def test_an_exception_in_the_worker_is_a_failed_trial_with_its_text(limited):
+    result = limited({"probe": "raise"})
+    assert not result.ok and result.oof_predictions is None
+    assert result.error == "RuntimeError: the probe refused to fit"
+    assert _worker_pid(limited) != os.getpid()
+
+
+def test_a_worker_that_dies_is_a_failed_trial_and_the_next_one_runs(limited):
+    result = limited({"probe": "exit"})
+    assert not result.ok and result.oof_predictions is None
+    assert result.error.startswith("TerminatedWorkerError")
+    assert _worker_pid(limited) != os.getpid()
+
+
+def test_an_evaluator_with_a_worker_can_be_pickled(limited):
+    worker = _worker_pid(limited)
+    copy = pickle.loads(pickle.dumps(limited))
+    assert copy.time_limit == 1.0 and copy.model_factory is _probe_factory
+    try:
+        assert _worker_pid(copy) not in (worker, os.getpid())
+    finally:
+        copy.close()
+    assert _worker_pid(limited) == worker
+
+
+@pytest.mark.parametrize(
+    "time_limit", [0, -1.0, float("inf"), float("nan"), True, "30"]
+)
+def test_a_time_limit_must_be_positive_and_finite(time_limit):
+    with pytest.raises(ValueError, match=f"got {re.escape(repr(time_limit))}"):
+        CrossValidationEvaluator(
+            "decision_tree_regressor", X, Y, FOLDS, time_limit=time_limit
+        )

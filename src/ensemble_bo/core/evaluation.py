@@ -2,15 +2,93 @@
 
 from __future__ import annotations
 
+import math
+import threading
 import time
+from collections.abc import Callable
+from concurrent.futures import TimeoutError as FutureTimeoutError
 from dataclasses import dataclass
+from numbers import Real
 from typing import Any
 
 import numpy as np
+
+# loky (vendored by joblib, already a scikit-learn dependency) rather than
+# hand-written process management: it reports a worker that dies as
+# TerminatedWorkerError instead of hanging, and kills a worker's whole process
+# tree on shutdown(kill_workers=True). A private executor is used, not joblib's
+# process-wide reusable one, so that killing a stuck fit never touches workers
+# that other code (a joblib.Parallel elsewhere) is using.
+from joblib.externals.loky import ProcessPoolExecutor
+from joblib.externals.loky.process_executor import BrokenProcessPool
+from sklearn.base import BaseEstimator
 from sklearn.model_selection import PredefinedSplit, cross_val_predict
 
 from ensemble_bo.core.pool import TrialResult
 from ensemble_bo.core.zoo import MODEL_FACTORIES, make_model
+
+ModelFactory = Callable[[str, dict[str, Any], int], BaseEstimator]
+
+
+def _evaluate(
+    model_factory: ModelFactory,
+    algorithm: str,
+    config: dict[str, Any],
+    random_state: int,
+    X: np.ndarray,
+    y: np.ndarray,
+    fold_ids: np.ndarray,
+) -> TrialResult:
+    """The evaluation itself, the same in-process and in a worker."""
+    start = time.perf_counter()
+    try:
+        model = model_factory(algorithm, config, random_state)
+        predictions = cross_val_predict(model, X, y, cv=PredefinedSplit(fold_ids))
+        if not np.all(np.isfinite(predictions)):
+            raise ValueError("the model predicted NaN or infinite values")
+    except Exception as error:  # noqa: BLE001 - any training failure is a failed trial
+        return TrialResult(
+            None, time.perf_counter() - start, f"{type(error).__name__}: {error}"
+        )
+    return TrialResult(
+        np.asarray(predictions, dtype=float), time.perf_counter() - start
+    )
+
+
+# Data of the evaluator a worker process serves; set once, when the worker starts.
+_worker_data: dict[str, np.ndarray] = {}
+
+
+def _load_worker_data(X: np.ndarray, y: np.ndarray, fold_ids: np.ndarray) -> None:
+    _worker_data.update(X=X, y=y, fold_ids=fold_ids)
+
+
+def _worker_ready() -> bool:
+    return bool(_worker_data)
+
+
+def _evaluate_in_worker(
+    model_factory: ModelFactory,
+    algorithm: str,
+    config: dict[str, Any],
+    random_state: int,
+) -> TrialResult:
+    return _evaluate(model_factory, algorithm, config, random_state, **_worker_data)
+
+
+def _check_time_limit(time_limit: object) -> None:
+    if time_limit is None:
+        return
+    if (
+        isinstance(time_limit, bool)
+        or not isinstance(time_limit, Real)
+        or not math.isfinite(time_limit)
+        or time_limit <= 0
+    ):
+        raise ValueError(
+            "time_limit must be a positive finite number of seconds or None, "
+            f"got {time_limit!r}"
+        )
 
 
 @dataclass
@@ -21,6 +99,25 @@ class CrossValidationEvaluator:
     evaluations elsewhere (joblib, Dask) without knowing it.
 
     X: (n, p) features; y: (n,) targets; fold_ids: (n,) fold index of each row.
+
+    model_factory(algorithm, config, random_state) builds the unfitted model;
+    it defaults to the zoo's `make_model` (and only then is `algorithm` checked
+    against the zoo). With a `time_limit` it must be picklable, i.e. a
+    module-level function.
+
+    time_limit: None (the default) runs the evaluation in this process, with no
+    overhead and no limit. A positive number of seconds runs it in a worker
+    process instead, and caps the whole evaluation of one configuration: building
+    the model, the k fits and predictions, and sending the predictions back.
+    It does not cover starting the worker (which receives X, y and fold_ids once,
+    when it starts, and is reused from call to call). When the limit is passed
+    the worker is killed (with any processes it started) and replaced on the next
+    call, and the trial fails with a TimeoutError text and fit_seconds = the time
+    waited. A worker that dies (a crash in C code, os._exit) is a failed trial as
+    well. A finished evaluation reports the fit time measured in the worker,
+    like the in-process path, and the same predictions. One evaluation runs at
+    a time per evaluator; call `close()` to stop the worker early (it also
+    stops when the evaluator is garbage-collected or the interpreter exits).
     """
 
     algorithm: str
@@ -28,9 +125,11 @@ class CrossValidationEvaluator:
     y: np.ndarray
     fold_ids: np.ndarray
     random_state: int = 0
+    time_limit: float | None = None
+    model_factory: ModelFactory = make_model
 
     def __post_init__(self) -> None:
-        if self.algorithm not in MODEL_FACTORIES:
+        if self.model_factory is make_model and self.algorithm not in MODEL_FACTORIES:
             raise ValueError(
                 f"unknown algorithm {self.algorithm!r}; available: {sorted(MODEL_FACTORIES)}"
             )
@@ -39,20 +138,97 @@ class CrossValidationEvaluator:
                 f"X, y and fold_ids differ in length: {len(self.X)}, {len(self.y)}, "
                 f"{len(self.fold_ids)}"
             )
+        _check_time_limit(self.time_limit)
+        self._executor: ProcessPoolExecutor | None = None
+        self._lock = threading.Lock()
+
+    # The worker and its lock are not part of the state: a copy, or an unpickled
+    # evaluator, starts its own worker when it first needs one.
+    def __getstate__(self) -> dict[str, Any]:
+        state = self.__dict__.copy()
+        state.pop("_executor", None)
+        state.pop("_lock", None)
+        return state
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__dict__.update(state)
+        self._executor = None
+        self._lock = threading.Lock()
 
     def __call__(self, config: dict[str, Any]) -> TrialResult:
+        if self.time_limit is None:
+            return _evaluate(
+                self.model_factory,
+                self.algorithm,
+                config,
+                self.random_state,
+                self.X,
+                self.y,
+                self.fold_ids,
+            )
+        with self._lock:
+            return self._evaluate_with_time_limit(config)
+
+    def close(self) -> None:
+        """Stop the worker process, if any; a later call starts a new one."""
+        with self._lock:
+            self._kill_worker()
+
+    def _evaluate_with_time_limit(self, config: dict[str, Any]) -> TrialResult:
         start = time.perf_counter()
         try:
-            model = make_model(self.algorithm, config, self.random_state)
-            predictions = cross_val_predict(
-                model, self.X, self.y, cv=PredefinedSplit(self.fold_ids)
+            executor = self._ready_worker()
+        except Exception as error:  # noqa: BLE001 - e.g. data that cannot be sent
+            self._kill_worker()
+            return TrialResult(
+                None,
+                time.perf_counter() - start,
+                f"{type(error).__name__}: the worker process could not start: {error}",
             )
-            if not np.all(np.isfinite(predictions)):
-                raise ValueError("the model predicted NaN or infinite values")
-        except Exception as error:  # noqa: BLE001 - any training failure is a failed trial
+        except BaseException:  # KeyboardInterrupt: no half-started worker left behind
+            self._kill_worker()
+            raise
+        start = time.perf_counter()
+        try:
+            future = executor.submit(
+                _evaluate_in_worker,
+                self.model_factory,
+                self.algorithm,
+                dict(config),
+                self.random_state,
+            )
+            return future.result(timeout=self.time_limit)
+        except FutureTimeoutError:
+            self._kill_worker()
+            return TrialResult(
+                None,
+                time.perf_counter() - start,
+                f"TimeoutError: fit exceeded the time limit of {self.time_limit:g} s",
+            )
+        except Exception as error:  # noqa: BLE001 - a dead worker, an unpicklable config
+            if isinstance(error, BrokenProcessPool):
+                self._kill_worker()
             return TrialResult(
                 None, time.perf_counter() - start, f"{type(error).__name__}: {error}"
             )
-        return TrialResult(
-            np.asarray(predictions, dtype=float), time.perf_counter() - start
-        )
+        except BaseException:  # KeyboardInterrupt: do not leave the fit running
+            self._kill_worker()
+            raise
+
+    def _ready_worker(self) -> ProcessPoolExecutor:
+        """The worker, started (with the data loaded) if it was not yet."""
+        if self._executor is None:
+            self._executor = ProcessPoolExecutor(
+                max_workers=1,
+                initializer=_load_worker_data,
+                initargs=(self.X, self.y, self.fold_ids),
+            )
+            # Wait for the start-up here, so that it does not count in the limit.
+            if not self._executor.submit(_worker_ready).result():
+                raise RuntimeError("the worker did not receive its data")
+        return self._executor
+
+    def _kill_worker(self) -> None:
+        executor, self._executor = self._executor, None
+        if executor is not None:
+            executor.shutdown(wait=True, kill_workers=True)
