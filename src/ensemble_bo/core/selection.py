@@ -115,8 +115,13 @@ def greedy_selection_with_replacement(
         if step < warm.size:
             chosen = warm[step]
             loss = cv_loss_of_mean_ensembles(
-                member_sum, step, candidates[chosen], y, per_sample_loss, weights
-            )
+                member_sum,
+                step,
+                candidates[chosen : chosen + 1],
+                y,
+                per_sample_loss,
+                weights,
+            )[0]
         else:
             step_losses = losses_with_each(member_sum, step)
             chosen = int(np.argmin(step_losses))

@@ -70,6 +70,9 @@ class EnsembleSearchResult:
     target: np.ndarray | None = None
     # Optimized weights (e.g. BFGS) replacing the members' counts, by pool index.
     weights: dict[int, float] | None = None
+    # The learning algorithm (model space) whose configurations the pool holds;
+    # strategies are algorithm-agnostic, so whoever runs them names it.
+    algorithm: str = ""
 
     @property
     def member_weights(self) -> dict[int, float]:
@@ -357,6 +360,8 @@ class EsmboSearch(PoolSearch):
                 for _ in range(int(n_replicas))
             ]
         )
+        # (n, N) and contiguous: the update multiplies every model's losses by it.
+        self._replica_columns = np.ascontiguousarray(self.replica_weights.T)
 
     def _start(self) -> None:
         self._winners: list[list[int]] = []
@@ -368,16 +373,27 @@ class EsmboSearch(PoolSearch):
     def _targets(
         self, candidates: np.ndarray, single_losses: Sequence[float]
     ) -> np.ndarray:
-        return (
-            self.per_sample_loss(candidates - self.y)
-            @ self.replica_weights[self._replica]
+        return cv_loss_of_mean_ensembles(
+            0.0,
+            0,
+            candidates,
+            self.y,
+            self.per_sample_loss,
+            self.replica_weights[self._replica],
         )
 
     def _update(self, pool: Pool, single_losses: list[float]) -> tuple[str, float]:
         ok = np.flatnonzero(pool.ok)
         if ok.size == 0:
             return "none", math.nan
-        risks = self.per_sample_loss(pool.outputs[ok] - self.y) @ self.replica_weights.T
+        risks = cv_loss_of_mean_ensembles(
+            0.0,
+            0,
+            pool.outputs[ok],
+            self.y,
+            self.per_sample_loss,
+            self._replica_columns,
+        )
         # Exact ties (e.g. the same model trained twice) share the replica's vote.
         self._winners = [
             ok[np.flatnonzero(column == column.min())].tolist() for column in risks.T
@@ -606,6 +622,7 @@ def posthoc_selection(
         history,
         target=source.target,
         weights=weights,
+        algorithm=source.algorithm,
     )
 
 
@@ -719,4 +736,5 @@ def agnostic_bayes_selection(
         [record],
         target=source.target,
         weights=weights,
+        algorithm=source.algorithm,
     )
