@@ -83,7 +83,7 @@ def test_run_logs_parameters_and_provenance(project, concrete_run):
         and params["seed"] == "0"
         and params["dataset"] == "concrete"
     )
-    assert params["ensemble.size"] == "4" and params["ensemble.size_method"] == "fixed"
+    assert params["ensemble.size"] == "4" and params["ensemble.variant"] == "f-m"
     assert params["segor.model"] == "decision_tree_regressor"
     assert params["models.decision_tree_regressor.max_depth.high"] == "30"
     assert params["data_processing.test_size"] == "0.33"
@@ -184,17 +184,64 @@ def test_other_dataset_and_seed_by_parameter(project):
     assert run.info.run_name == "segor-boston-3"
 
 
-def test_classification_dataset_is_refused_and_the_run_marked_failed(project):
+def test_classification_dataset_is_refused_by_segor_and_the_run_marked_failed(
+    project,
+):
     completed = kedro_run(
         project, "--pipeline=segor", "--params", f"{SMALL},dataset=wine"
     )
     assert completed.returncode != 0
     message = " ".join(completed.stderr.split())  # rich wraps long lines
     assert (
-        "dataset 'wine' is a classification task; the SEGOR pipeline builds regression"
-        in message
+        "dataset 'wine' is a classification task and segor builds regression "
+        "ensembles: run `kedro run --pipeline=sego`" in message
     )
     assert latest_run(client_for(project)).info.status == "FAILED"
+
+
+def test_sego_on_a_classification_dataset_logs_a_voting_model(project):
+    completed = kedro_run(
+        project,
+        "--pipeline=sego",
+        "--params",
+        "dataset=wine,budget=8,sego.ensemble_size=4,segor.optimizer.n_initial=4",
+    )
+    assert completed.returncode == 0, completed.stderr[-3000:]
+    client = client_for(project)
+    run = latest_run(client)
+    assert run.info.run_name == "sego-wine-0"
+    assert run.data.params["sego.model"] == "sego_sklearn"
+    metrics = run.data.metrics
+    assert 0.0 <= metrics["test_error_ensemble"] <= 1.0
+    assert 0.0 <= metrics["ensemble_disagreement"] <= 1.0
+    assert len(client.get_metric_history(run.info.run_id, "cv_loss_ensemble")) == 8
+    raw = pd.read_csv(project / "data" / "01_raw" / "wine.csv")
+    model = mlflow.pyfunc.load_model(f"runs:/{run.info.run_id}/sego_model")
+    predicted = np.asarray(model.predict(raw.drop(columns="target").head(20)))
+    assert set(predicted) <= set(raw["target"])
+    # the package ships with the model, so it loads where ensemble_bo is not installed
+    code = {a.path for a in client.list_artifacts(run.info.run_id, "sego_model/code")}
+    assert "sego_model/code/ensemble_bo" in code
+
+
+@pytest.mark.parametrize("method", ["esmbo", "ers"])
+def test_agnostic_bayes_pipelines_run_end_to_end(project, method):
+    completed = kedro_run(
+        project,
+        f"--pipeline={method}",
+        "--params",
+        "budget=8,segor.optimizer.n_initial=4,ers.n_samples=200",
+    )
+    assert completed.returncode == 0, completed.stderr[-3000:]
+    client = client_for(project)
+    run = latest_run(client)
+    composition = pd.read_csv(
+        client.download_artifacts(
+            run.info.run_id, f"tables/{method}_ensemble_composition.csv"
+        )
+    )
+    assert composition["weight"].sum() == pytest.approx(1.0)
+    assert run.data.metrics["test_mse_ensemble"] > 0
 
 
 def test_the_logged_model_serves_with_mlflow_models_predict(
@@ -245,7 +292,7 @@ def test_single_best_pipelines_log_their_own_run(project, method):
     client = client_for(project)
     run = latest_run(client)
     assert run.info.run_name == f"{method}-concrete-0"
-    assert run.data.params[f"{method}.model"] == "decision_tree_regressor"
+    assert run.data.params[f"{method}.model"] == "auto"
     assert (
         run.data.metrics["test_mse_ensemble"]
         == run.data.metrics["test_mse_single_best"]

@@ -13,7 +13,9 @@ from matplotlib.colors import LogNorm
 
 from ensemble_bo.core.analysis import (
     ensemble_mutual_information,
+    mean_pairwise_disagreement,
     mutual_information_matrix,
+    pairwise_disagreement,
 )
 from ensemble_bo.core.strategies import EnsembleSearchResult
 
@@ -96,33 +98,45 @@ def _distinct_member_predictions(
 
 
 def ensemble_diversity(result: EnsembleSearchResult) -> dict[str, float]:
-    """Mean pairwise mutual information of the distinct members (SEGOR s.4.2, eq. 8-9).
+    """Diversity of the distinct members, on their out-of-fold predictions.
 
-    Lower means more diverse; computed on the out-of-fold predictions.
+    Regression: mean pairwise mutual information (SEGOR s.4.2, eq. 8-9), lower
+    is more diverse. Classification: mean pairwise disagreement (the share of
+    samples two members label differently), higher is more diverse.
     """
     _, predictions = _distinct_member_predictions(result)
+    if result.task == "classification":
+        return {"ensemble_disagreement": mean_pairwise_disagreement(predictions)}
     return {"ensemble_mutual_information": ensemble_mutual_information(predictions)}
 
 
 def diversity_heatmap(result: EnsembleSearchResult, title: str) -> plt.Figure:
-    """Pairwise mutual information -1/2 log(1 - rho^2) between the distinct members."""
+    """Pairwise mutual information -1/2 log(1 - rho^2) (regression) or disagreement
+    (classification) between the distinct members."""
     members, predictions = _distinct_member_predictions(result)
-    matrix = mutual_information_matrix(predictions)
-    np.fill_diagonal(matrix, np.nan)  # a member's MI with itself is not information
     figure, axes = plt.subplots(figsize=(6, 5), layout="constrained")
-    # Log colours: members with identical predictions sit at the cap (~13 nats)
-    # and would otherwise flatten every other pair into one colour.
-    pairs = matrix[np.isfinite(matrix)]
-    floor = max(float(pairs.min()), 1e-3) if pairs.size else 1e-3
-    ceiling = max(float(pairs.max()), 10 * floor) if pairs.size else 10 * floor
-    image = axes.imshow(
-        np.maximum(matrix, floor),
-        cmap="viridis",
-        norm=LogNorm(vmin=floor, vmax=ceiling),
-    )
+    if result.task == "classification":
+        matrix = pairwise_disagreement(predictions)
+        np.fill_diagonal(matrix, np.nan)
+        image = axes.imshow(matrix, cmap="viridis", vmin=0.0, vmax=1.0)
+        label = "disagreement (share of samples)"
+    else:
+        matrix = mutual_information_matrix(predictions)
+        np.fill_diagonal(matrix, np.nan)  # a member's MI with itself is not information
+        # Log colours: members with identical predictions sit at the cap (~13 nats)
+        # and would otherwise flatten every other pair into one colour.
+        pairs = matrix[np.isfinite(matrix)]
+        floor = max(float(pairs.min()), 1e-3) if pairs.size else 1e-3
+        ceiling = max(float(pairs.max()), 10 * floor) if pairs.size else 10 * floor
+        image = axes.imshow(
+            np.maximum(matrix, floor),
+            cmap="viridis",
+            norm=LogNorm(vmin=floor, vmax=ceiling),
+        )
+        label = "mutual information (nats)"
     labels = [f"trial {index}" for index in members]
     axes.set_xticks(range(len(members)), labels, rotation=90)
     axes.set_yticks(range(len(members)), labels)
     axes.set_title(title)
-    figure.colorbar(image, ax=axes, label="mutual information (nats)")
+    figure.colorbar(image, ax=axes, label=label)
     return figure

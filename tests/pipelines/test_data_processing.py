@@ -72,6 +72,24 @@ def test_classification_split_is_stratified():
     np.testing.assert_allclose(test, overall, atol=0.02)
 
 
+def test_class_labels_become_codes_in_sorted_label_order():
+    rng = np.random.default_rng(1)
+    labels = np.array(["spam", "ham", "eggs"])[np.arange(90) % 3]
+    raw = pd.DataFrame({"x": rng.normal(size=90), "target": labels})
+    parts = split(raw, "menu")
+    model_input = make_model_input(
+        parts["train_features"],
+        parts["train_target"],
+        parts["dataset_info"],
+        OPTIONS,
+        0,
+    )
+    codes = model_input["model_input_target"]
+    # eggs -> 0, ham -> 1, spam -> 2
+    expected = parts["train_target"].map({"eggs": 0, "ham": 1, "spam": 2})
+    np.testing.assert_array_equal(codes, expected.to_numpy())
+
+
 def regression_frame(n=60):
     rng = np.random.default_rng(0)
     return pd.DataFrame({"x": rng.normal(size=n), "target": rng.normal(size=n)})

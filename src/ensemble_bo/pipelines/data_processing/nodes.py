@@ -67,7 +67,9 @@ def make_model_input(
     """Encode the features, standardize a regression target, assign the CV folds.
 
     Returns the encoded matrix (n, p), the target (n,) (standardized for
-    regression, SEGOR s.4), the fold of each row (n,) and the target's scaling.
+    regression, SEGOR s.4; class codes 0..K-1 in sorted label order for
+    classification, so out-of-fold predictions are numbers the pool can hold),
+    the fold of each row (n,) and the target's scaling.
     """
     target, task = dataset_info["target"], dataset_info["task"]
     matrix = make_feature_encoder(dataset_info["categorical_columns"]).fit_transform(
@@ -82,10 +84,12 @@ def make_model_input(
             raise ValueError(
                 f"{dataset_info['name']}: target {target!r} is constant on the training part"
             )
-        y = (y - scaling["mean"]) / scaling["std"]
+        y = ((y - scaling["mean"]) / scaling["std"]).to_numpy(dtype=float)
+    else:
+        y = np.unique(y.to_numpy(), return_inverse=True)[1]
     return {
         "model_input_features": np.asarray(matrix, dtype=float),
-        "model_input_target": y.to_numpy(dtype=float if task == "regression" else None),
+        "model_input_target": y,
         "cv_folds": assign_folds(
             train_target, task, options["n_folds"], derive_seed(seed, "cv folds")
         ),

@@ -10,9 +10,11 @@ import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
 from sklearn.compose import TransformedTargetRegressor
+from sklearn.pipeline import Pipeline
 
-from ensemble_bo.core.estimator import build_regression_ensemble
+from ensemble_bo.core.estimator import build_ensemble_model
 from ensemble_bo.core.evaluation import CrossValidationEvaluator
+from ensemble_bo.core.losses import zero_one_loss
 from ensemble_bo.core.optimizer import Optimizer, make_optimizer
 from ensemble_bo.core.seeding import derive_seed
 from ensemble_bo.core.space import SearchSpace
@@ -20,12 +22,15 @@ from ensemble_bo.core.strategies import (
     EnsembleSearchResult,
     EsmboSearch,
     PoolSearch,
+    SearchInterrupted,
     SegorSearch,
+    SegoSearch,
     SingleBestSearch,
     agnostic_bayes_selection,
     posthoc_selection,
+    segor_variant,
 )
-from ensemble_bo.core.zoo import make_model
+from ensemble_bo.core.zoo import make_model, model_task
 from ensemble_bo.pipelines.progress import search_feedback
 from ensemble_bo.reporting import (
     convergence_plot,
@@ -35,77 +40,162 @@ from ensemble_bo.reporting import (
     trial_history,
 )
 
+# Methods that only make sense for one task, and the method for the other task.
+TASK_OF_METHOD = {"segor": ("regression", "sego"), "sego": ("classification", "segor")}
 
-def _check_regression(dataset_info: dict[str, Any], method: dict[str, Any]) -> None:
-    if dataset_info["task"] != "regression":
+
+def _check_task(dataset_info: dict[str, Any], method_name: str) -> None:
+    task, other = TASK_OF_METHOD.get(method_name, (dataset_info["task"], None))
+    if dataset_info["task"] != task:
         raise ValueError(
-            f"dataset {dataset_info['name']!r} is a {dataset_info['task']} task; the "
-            f"{method['label']} pipeline builds regression models (SEGO, for "
-            "classification, is a separate pipeline)"
+            f"dataset {dataset_info['name']!r} is a {dataset_info['task']} task and "
+            f"{method_name} builds {task} ensembles: run `kedro run --pipeline={other}`"
         )
 
 
+def resolve_model(
+    method: dict[str, Any],
+    dataset_info: dict[str, Any],
+    models: dict[str, Any],
+    default_models: dict[str, str],
+) -> str:
+    """The method's model space: its `model`, or the task's default for `auto`."""
+    task = dataset_info["task"]
+    model = default_models[task] if method["model"] == "auto" else method["model"]
+    if model not in models:
+        raise ValueError(
+            f"{method['label']}: model={model!r} has no search space under "
+            f"`models` (conf/base/parameters_models.yml); available: {sorted(models)}"
+        )
+    if model_task(model) != task:
+        fitting = sorted(name for name in models if model_task(name) == task)
+        raise ValueError(
+            f"{method['label']}: model={model!r} is a {model_task(model)} model space "
+            f"but dataset {dataset_info['name']!r} is a {task} task; choose one of "
+            f"{fitting}"
+        )
+    return model
+
+
 def _search(
-    make_search: Callable[[Optimizer, CrossValidationEvaluator], PoolSearch],
+    method_name: str,
+    make_search: Callable[[Optimizer, CrossValidationEvaluator, str], PoolSearch],
     features: np.ndarray,
     target: np.ndarray,
     cv_folds: np.ndarray,
     dataset_info: dict[str, Any],
     method: dict[str, Any],
     models: dict[str, Any],
+    default_models: dict[str, str],
     budget: int,
     seed: int,
 ) -> EnsembleSearchResult:
-    """Check the task, build the optimizer and evaluator, run the strategy with feedback."""
-    _check_regression(dataset_info, method)
-    if method["model"] not in models:
-        raise ValueError(
-            f"{method['label']}: model={method['model']!r} has no search space under "
-            f"`models` (conf/base/parameters_models.yml); available: {sorted(models)}"
-        )
-    space = SearchSpace.from_dict(models[method["model"]])
+    """Check the task, build the optimizer and evaluator, run the strategy with feedback.
+
+    `make_search(optimizer, evaluate, task)` builds the strategy.
+    """
+    _check_task(dataset_info, method_name)
+    model = resolve_model(method, dataset_info, models, default_models)
+    space = SearchSpace.from_dict(models[model])
     optimizer = make_optimizer(
         space, derive_seed(seed, "optimizer"), **method["optimizer"]
     )
     evaluate = CrossValidationEvaluator(
-        method["model"],
+        model,
         features,
         target,
         cv_folds,
         random_state=derive_seed(seed, "models"),
+        time_limit=method["time_limit"],
     )
-    search = make_search(optimizer, evaluate)
+    search = make_search(optimizer, evaluate, dataset_info["task"])
     label = f"{method['label']} on {dataset_info['name']}"
     with search_feedback(budget, label) as on_iteration:
-        return search.run(budget, callbacks=[on_iteration])
+        try:
+            result = search.run(budget, callbacks=[on_iteration])
+        except SearchInterrupted as interrupted:
+            interrupted.result.algorithm = model
+            raise
+    result.algorithm = model
+    return result
 
 
-def search_ensemble(
+def search_segor(
     features: np.ndarray,
     target: np.ndarray,
     cv_folds: np.ndarray,
     dataset_info: dict[str, Any],
     method: dict[str, Any],
     models: dict[str, Any],
+    default_models: dict[str, str],
     ensemble: dict[str, Any],
     budget: int,
     seed: int,
 ) -> EnsembleSearchResult:
-    """SEGOR on the out-of-fold predictions of the training part."""
+    """SEGOR on the out-of-fold predictions of the training part (regression)."""
+    sizing, loss = segor_variant(ensemble["variant"])
 
-    def segor(optimizer: Optimizer, evaluate: CrossValidationEvaluator) -> PoolSearch:
+    def segor(optimizer: Optimizer, evaluate: CrossValidationEvaluator, task: str):
         return SegorSearch(
             optimizer,
             evaluate,
             target,
             cv_folds,
             ensemble_size=ensemble["size"],
-            loss=ensemble["loss"],
-            sizing=ensemble["size_method"],
+            loss=loss,
+            sizing=sizing,
         )
 
     return _search(
-        segor, features, target, cv_folds, dataset_info, method, models, budget, seed
+        "segor",
+        segor,
+        features,
+        target,
+        cv_folds,
+        dataset_info,
+        method,
+        models,
+        default_models,
+        budget,
+        seed,
+    )
+
+
+def search_sego(
+    features: np.ndarray,
+    target: np.ndarray,
+    cv_folds: np.ndarray,
+    dataset_info: dict[str, Any],
+    method: dict[str, Any],
+    models: dict[str, Any],
+    default_models: dict[str, str],
+    budget: int,
+    seed: int,
+) -> EnsembleSearchResult:
+    """SEGO on the out-of-fold class predictions of the training part (classification)."""
+
+    def sego(optimizer: Optimizer, evaluate: CrossValidationEvaluator, task: str):
+        return SegoSearch(
+            optimizer,
+            evaluate,
+            target,
+            cv_folds,
+            ensemble_size=method["ensemble_size"],
+            loss=method["loss"],
+        )
+
+    return _search(
+        "sego",
+        sego,
+        features,
+        target,
+        cv_folds,
+        dataset_info,
+        method,
+        models,
+        default_models,
+        budget,
+        seed,
     )
 
 
@@ -116,12 +206,13 @@ def search_esmbo(
     dataset_info: dict[str, Any],
     method: dict[str, Any],
     models: dict[str, Any],
+    default_models: dict[str, str],
     budget: int,
     seed: int,
 ) -> EnsembleSearchResult:
     """ESMBO: round-robin SMBO over bootstrap replicas of the validation losses."""
 
-    def esmbo(optimizer: Optimizer, evaluate: CrossValidationEvaluator) -> PoolSearch:
+    def esmbo(optimizer: Optimizer, evaluate: CrossValidationEvaluator, task: str):
         return EsmboSearch(
             optimizer,
             evaluate,
@@ -130,10 +221,21 @@ def search_esmbo(
             n_replicas=method["n_replicas"],
             loss=method["loss"],
             seed=derive_seed(seed, "bootstrap replicas"),
+            task=task,
         )
 
     return _search(
-        esmbo, features, target, cv_folds, dataset_info, method, models, budget, seed
+        "esmbo",
+        esmbo,
+        features,
+        target,
+        cv_folds,
+        dataset_info,
+        method,
+        models,
+        default_models,
+        budget,
+        seed,
     )
 
 
@@ -144,19 +246,21 @@ def search_single_best(
     dataset_info: dict[str, Any],
     method: dict[str, Any],
     models: dict[str, Any],
+    default_models: dict[str, str],
     budget: int,
     seed: int,
 ) -> EnsembleSearchResult:
     """SMBO or random search for the single model with the lowest CV loss."""
 
     def single_best(
-        optimizer: Optimizer, evaluate: CrossValidationEvaluator
-    ) -> PoolSearch:
+        optimizer: Optimizer, evaluate: CrossValidationEvaluator, task: str
+    ):
         return SingleBestSearch(
-            optimizer, evaluate, target, cv_folds, loss=method["loss"]
+            optimizer, evaluate, target, cv_folds, loss=method["loss"], task=task
         )
 
     return _search(
+        "single_best",
         single_best,
         features,
         target,
@@ -164,6 +268,7 @@ def search_single_best(
         dataset_info,
         method,
         models,
+        default_models,
         budget,
         seed,
     )
@@ -231,34 +336,43 @@ def refit_and_score(
     test_target: pd.Series,
     dataset_info: dict[str, Any],
     target_scaling: dict[str, float],
-    method: dict[str, Any],
+    voting: str,
     seed: int,
-) -> tuple[TransformedTargetRegressor, dict[str, float]]:
-    """Refit the ensemble and the single best model on all non-test data and score both."""
-    pool = search_result.pool
+) -> tuple[Pipeline | TransformedTargetRegressor, dict[str, float]]:
+    """Refit the ensemble and the single best model on all non-test data and score both.
+
+    Regression scores the MSE of the standardized target (SEGOR s.4), classification
+    the error rate (design.md s.5). `voting` is the classifiers' combiner.
+    """
+    pool, task = search_result.pool, dataset_info["task"]
     model_seed = derive_seed(seed, "models")
-    weights = search_result.member_weights
-    ensemble_model = build_regression_ensemble(
-        [make_model(method["model"], pool.configs[i], model_seed) for i in weights],
-        list(weights.values()),
-        dataset_info["categorical_columns"],
-    )
-    best = search_result.best_single
-    single_model = build_regression_ensemble(
-        [make_model(method["model"], pool.configs[best], model_seed)],
-        [1.0],
-        dataset_info["categorical_columns"],
-    )
 
-    def standardized_test_mse(model: TransformedTargetRegressor) -> float:
-        # MSE of the standardized target (SEGOR s.4), scaled by the training part's std.
+    def ensemble_of(weights: dict[int, float]):
+        return build_ensemble_model(
+            task,
+            [
+                make_model(search_result.algorithm, pool.configs[i], model_seed)
+                for i in weights
+            ],
+            list(weights.values()),
+            dataset_info["categorical_columns"],
+            voting=voting,
+        )
+
+    def test_loss(model) -> float:
         model.fit(train_features, train_target)
-        residuals = model.predict(test_features) - test_target.to_numpy()
-        return float(np.mean(np.square(residuals / target_scaling["std"])))
+        predictions = model.predict(test_features)
+        if task == "classification":
+            return float(zero_one_loss(predictions, test_target.to_numpy()).mean())
+        residuals = (predictions - test_target.to_numpy()) / target_scaling["std"]
+        return float(np.mean(np.square(residuals)))
 
+    weights = search_result.member_weights
+    ensemble_model = ensemble_of(weights)
+    name = "test_error" if task == "classification" else "test_mse"
     metrics = {
-        "test_mse_ensemble": standardized_test_mse(ensemble_model),
-        "test_mse_single_best": standardized_test_mse(single_model),
+        f"{name}_ensemble": test_loss(ensemble_model),
+        f"{name}_single_best": test_loss(ensemble_of({search_result.best_single: 1.0})),
         "ensemble_members_distinct": float(len(weights)),
         "trials_failed": float((~pool.ok).sum()),
     }

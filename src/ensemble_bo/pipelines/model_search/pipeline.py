@@ -1,9 +1,10 @@
 """Model search pipelines: one search strategy, then refit, scoring and reports.
 
-`create_pipeline("segor")` searches an ensemble by SEGOR, `"esmbo"` by ESMBO;
-any other method name searches the single best model with the optimizer its
-parameters name (`smbo`: GP-EI, `random_search`: random). Each method reads `params:<method>`
-and writes `<method>_*` datasets (see the catalog's dataset factories).
+`create_pipeline("segor")` searches an ensemble by SEGOR, `"sego"` by SEGO,
+`"esmbo"` by ESMBO; any other method name searches the single best model with
+the optimizer its parameters name (`smbo`: GP-EI, `random_search`: random).
+Each method reads `params:<method>` and writes `<method>_*` datasets (see the
+catalog's dataset factories).
 """
 
 from kedro.pipeline import Node, Pipeline
@@ -11,8 +12,9 @@ from kedro.pipeline import Node, Pipeline
 from .nodes import (
     refit_and_score,
     report_search,
-    search_ensemble,
     search_esmbo,
+    search_sego,
+    search_segor,
     search_single_best,
     select_agnostic_bayes,
     select_posthoc,
@@ -21,20 +23,22 @@ from .nodes import (
 # Method -> (search node function, parameters it reads besides its own); any
 # other method searches the single best model.
 SEARCHES = {
-    "segor": (search_ensemble, ["params:ensemble"]),
+    "segor": (search_segor, ["params:ensemble"]),
+    "sego": (search_sego, []),
     "esmbo": (search_esmbo, []),
 }
+DATA = ["model_input_features", "model_input_target", "cv_folds", "dataset_info"]
+MODEL_SPACES = ["params:models", "params:default_models"]
 
 
 def create_pipeline(method: str = "segor", **kwargs) -> Pipeline:
-    data = ["model_input_features", "model_input_target", "cv_folds", "dataset_info"]
     function, extra = SEARCHES.get(method, (search_single_best, []))
     search = Node(
         function,
         inputs=[
-            *data,
+            *DATA,
             f"params:{method}",
-            "params:models",
+            *MODEL_SPACES,
             *extra,
             "params:budget",
             "params:seed",
@@ -47,10 +51,9 @@ def create_pipeline(method: str = "segor", **kwargs) -> Pipeline:
 
 def create_ers_pipeline(**kwargs) -> Pipeline:
     """ERS (ESMBO s.6): random search, then the agnostic Bayes ensemble of its pool."""
-    data = ["model_input_features", "model_input_target", "cv_folds", "dataset_info"]
     search = Node(
         search_single_best,
-        inputs=[*data, "params:ers", "params:models", "params:budget", "params:seed"],
+        inputs=[*DATA, "params:ers", *MODEL_SPACES, "params:budget", "params:seed"],
         outputs="ers_candidates",
         name="ers_search",
     )
@@ -99,7 +102,7 @@ def _refit_and_report(method: str) -> Pipeline:
                     "test_target",
                     "dataset_info",
                     "target_scaling",
-                    f"params:{method}",
+                    "params:voting",
                     "params:seed",
                 ],
                 outputs=[f"{method}_model", f"{method}_test_metrics"],
