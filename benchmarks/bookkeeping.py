@@ -1,10 +1,12 @@
 """Ensemble bookkeeping cost per iteration, without model training.
 
-What SEGOR (fixed and dynamic sizing) and ESMBO compute each iteration besides
-the GP: the loss of every candidate ensemble from the pool's out-of-fold
-predictions (SEGOR: L(E[j] <- h) and, when dynamic, L(E + h) for all h; ESMBO:
-the bootstrap risks of all h on N replicas and each replica's argmin). Pools of
-t models x n validation rows of synthetic predictions; median of repeats.
+What SEGOR (fixed and dynamic sizing), SEGO and ESMBO compute each iteration
+besides the GP: the loss of every candidate ensemble from the pool's out-of-fold
+predictions (SEGOR: L(E[j] <- h) and, when dynamic, L(E + h) for all h; SEGO: the
+squared margin of the vote with slot j replaced by each h, on the pool's 0/1
+correctness; ESMBO: the bootstrap risks of all h on N replicas and each
+replica's argmin). Pools of t models x n validation rows of synthetic
+predictions (3-class labels for SEGO); median of repeats.
 
     .venv/bin/python benchmarks/bookkeeping.py
 """
@@ -21,7 +23,7 @@ import numpy as np
 from ensemble_bo.core.optimizer import RandomSearch
 from ensemble_bo.core.pool import Pool, TrialResult
 from ensemble_bo.core.space import SearchSpace
-from ensemble_bo.core.strategies import EsmboSearch, SegorSearch
+from ensemble_bo.core.strategies import EsmboSearch, SegorSearch, SegoSearch
 
 RESULTS = Path(__file__).resolve().parent / "results"
 SPACE = SearchSpace.from_dict({"x": {"type": "float", "low": 0.0, "high": 1.0}})
@@ -36,6 +38,18 @@ def filled_pool(t: int, n: int, rng: np.random.Generator) -> tuple[Pool, np.ndar
     return pool, y
 
 
+def filled_classification_pool(
+    t: int, n: int, rng: np.random.Generator
+) -> tuple[Pool, np.ndarray]:
+    labels = rng.integers(0, 3, size=n)
+    pool = Pool(n, labels=labels)
+    for _ in range(t):
+        wrong = rng.random(n) < 0.3
+        predictions = np.where(wrong, (labels + 1) % 3, labels).astype(float)
+        pool.add({"x": 0.5}, np.array([0.5]), TrialResult(predictions, 0.0))
+    return pool, labels
+
+
 def iteration_seconds(search, pool: Pool, iterations: int = 5) -> float:
     """Median seconds of one strategy iteration's bookkeeping (targets + update)."""
     search._start()
@@ -44,7 +58,7 @@ def iteration_seconds(search, pool: Pool, iterations: int = 5) -> float:
     for iteration in range(iterations + 1):
         start = time.perf_counter()
         search._begin_iteration(iteration, pool)
-        targets = search._targets(pool.predictions, single)
+        targets = search._targets(pool.outputs, single)
         search.optimizer._values = list(targets)  # what relabel stores, without copies
         search.optimizer._X = [np.zeros(1)] * len(targets)
         search._update(pool, single)
@@ -71,8 +85,14 @@ def main() -> None:
                     RandomSearch(SPACE), None, y, folds, n_replicas=10
                 ),
             }
+            labelled_pool, labels = filled_classification_pool(t, n, rng)
+            pools = {name: pool for name in strategies}
+            strategies["SEGO (m = 12)"] = SegoSearch(
+                RandomSearch(SPACE), None, labels, folds, 12
+            )
+            pools["SEGO (m = 12)"] = labelled_pool
             for name, search in strategies.items():
-                ms = 1000 * iteration_seconds(search, pool)
+                ms = 1000 * iteration_seconds(search, pools[name])
                 rows.append(
                     {"strategy": name, "pool t": t, "rows n": n, "ms per iteration": ms}
                 )

@@ -21,16 +21,20 @@ def context():
 def test_the_documented_pipelines_are_registered():
     assert {
         "segor",
+        "sego",
         "esmbo",
+        "ers",
         "smbo",
         "random_search",
         "posthoc",
+        "benchmark",
         "data_processing",
     } <= set(register_pipelines())
 
 
 @pytest.mark.parametrize(
-    "name", ["segor", "esmbo", "ers", "smbo", "random_search", "posthoc"]
+    "name",
+    ["segor", "sego", "esmbo", "ers", "smbo", "random_search", "posthoc", "benchmark"],
 )
 def test_every_free_input_is_a_parameter_or_a_catalog_dataset(context, name):
     pipeline = register_pipelines()[name]
@@ -49,7 +53,8 @@ def test_every_free_input_is_a_parameter_or_a_catalog_dataset(context, name):
 @pytest.mark.parametrize(
     ("name", "searches"),
     [
-        ("segor", {"search_ensemble"}),
+        ("segor", {"search_segor"}),
+        ("sego", {"search_sego"}),
         ("esmbo", {"search_esmbo"}),
         ("smbo", {"search_single_best"}),
         ("random_search", {"search_single_best"}),

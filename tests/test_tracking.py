@@ -1,14 +1,20 @@
 """The tracking hook on its own, against a temporary MLflow store."""
 
+import logging
 import pickle
 
 import mlflow
 import numpy as np
+import pandas as pd
 import pytest
+from matplotlib.backends.backend_agg import FigureCanvasAgg
+from matplotlib.figure import Figure
 from mlflow.tracking import MlflowClient
 
 from ensemble_bo.core.pool import Pool, TrialResult
 from ensemble_bo.core.strategies import EnsembleSearchResult, SearchInterrupted
+from ensemble_bo.pipelines.benchmark.nodes import BENCHMARK_LOGGER, announce_cell
+from ensemble_bo.tracking import BENCHMARK_LOGGER as TRACKED_BENCHMARK_LOGGER
 from ensemble_bo.tracking import MlflowTrackingHook, flatten, resolve_tracking_uri
 
 
@@ -81,3 +87,108 @@ def test_a_relative_sqlite_store_lives_in_the_project(tmp_path):
         resolve_tracking_uri("http://mlflow.internal:5000", tmp_path)
         == "http://mlflow.internal:5000"
     )
+
+
+def cell_record(**changes):
+    return {
+        "key": "concrete__dt__segor=f-m__r0__s0__b3__abc",
+        "dataset": "concrete",
+        "task": "regression",
+        "model": "dt",
+        "method": "segor:f-m",
+        "repetition": 0,
+        "seed": 0,
+        "budget": 3,
+        "test_loss": 0.25,
+        "test_metrics": {"test_mse_ensemble": 0.25, "test_mse_single_best": 0.3},
+        "cv_loss": 0.2,
+        "cv_loss_curve": [None, 0.4, 0.2],
+        "ensemble_size": 3,
+        "ensemble_members_distinct": 2,
+        "ensemble_mutual_information": 0.5,
+        "trials_failed": 1,
+        "wall_seconds": 1.5,
+        **changes,
+    }
+
+
+def test_a_benchmark_cell_becomes_a_nested_child_run(store):
+    client, experiment = store
+    hook = MlflowTrackingHook()
+    with mlflow.start_run(experiment_id=experiment) as parent:
+        hook._cell_handler.handle(
+            logging.makeLogRecord({"cell": cell_record(), "reused": True})
+        )
+        # the parent stays the active run
+        assert mlflow.active_run().info.run_id == parent.info.run_id
+    (child,) = client.search_runs(
+        [experiment], f"tags.mlflow.parentRunId = '{parent.info.run_id}'"
+    )
+    assert child.info.run_name == "concrete__dt__segor=f-m__r0__s0__b3__abc"
+    assert child.info.status == "FINISHED"
+    assert child.data.tags["reused"] == "true"
+    assert child.data.params == {
+        "dataset": "concrete",
+        "task": "regression",
+        "model": "dt",
+        "method": "segor:f-m",
+        "repetition": "0",
+        "seed": "0",
+        "budget": "3",
+    }
+    metrics = child.data.metrics
+    assert metrics["test_loss"] == 0.25 and metrics["test_mse_single_best"] == 0.3
+    assert metrics["ensemble_members_distinct"] == 2 and metrics["trials_failed"] == 1
+    curve = client.get_metric_history(child.info.run_id, "cv_loss_curve")
+    # no ensemble yet at step 0: nothing logged there
+    assert sorted((m.step, m.value) for m in curve) == [(1, 0.4), (2, 0.2)]
+    assert client.get_run(parent.info.run_id).data.metrics == {}
+
+
+def test_an_announced_cell_reaches_the_hook_s_handler(store):
+    client, experiment = store
+    hook = MlflowTrackingHook()
+    level = BENCHMARK_LOGGER.level
+    with mlflow.start_run(experiment_id=experiment) as parent:
+        # as before_pipeline_run sets it up
+        BENCHMARK_LOGGER.setLevel(logging.INFO)
+        BENCHMARK_LOGGER.addHandler(hook._cell_handler)
+        try:
+            announce_cell(cell_record(), reused=False)
+        finally:
+            BENCHMARK_LOGGER.removeHandler(hook._cell_handler)
+            BENCHMARK_LOGGER.setLevel(level)
+    children = client.search_runs(
+        [experiment], f"tags.mlflow.parentRunId = '{parent.info.run_id}'"
+    )
+    assert [c.data.tags["reused"] for c in children] == ["false"]
+
+
+def test_partitioned_outputs_are_logged_entry_by_entry(store):
+    client, experiment = store
+    figure = Figure()
+    FigureCanvasAgg(figure)
+    figure.add_subplot().plot([1, 2])
+    hook = MlflowTrackingHook()
+    with mlflow.start_run(experiment_id=experiment) as run:
+        hook._log_output(
+            "bench_tables", {"space/losses": pd.DataFrame({"a": [1]})}, {"as": "table"}
+        )
+        hook._log_output("bench_reports", {"space/report": "# hi"}, {"as": "text"})
+        hook._log_output("bench_figures", {"space/cd": figure}, {"as": "figure"})
+    paths = set()
+    for folder in (
+        "tables/bench_tables/space",
+        "reports/bench_reports/space",
+        "plots/bench_figures/space",
+    ):
+        paths |= {a.path for a in client.list_artifacts(run.info.run_id, folder)}
+    assert paths == {
+        "tables/bench_tables/space/losses.csv",
+        "reports/bench_reports/space/report.md",
+        "plots/bench_figures/space/cd.png",
+    }
+
+
+def test_tracking_listens_to_the_logger_the_benchmark_announces_on():
+    assert TRACKED_BENCHMARK_LOGGER is BENCHMARK_LOGGER

@@ -6,7 +6,10 @@ What it logs, and where, is configured in conf/base/mlflow.yml:
 - during the loop: every record of the `ensemble_bo.iterations` logger as
   stepped metrics (see pipelines/progress.py);
 - after each node: the outputs named in `log_outputs`, each as params,
-  metrics, a CSV table, a figure or an MLflow sklearn model.
+  metrics, a CSV table, a figure, a markdown text or an MLflow sklearn model
+  (a mapping of tables, texts or figures is logged entry by entry);
+- the benchmark: every record of the `ensemble_bo.benchmark` logger carrying a
+  finished cell becomes a nested child run of the benchmark's run.
 
 A plain hook rather than kedro-mlflow: the live per-iteration metrics need a
 logging bridge of our own anyway (kedro-mlflow logs datasets when nodes end),
@@ -21,6 +24,7 @@ import math
 import pickle
 import subprocess
 import tempfile
+import time
 from collections.abc import Iterator, Mapping
 from fnmatch import fnmatchcase
 from importlib.metadata import version
@@ -32,12 +36,20 @@ import mlflow
 import mlflow.sklearn
 import skops.io
 from kedro.framework.hooks import hook_impl
+from mlflow.entities import Metric, Param
+from mlflow.tracking import MlflowClient
+from mlflow.utils.mlflow_tags import MLFLOW_PARENT_RUN_ID, MLFLOW_RUN_NAME
 
+import ensemble_bo
 from ensemble_bo.core.strategies import SearchInterrupted
 from ensemble_bo.pipelines.progress import ITERATION_LOGGER
 from ensemble_bo.reporting import trial_history
 
 logger = logging.getLogger(__name__)
+# Finished benchmark cells are announced here (pipelines/benchmark/nodes.py,
+# BENCHMARK_LOGGER: the same logger, named rather than imported so that tracking
+# does not import the pipelines).
+BENCHMARK_LOGGER = logging.getLogger("ensemble_bo.benchmark")
 
 # MLflow accepts at most this many params per call and this many characters per value.
 _PARAMS_PER_BATCH = 100
@@ -113,6 +125,79 @@ class _IterationMetricsHandler(logging.Handler):
                 self.handleError(record)
 
 
+# What a benchmark cell's child run holds: params and final metrics from its record.
+CELL_PARAMS = ("dataset", "task", "model", "method", "repetition", "seed", "budget")
+CELL_METRICS = (
+    "test_loss",
+    "cv_loss",
+    "ensemble_size",
+    "ensemble_members_distinct",
+    "ensemble_mutual_information",  # regression
+    "ensemble_disagreement",  # classification
+    "trials_failed",
+    "wall_seconds",
+)
+# MLflow's limit on metrics per log_batch call.
+_METRICS_PER_BATCH = 1000
+
+
+def log_benchmark_cell(record: Mapping[str, Any], reused: bool) -> str:
+    """A child run of the active run for one benchmark cell; returns its id.
+
+    Params: the cell's coordinates; metrics: its final values and all its test
+    metrics; `cv_loss_curve`: the CV loss of the ensemble per iteration (stepped).
+    Made with the client, so the active (parent) run stays the active run.
+    """
+    parent = mlflow.active_run()
+    if parent is None:
+        raise RuntimeError("a benchmark cell is logged under an active MLflow run")
+    client = MlflowClient()
+    key = str(record["key"])
+    child = client.create_run(
+        parent.info.experiment_id,
+        run_name=key,
+        tags={
+            MLFLOW_PARENT_RUN_ID: parent.info.run_id,
+            MLFLOW_RUN_NAME: key,
+            "benchmark.cell": key,
+            "reused": str(bool(reused)).lower(),
+        },
+    )
+    now = int(time.time() * 1000)
+    values = {name: record.get(name) for name in CELL_METRICS}
+    values.update(record.get("test_metrics") or {})
+    metrics = [
+        Metric(name, float(value), now, 0)
+        for name, value in values.items()
+        if value is not None and math.isfinite(float(value))
+    ]
+    metrics += [
+        Metric("cv_loss_curve", float(value), now, step)
+        for step, value in enumerate(record.get("cv_loss_curve") or [])
+        if value is not None and math.isfinite(float(value))
+    ]
+    params = [Param(name, str(record.get(name))) for name in CELL_PARAMS]
+    run_id = child.info.run_id
+    client.log_batch(run_id, params=params)
+    for start in range(0, len(metrics), _METRICS_PER_BATCH):
+        client.log_batch(run_id, metrics=metrics[start : start + _METRICS_PER_BATCH])
+    client.set_terminated(run_id, "FINISHED")
+    return run_id
+
+
+class _BenchmarkCellHandler(logging.Handler):
+    """Turns the benchmark's finished-cell records into nested child runs."""
+
+    def emit(self, record: logging.LogRecord) -> None:
+        cell = getattr(record, "cell", None)
+        if cell is None or mlflow.active_run() is None:
+            return
+        try:
+            log_benchmark_cell(cell, bool(getattr(record, "reused", False)))
+        except Exception:  # noqa: BLE001 - a tracking hiccup must not kill the benchmark
+            self.handleError(record)
+
+
 class MlflowTrackingHook:
     """Opens one MLflow run per `kedro run` and logs into it."""
 
@@ -120,8 +205,10 @@ class MlflowTrackingHook:
         self._config: dict[str, Any] = {}
         self._project_path = Path.cwd()
         self._handler = _IterationMetricsHandler(level=logging.DEBUG)
+        self._cell_handler = _BenchmarkCellHandler(level=logging.DEBUG)
         self._kept_outputs: dict[str, Any] = {}
         self._iteration_logger_state: tuple[int, bool] | None = None
+        self._benchmark_logger_level: int | None = None
 
     @hook_impl
     def after_context_created(self, context) -> None:
@@ -181,6 +268,11 @@ class MlflowTrackingHook:
         ITERATION_LOGGER.setLevel(logging.DEBUG)
         ITERATION_LOGGER.propagate = False
         ITERATION_LOGGER.addHandler(self._handler)
+        # Finished benchmark cells become child runs (and still reach the console).
+        self._benchmark_logger_level = BENCHMARK_LOGGER.level
+        if BENCHMARK_LOGGER.getEffectiveLevel() > logging.INFO:
+            BENCHMARK_LOGGER.setLevel(logging.INFO)
+        BENCHMARK_LOGGER.addHandler(self._cell_handler)
 
     @hook_impl
     def after_node_run(self, node, outputs: dict[str, Any]) -> None:
@@ -236,6 +328,10 @@ class MlflowTrackingHook:
             ITERATION_LOGGER.setLevel(level)
             ITERATION_LOGGER.propagate = propagate
             self._iteration_logger_state = None
+        BENCHMARK_LOGGER.removeHandler(self._cell_handler)
+        if self._benchmark_logger_level is not None:
+            BENCHMARK_LOGGER.setLevel(self._benchmark_logger_level)
+            self._benchmark_logger_level = None
         self._kept_outputs.clear()
         if mlflow.active_run() is not None:
             mlflow.end_run(status=status)
@@ -250,6 +346,11 @@ class MlflowTrackingHook:
 
     def _log_output(self, name: str, data: Any, rule: Mapping[str, Any]) -> None:
         kind = rule["as"]
+        if kind in ("table", "figure", "text") and isinstance(data, Mapping):
+            # A partitioned output: each entry under a folder named after it.
+            for key, value in sorted(data.items()):
+                self._log_output(f"{name}/{key}", value, rule)
+            return
         if kind == "params":
             self._log_params(data, prefix=f"{name}.")
         elif kind == "metrics":
@@ -264,6 +365,8 @@ class MlflowTrackingHook:
             mlflow.log_text(data.to_csv(index=False), f"tables/{name}.csv")
         elif kind == "figure":
             mlflow.log_figure(data, f"plots/{name}.png")
+        elif kind == "text":
+            mlflow.log_text(str(data), f"reports/{name}.md")
         elif kind == "model":
             self._log_model(
                 name, data, self._kept_outputs.get(rule.get("input_example"))
@@ -271,7 +374,7 @@ class MlflowTrackingHook:
         else:
             raise ValueError(
                 f"conf mlflow.yml: log_outputs.{name}.as={kind!r}; "
-                "expected params, metrics, table, figure or model"
+                "expected params, metrics, table, figure, text or model"
             )
 
     def _log_model(self, name: str, estimator: Any, input_example: Any) -> None:
@@ -289,4 +392,7 @@ class MlflowTrackingHook:
                 f"{package}=={version(package)}" for package in _MODEL_REQUIREMENTS
             ],
             input_example=None if input_example is None else input_example.head(5),
+            # The ensemble classes are ours: ship the package so the model loads
+            # and serves (`mlflow models predict`) where ensemble_bo is not installed.
+            code_paths=[str(Path(ensemble_bo.__file__).parent)],
         )
