@@ -145,6 +145,25 @@ def test_a_benchmark_cell_becomes_a_nested_child_run(store):
     assert client.get_run(parent.info.run_id).data.metrics == {}
 
 
+def test_a_failed_benchmark_cell_is_a_failed_child_run_with_its_error(store):
+    client, experiment = store
+    hook = MlflowTrackingHook()
+    failed = {
+        key: value
+        for key, value in cell_record(status="failed", error="ValueError: bad").items()
+        if key not in ("test_loss", "test_metrics", "cv_loss")
+    }
+    with mlflow.start_run(experiment_id=experiment) as parent:
+        hook._cell_handler.handle(
+            logging.makeLogRecord({"cell": failed, "reused": False})
+        )
+    (child,) = client.search_runs(
+        [experiment], f"tags.mlflow.parentRunId = '{parent.info.run_id}'"
+    )
+    assert child.info.status == "FAILED"
+    assert child.data.tags["error"] == "ValueError: bad"
+
+
 def test_an_announced_cell_reaches_the_hook_s_handler(store):
     client, experiment = store
     hook = MlflowTrackingHook()

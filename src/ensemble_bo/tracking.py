@@ -161,6 +161,7 @@ def log_benchmark_cell(record: Mapping[str, Any], reused: bool) -> str:
             MLFLOW_RUN_NAME: key,
             "benchmark.cell": key,
             "reused": str(bool(reused)).lower(),
+            **({"error": str(record["error"])[:5000]} if "error" in record else {}),
         },
     )
     now = int(time.time() * 1000)
@@ -181,7 +182,9 @@ def log_benchmark_cell(record: Mapping[str, Any], reused: bool) -> str:
     client.log_batch(run_id, params=params)
     for start in range(0, len(metrics), _METRICS_PER_BATCH):
         client.log_batch(run_id, metrics=metrics[start : start + _METRICS_PER_BATCH])
-    client.set_terminated(run_id, "FINISHED")
+    client.set_terminated(
+        run_id, "FAILED" if record.get("status") == "failed" else "FINISHED"
+    )
     return run_id
 
 

@@ -469,3 +469,46 @@ def test_a_tiny_grid_runs_stores_and_reuses_its_cells(tmp_path, caplog):
     assert sorted(again, key=lambda r: r["method"]) == records
     announced = [rec for rec in caplog.records if hasattr(rec, "cell")]
     assert len(announced) == 3 and all(rec.reused for rec in announced)
+
+
+def test_a_failed_cell_is_recorded_not_stored_and_the_grid_goes_on(tmp_path, caplog):
+    raw = {"diabetes": lambda: pd.read_csv(PROJECT / "data/01_raw/diabetes.csv")}
+    broken = {**fast("random_search"), "optimizer": {"kind": "bayesian"}}
+    params = {**METHOD_PARAMS, "smbo": fast("smbo"), "random_search": broken}
+    benchmark = {
+        **GRID,
+        "datasets": ["diabetes"],
+        "methods": ["random_search", "smbo"],
+        "repetitions": 1,
+        "budget": 4,
+    }
+    store = BenchmarkCellStore(tmp_path)
+    with caplog.at_level("INFO", logger="ensemble_bo.benchmark"):
+        records = run_benchmark(
+            raw,
+            store,
+            benchmark,
+            CONF["data_processing"],
+            CONF["models"],
+            CONF["default_models"],
+            **params,
+        )
+    by_method = {r["method"]: r for r in records}
+    failed = by_method["random_search"]
+    assert failed["status"] == "failed" and "bayesian" in failed["error"]
+    assert by_method["smbo"]["status"] == "ok"
+    # only the finished cell is stored, so a rerun tries the failed one again
+    assert store.keys() == [by_method["smbo"]["key"]]
+    assert any(
+        r.levelname == "WARNING" and failed["key"] in r.getMessage()
+        for r in caplog.records
+    )
+    tables, reports, _ = benchmark_report(records)
+    report = reports["decision_tree_regressor/report"]
+    assert f"- {failed['key']}: " in report and "Failed cells" in report
+    cells = tables["cells"].set_index("method")
+    assert cells.loc["random_search", "status"] == "failed"
+    assert list(tables["decision_tree_regressor/test_loss"].columns) == [
+        "dataset",
+        "smbo",
+    ]

@@ -500,6 +500,19 @@ def _finite_or_none(value: float) -> float | None:
     return float(value) if math.isfinite(value) else None
 
 
+def _coordinates(cell: Cell) -> dict[str, Any]:
+    return {
+        "key": cell.key,
+        "dataset": cell.dataset,
+        "task": cell.task,
+        "model": cell.model,
+        "method": cell.method,
+        "repetition": cell.repetition,
+        "seed": cell.seed,
+        "budget": cell.budget,
+    }
+
+
 def run_cell(
     cell: Cell,
     raw_dataset: pd.DataFrame,
@@ -508,8 +521,28 @@ def run_cell(
 ) -> dict[str, Any]:
     """Prepare the data with the cell's seed, search, refit, score: the cell's record.
 
-    spaces: `models` (the search spaces) and `default_models`.
+    spaces: `models` (the search spaces) and `default_models`. A cell that raises
+    is a record with status "failed" and the error text, so the other cells go on.
     """
+    start = time.perf_counter()
+    try:
+        return _cell_record(cell, raw_dataset, data_processing, spaces)
+    except Exception as error:  # noqa: BLE001 - one broken cell must not stop the grid
+        return {
+            **_coordinates(cell),
+            "status": "failed",
+            "error": f"{type(error).__name__}: {error}",
+            "cv_loss_curve": [],
+            "wall_seconds": time.perf_counter() - start,
+        }
+
+
+def _cell_record(
+    cell: Cell,
+    raw_dataset: pd.DataFrame,
+    data_processing: Mapping[str, Any],
+    spaces: Spaces,
+) -> dict[str, Any]:
     start = time.perf_counter()
     split = validate_and_split(
         raw_dataset=raw_dataset,
@@ -542,14 +575,8 @@ def run_cell(
     curve = [_finite_or_none(record.ensemble_loss) for record in result.history]
     diversity = ensemble_diversity(result)
     return {
-        "key": cell.key,
-        "dataset": cell.dataset,
-        "task": cell.task,
-        "model": cell.model,
-        "method": cell.method,
-        "repetition": cell.repetition,
-        "seed": cell.seed,
-        "budget": cell.budget,
+        **_coordinates(cell),
+        "status": "ok",
         "test_loss": loss_on_test_split(metrics, cell.task),
         "test_metrics": {name: float(value) for name, value in metrics.items()},
         "cv_loss": curve[-1] if curve else None,
@@ -567,6 +594,14 @@ def run_cell(
 
 def announce_cell(record: Mapping[str, Any], reused: bool) -> None:
     """Log a finished cell; the tracking hook makes it a nested MLflow run."""
+    if record.get("status") == "failed":
+        BENCHMARK_LOGGER.warning(
+            "benchmark cell %s failed (not stored; a rerun retries it): %s",
+            record["key"],
+            record["error"],
+            extra={"cell": dict(record), "reused": reused},
+        )
+        return
     BENCHMARK_LOGGER.info(
         "benchmark cell %s: test loss %.4g%s",
         record["key"],
@@ -602,7 +637,8 @@ def run_benchmark(
 
     method_params: the project parameter blocks the methods read (smbo, esmbo,
     ers, segor, ensemble, posthoc, sego, voting, ...). Returns every cell's
-    record, sorted by key.
+    record, sorted by key; a failed cell's record (status "failed", its error)
+    is not stored, so a rerun tries it again.
     """
     settings = parse_settings(benchmark)
     frames = load_datasets(raw_datasets, settings.datasets)
@@ -638,10 +674,17 @@ def run_benchmark(
         delayed(run_cell)(cell, frames[cell.dataset], data_processing, spaces)
         for cell in pending
     )
+    failed = {}
     for record in finished:
-        cell_store.put(record["key"], record)
+        if record["status"] == "failed":
+            failed[record["key"]] = record
+        else:
+            cell_store.put(record["key"], record)
         announce_cell(record, reused=False)
-    return sorted((cell_store.get(cell.key) for cell in cells), key=lambda r: r["key"])
+    return sorted(
+        (failed.get(cell.key) or cell_store.get(cell.key) for cell in cells),
+        key=lambda record: record["key"],
+    )
 
 
 # --- the report ------------------------------------------------------------------
@@ -663,6 +706,8 @@ _CELL_COLUMNS = [
     "ensemble_mutual_information",
     "ensemble_disagreement",
     "trials_failed",
+    "status",
+    "error",
 ]
 
 
@@ -823,6 +868,15 @@ def _model_space_report(
     return tables, "\n".join(lines) + "\n", figures
 
 
+def _failures_note(model: str, failed: list[Mapping[str, Any]]) -> str:
+    lines = [
+        f"## Failed cells of `{model}` (left out; a rerun tries them again)",
+        "",
+        *(f"- {record['key']}: {record['error']}" for record in failed),
+    ]
+    return "\n".join(lines) + "\n"
+
+
 def benchmark_report(
     records: list[Mapping[str, Any]],
 ) -> tuple[dict[str, pd.DataFrame], dict[str, str], dict[str, Figure]]:
@@ -839,10 +893,16 @@ def benchmark_report(
     reports: dict[str, str] = {}
     figures: dict[str, Figure] = {}
     for model in sorted({record["model"] for record in records}):
-        space_tables, report, space_figures = _model_space_report(
-            model, [record for record in records if record["model"] == model]
-        )
+        of_model = [record for record in records if record["model"] == model]
+        finished = [r for r in of_model if r.get("status", "ok") == "ok"]
+        failed = [r for r in of_model if r.get("status", "ok") != "ok"]
+        if not finished:
+            reports[f"{model}/report"] = _failures_note(model, failed)
+            continue
+        space_tables, report, space_figures = _model_space_report(model, finished)
         tables.update(space_tables)
-        reports[f"{model}/report"] = report
+        reports[f"{model}/report"] = report + (
+            "\n" + _failures_note(model, failed) if failed else ""
+        )
         figures.update(space_figures)
     return tables, reports, figures
