@@ -2,6 +2,7 @@
 
 import json
 import os
+import pickle
 import shutil
 import subprocess
 import sys
@@ -153,6 +154,12 @@ def test_run_logs_artifacts_and_a_loadable_model(project, concrete_run):
         client.download_artifacts(run_id, "tables/segor_trial_history.csv")
     )
     assert len(history) == 12 and history["final_weight"].sum() == pytest.approx(1.0)
+    # the pool, with every model's out-of-fold predictions, for a later posthoc run
+    with open(
+        client.download_artifacts(run_id, "pools/segor_search_result.pkl"), "rb"
+    ) as pickled:
+        pool = pickle.load(pickled).pool  # noqa: S301 - written by this test's run
+    assert len(pool) == 12 and pool.predictions.shape[0] == 12
 
     model = mlflow.pyfunc.load_model(f"runs:/{run_id}/segor_model")
     features = pd.read_csv(project / "data" / "01_raw" / "concrete.csv").drop(

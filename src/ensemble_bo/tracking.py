@@ -188,6 +188,13 @@ def log_benchmark_cell(record: Mapping[str, Any], reused: bool) -> str:
     return run_id
 
 
+def _log_pickle(data: Any, folder: str, file_name: str) -> None:
+    with tempfile.TemporaryDirectory() as directory:
+        pickled = Path(directory) / file_name
+        pickled.write_bytes(pickle.dumps(data))
+        mlflow.log_artifact(str(pickled), artifact_path=folder)
+
+
 class _BenchmarkCellHandler(logging.Handler):
     """Turns the benchmark's finished-cell records into nested child runs."""
 
@@ -309,10 +316,7 @@ class MlflowTrackingHook:
             trial_history(result).to_csv(index=False),
             "partial/partial_trial_history.csv",
         )
-        with tempfile.TemporaryDirectory() as directory:
-            pickled = Path(directory) / "partial_search_result.pkl"
-            pickled.write_bytes(pickle.dumps(result))
-            mlflow.log_artifact(str(pickled), artifact_path="partial")
+        _log_pickle(result, "partial", "partial_search_result.pkl")
         logger.warning(
             "%d trained models of the stopped search are saved in MLflow run %s, "
             "artifacts partial/",
@@ -370,6 +374,8 @@ class MlflowTrackingHook:
             mlflow.log_figure(data, f"plots/{name}.png")
         elif kind == "text":
             mlflow.log_text(str(data), f"reports/{name}.md")
+        elif kind == "pickle":
+            _log_pickle(data, "pools", f"{name}.pkl")
         elif kind == "model":
             self._log_model(
                 name, data, self._kept_outputs.get(rule.get("input_example"))
@@ -377,7 +383,7 @@ class MlflowTrackingHook:
         else:
             raise ValueError(
                 f"conf mlflow.yml: log_outputs.{name}.as={kind!r}; "
-                "expected params, metrics, table, figure, text or model"
+                "expected params, metrics, table, figure, text, pickle or model"
             )
 
     def _log_model(self, name: str, estimator: Any, input_example: Any) -> None:
