@@ -11,6 +11,7 @@ import pytest
 from kedro.config import OmegaConfigLoader
 from kedro.framework.session import KedroSession
 from kedro.framework.startup import bootstrap_project
+from scipy import stats
 
 from ensemble_bo.datasets import BenchmarkCellStore, BenchmarkCellStoreDataset
 from ensemble_bo.pipeline_registry import register_pipelines
@@ -512,3 +513,36 @@ def test_a_failed_cell_is_recorded_not_stored_and_the_grid_goes_on(tmp_path, cap
         "dataset",
         "smbo",
     ]
+
+
+def test_pb_probabilities_come_from_the_paired_test_outcomes():
+    def cell(method, repetition, losses, task="regression"):
+        return {
+            "dataset": "d",
+            "method": method,
+            "repetition": repetition,
+            "task": task,
+            "test_sample_losses": losses,
+        }
+
+    regression = [
+        cell("A", 0, [1.0, 2.0]),
+        cell("A", 1, [3.0]),
+        cell("B", 1, [5.0]),
+        cell("B", 0, [2.0, 2.0]),
+    ]
+    # d = B - A over the repetitions in order: [1, 0, 2]; mean 1, sd 1, n = 3
+    expected = stats.t.cdf(1.0 / (1.0 / np.sqrt(3)), df=2)
+    probabilities = nodes.pairwise_test_probabilities(regression, ["d"], ["A", "B"])
+    assert probabilities == {("A", "B"): [pytest.approx(expected)]}
+
+    classification = [
+        cell("A", 0, [0.0, 1.0, 0.0], "classification"),
+        cell("B", 0, [1.0, 1.0, 0.0], "classification"),
+    ]
+    # A alone right once, B alone right never: Pr(Beta(2, 1) > 1/2) = 0.75
+    probabilities = nodes.pairwise_test_probabilities(classification, ["d"], ["A", "B"])
+    assert probabilities == {("A", "B"): [pytest.approx(0.75)]}
+
+    del regression[0]["test_sample_losses"]
+    assert nodes.pairwise_test_probabilities(regression, ["d"], ["A", "B"]) is None

@@ -40,6 +40,8 @@ from ensemble_bo.core.analysis import (
     friedman_test,
     markdown_table,
     nemenyi_critical_difference,
+    probability_a_better_classification,
+    probability_a_better_regression,
 )
 from ensemble_bo.core.preparation import dataset_fingerprint, validate_dataset
 from ensemble_bo.core.strategies import EnsembleSearchResult, segor_variant
@@ -56,6 +58,7 @@ from ensemble_bo.pipelines.model_search.nodes import (
     search_single_best,
     select_agnostic_bayes,
     select_posthoc,
+    test_sample_losses,
 )
 from ensemble_bo.pipelines.progress import ITERATION_LOGGER
 from ensemble_bo.reporting import ensemble_diversity
@@ -561,7 +564,7 @@ def _cell_record(
     method = parse_method(cell.method).method
     with _without_iteration_records():
         result = method.run(data, cell.params, spaces, cell.budget, cell.seed)
-        _, metrics = refit_and_score(
+        model, metrics = refit_and_score(
             search_result=result,
             train_features=data["train_features"],
             train_target=data["train_target"],
@@ -578,6 +581,14 @@ def _cell_record(
         **_coordinates(cell),
         "status": "ok",
         "test_loss": loss_on_test_split(metrics, cell.task),
+        # For the Poisson-binomial test's per-dataset Pr(A better) (design.md s.4).
+        "test_sample_losses": test_sample_losses(
+            model,
+            data["test_features"],
+            data["test_target"],
+            cell.task,
+            data["target_scaling"],
+        ).tolist(),
         "test_metrics": {name: float(value) for name, value in metrics.items()},
         "cv_loss": curve[-1] if curve else None,
         "cv_loss_curve": curve,
@@ -768,6 +779,72 @@ def _formatted(frame: pd.DataFrame) -> pd.DataFrame:
     return frame.map(lambda value: f"{value:.{_DECIMALS}f}")
 
 
+def pairwise_test_probabilities(
+    records: list[Mapping[str, Any]], datasets: list[str], methods: list[str]
+) -> dict[tuple[str, str], list[float]] | None:
+    """{(a, b): [Pr(a better than b on dataset i)]} from the cells' test outcomes.
+
+    Per dataset, the per-sample test losses of every repetition are paired (the
+    methods share each repetition's test split) and concatenated; classification
+    counts the samples only one of the two gets right, regression compares the
+    mean loss difference (design.md s.4). None when a cell lacks its per-sample
+    losses (cells stored by an older version): the PB test then falls back to
+    each dataset's winner.
+    """
+    if any("test_sample_losses" not in record for record in records):
+        return None
+    outcomes: dict[tuple[str, str], list[tuple[int, list[float]]]] = {}
+    for record in records:
+        outcomes.setdefault((record["dataset"], record["method"]), []).append(
+            (record["repetition"], record["test_sample_losses"])
+        )
+
+    def paired(dataset: str, method: str) -> np.ndarray:
+        return np.concatenate(
+            [losses for _, losses in sorted(outcomes[(dataset, method)])]
+        )
+
+    classification = records[0]["task"] == "classification"
+    probabilities = {}
+    for a in methods:
+        for b in methods:
+            if a >= b:
+                continue
+            ps = []
+            for dataset in datasets:
+                loss_a, loss_b = paired(dataset, a), paired(dataset, b)
+                if classification:
+                    ps.append(
+                        probability_a_better_classification(
+                            int(np.sum((loss_a == 0) & (loss_b == 1))),
+                            int(np.sum((loss_b == 0) & (loss_a == 1))),
+                        )
+                    )
+                else:
+                    ps.append(probability_a_better_regression(loss_a, loss_b))
+            probabilities[(a, b)] = ps
+    return probabilities
+
+
+def _comparison(
+    losses: pd.DataFrame,
+    records: list[Mapping[str, Any]],
+    complete: set[tuple[str, int]],
+    notes: list[str],
+):
+    """The comparison table, its PB test on the test outcomes of `complete` cells."""
+    kept = [r for r in records if (r["dataset"], r["repetition"]) in complete]
+    probabilities = pairwise_test_probabilities(
+        kept, list(losses.index), list(losses.columns)
+    )
+    if probabilities is None:
+        notes.append(
+            "The PB test used each dataset's winner: some cells were stored "
+            "without their per-sample test losses."
+        )
+    return comparison_table(losses, pairwise_probabilities=probabilities)
+
+
 def _model_space_report(
     model: str, records: list[Mapping[str, Any]]
 ) -> tuple[dict[str, pd.DataFrame], str, dict[str, Figure]]:
@@ -811,7 +888,7 @@ def _model_space_report(
     ]
     lines += ["", "## Pairwise comparison", ""]
     if len(methods) >= 2 and len(datasets) >= 1:
-        comparison = comparison_table(losses)
+        comparison = _comparison(losses, records, set(complete.index), notes)
         tables[f"{model}/comparison"] = (
             comparison.to_frame().rename_axis("method").reset_index()
         )

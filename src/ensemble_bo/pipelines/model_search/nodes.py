@@ -328,6 +328,24 @@ def select_agnostic_bayes(
     return result
 
 
+def test_sample_losses(
+    model: Any,
+    test_features: pd.DataFrame,
+    test_target: pd.Series,
+    task: str,
+    target_scaling: dict[str, float],
+) -> np.ndarray:
+    """Per-sample test losses (n_test,) of a fitted model (design.md s.5).
+
+    Regression: squared residuals of the standardized target (SEGOR s.4);
+    classification: 0/1 errors. Their mean is the run's test metric.
+    """
+    predictions = model.predict(test_features)
+    if task == "classification":
+        return zero_one_loss(predictions, test_target.to_numpy())
+    return np.square((predictions - test_target.to_numpy()) / target_scaling["std"])
+
+
 def refit_and_score(
     search_result: EnsembleSearchResult,
     train_features: pd.DataFrame,
@@ -361,11 +379,11 @@ def refit_and_score(
 
     def test_loss(model) -> float:
         model.fit(train_features, train_target)
-        predictions = model.predict(test_features)
-        if task == "classification":
-            return float(zero_one_loss(predictions, test_target.to_numpy()).mean())
-        residuals = (predictions - test_target.to_numpy()) / target_scaling["std"]
-        return float(np.mean(np.square(residuals)))
+        return float(
+            test_sample_losses(
+                model, test_features, test_target, task, target_scaling
+            ).mean()
+        )
 
     weights = search_result.member_weights
     ensemble_model = ensemble_of(weights)
