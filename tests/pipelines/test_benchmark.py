@@ -374,6 +374,10 @@ def test_the_report_tables_from_hand_made_records():
     )
     assert list(comparison.index) == ["A", "B", "C"]  # sorted by expected rank
     assert comparison.loc["A", "C"] == pytest.approx(1.0)
+    wilcoxon = tables["space_a/wilcoxon"].set_index("method")
+    # A beats C on all 3 datasets: exact one-tailed p = 1/2^3
+    assert wilcoxon.loc["A", "C"] == pytest.approx(0.125)
+    assert list(wilcoxon.index) == ["A", "B", "C"]
     report = reports["space_a/report"]
     assert "Friedman chi-square" in report and "CD = " in report
     assert "| A | - |" in report

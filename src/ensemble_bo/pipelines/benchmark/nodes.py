@@ -40,6 +40,7 @@ from ensemble_bo.core.analysis import (
     friedman_test,
     markdown_table,
     nemenyi_critical_difference,
+    pairwise_wilcoxon,
     probability_a_better_classification,
     probability_a_better_regression,
 )
@@ -845,6 +846,16 @@ def _comparison(
     return comparison_table(losses, pairwise_probabilities=probabilities)
 
 
+def _wilcoxon_lines(wilcoxon: pd.DataFrame) -> list[str]:
+    return [
+        "",
+        "One-tailed Wilcoxon signed-rank p-values on the per-dataset mean test "
+        "losses (SEGO eq. 10; SEGOR Tables 4-5): row better than column.",
+        "",
+        markdown_table(_formatted(wilcoxon), index_name="method"),
+    ]
+
+
 def _model_space_report(
     model: str, records: list[Mapping[str, Any]]
 ) -> tuple[dict[str, pd.DataFrame], str, dict[str, Figure]]:
@@ -894,6 +905,9 @@ def _model_space_report(
         )
         lines.append(comparison.to_markdown())
         ranks = comparison.expected_rank
+        wilcoxon = pairwise_wilcoxon(losses).loc[ranks.index, ranks.index]
+        tables[f"{model}/wilcoxon"] = wilcoxon.rename_axis("method").reset_index()
+        lines += _wilcoxon_lines(wilcoxon)
     else:
         lines.append("Skipped: needs at least 2 methods and 1 dataset.")
         ranks = expected_ranks(losses) if len(methods) >= 2 else None
