@@ -149,11 +149,12 @@ def test_vote_losses_follow_eq7_on_random_member_correctness():
         objective_loss("classification", "squared_margin")(residuals),
         (1 - eq7) ** 2 / 4,
     )
-    # a single member's loss is its zero-one loss
+    # a single member's loss is its zero-one loss, under both
     single = correct[0].astype(float) - 1.0
-    np.testing.assert_allclose(
-        objective_loss("classification", "zero_one")(single), 1.0 - correct[0]
-    )
+    for name in ("squared_margin", "margin"):
+        np.testing.assert_allclose(
+            objective_loss("classification", name)(single), 1.0 - correct[0]
+        )
 
 
 def test_objective_loss_by_task_and_bad_names():

@@ -2,7 +2,13 @@ import numpy as np
 import pytest
 
 from ensemble_bo.core.losses import huber_loss, squared_error
-from ensemble_bo.core.selection import bfgs_weights, greedy_selection_with_replacement
+from ensemble_bo.core.selection import (
+    bfgs_weights,
+    greedy_selection_with_replacement,
+    greedy_vote_selection,
+    plurality_vote_cv_errors,
+    weighted_vote_cv_error,
+)
 
 
 def cv_loss_by_hand(prediction, y, fold_ids, loss):
@@ -228,3 +234,79 @@ def test_bfgs_weights_start_from_given_weights():
         initial_weights=np.array([0.5, 0.3, 0.2]),
     )
     assert weights @ members == pytest.approx(y, abs=1e-3)
+
+
+def brute_force_vote_error(rows, labels, folds):
+    """Plurality vote of `rows` (members x n codes), ties to the lowest class, then
+    the mean over folds of each fold's error rate (SEGO eq. 4 per fold)."""
+    n_classes = int(max(np.max(rows), labels.max())) + 1
+    winners = []
+    for i in range(len(labels)):
+        counts = [sum(1 for row in rows if row[i] == k) for k in range(n_classes)]
+        winners.append(counts.index(max(counts)))
+    wrong = np.array(winners) != labels
+    return np.mean([wrong[folds == k].mean() for k in np.unique(folds)])
+
+
+def test_plurality_vote_errors_by_hand():
+    # 3 samples, 3 classes; the ensemble so far voted (2, 1, 0), (0, 1, 1), (1, 1, 0)
+    votes = np.array([[2, 1, 0], [0, 1, 1], [1, 1, 0]], dtype=float)
+    labels = np.array([1, 2, 1])
+    candidates = np.array([[1, 2, 1], [0, 1, 0]])
+    weights = np.full(3, 1 / 3)
+    # candidate 0: sample 0 -> (2, 2, 0) tie -> class 0, wrong; sample 1 -> (0, 1, 2)
+    # -> 2, right; sample 2 -> (1, 2, 0) -> 1, right: error 1/3. Candidate 1:
+    # (3, 1, 0) -> 0 wrong; (0, 2, 1) -> 1 wrong; (2, 1, 0) -> 0 wrong: error 1.
+    np.testing.assert_allclose(
+        plurality_vote_cv_errors(votes, candidates, labels, weights), [1 / 3, 1.0]
+    )
+
+
+def test_greedy_vote_selection_matches_a_brute_force_reading_of_sego_eq_3_4():
+    rng = np.random.default_rng(3)
+    labels = rng.integers(0, 3, size=30)
+    folds = np.arange(30) % 5
+    pool = np.where(rng.random((8, 30)) < 0.35, rng.integers(0, 3, (8, 30)), labels)
+    pool = pool.astype(float)
+    pool[5] = np.nan  # a failed trial is never chosen
+    selection = greedy_vote_selection(pool, labels, folds, max_size=6, warm_start=3)
+    usable = [h for h in range(8) if h != 5]
+    singles = sorted(
+        usable, key=lambda h: (brute_force_vote_error([pool[h]], labels, folds), h)
+    )
+    members = singles[:3]
+    curve = [
+        brute_force_vote_error(pool[members[:k]], labels, folds) for k in (1, 2, 3)
+    ]
+    while len(members) < 6:
+        losses = [
+            (brute_force_vote_error(pool[[*members, h]], labels, folds), h)
+            for h in usable
+        ]
+        loss, best = min(losses)
+        members.append(best)
+        curve.append(loss)
+    np.testing.assert_array_equal(selection.path, members)
+    np.testing.assert_allclose(selection.loss_curve, curve)
+    best_prefix = 2 + int(np.argmin(curve[2:])) + 1
+    assert selection.size == best_prefix
+
+
+def test_weighted_vote_cv_error_by_hand():
+    pool = np.array([[0, 1, 1, 2], [0, 0, 1, 1], [2, 1, 0, 2], [np.nan] * 4])
+    labels = np.array([0, 1, 1, 2])
+    folds = np.array([0, 0, 1, 1])
+    error = weighted_vote_cv_error(pool, labels, folds)
+    # row 0 alone is right everywhere
+    assert error(np.array([1.0, 0, 0, 0])) == 0.0
+    # 0.3 / 0.3 / 0.4: sample 0 -> class 0 (0.6) right; sample 1 -> class 1 (0.7) right;
+    # sample 2 -> class 1 (0.6) right; sample 3 -> class 2 (0.7) right
+    assert error(np.array([0.3, 0.3, 0.4, 0.0])) == 0.0
+    # 0.1 / 0.3 / 0.6: sample 0 -> class 2 (0.6) wrong, sample 1 -> 1 (0.7) right,
+    # sample 2 -> 0 (0.6) wrong, sample 3 -> 2 (0.7) right: 1/2 in each fold
+    assert error(np.array([0.1, 0.3, 0.6, 0.0])) == 0.5
+    # 0.2 / 0.3 / 0.5 ties classes 0 and 2 on sample 0 and 0 and 1 on sample 2:
+    # the lowest class wins, right on sample 0, wrong on sample 2
+    assert error(np.array([0.2, 0.3, 0.5, 0.0])) == 0.25
+    with pytest.raises(ValueError, match=r"be 0 on failed rows \[3\]"):
+        error(np.array([0.5, 0.0, 0.0, 0.5]))

@@ -6,7 +6,11 @@ import pytest
 from ensemble_bo.core.losses import squared_error
 from ensemble_bo.core.optimizer import GPEIOptimizer, RandomSearch
 from ensemble_bo.core.pool import Pool, TrialResult
-from ensemble_bo.core.selection import greedy_selection_with_replacement
+from ensemble_bo.core.selection import (
+    greedy_selection_with_replacement,
+    greedy_vote_selection,
+    weighted_vote_cv_error,
+)
 from ensemble_bo.core.space import SearchSpace
 from ensemble_bo.core.strategies import (
     EnsembleSearchResult,
@@ -548,9 +552,21 @@ def test_classification_single_best_esmbo_and_posthoc_use_error_rates():
 
     posthoc = posthoc_selection(single, LABELS, FOLDS, max_size=5)
     assert posthoc.task == "classification"
-    # greedy selection keeps the best prefix of its path, by SEGO's squared margin
-    assert brute_force_squared_margin(single.pool.predictions, posthoc.members) == (
-        pytest.approx(min(record.ensemble_loss for record in posthoc.history))
+    # by default the selection minimizes the majority vote's CV error (SEGO eq.
+    # 3-4), and keeps the best prefix of its path
+    vote = greedy_vote_selection(single.pool.predictions, LABELS, FOLDS, 5, 0)
+    assert posthoc.members == vote.members.tolist()
+    margin = posthoc_selection(single, LABELS, FOLDS, loss="squared_margin", max_size=5)
+    assert brute_force_squared_margin(single.pool.predictions, margin.members) == (
+        pytest.approx(min(record.ensemble_loss for record in margin.history))
+    )
+    # agnostic Bayes tunes rho on the weighted vote's CV error
+    weighted = agnostic_bayes_selection(single, LABELS, FOLDS, n_samples=200)
+    weights = np.zeros(len(single.pool))
+    for index, weight in weighted.member_weights.items():
+        weights[index] = weight
+    assert weighted.history[-1].ensemble_loss == pytest.approx(
+        weighted_vote_cv_error(single.pool.predictions, LABELS, FOLDS)(weights)
     )
     with pytest.raises(ValueError, match="evaluated on other data"):
         posthoc_selection(single, (LABELS + 1) % 3, FOLDS)

@@ -530,13 +530,14 @@ def test_pb_probabilities_come_from_the_paired_test_outcomes():
         }
 
     regression = [
-        cell("A", 0, [1.0, 2.0]),
-        cell("A", 1, [3.0]),
-        cell("B", 1, [5.0]),
-        cell("B", 0, [2.0, 2.0]),
+        cell("A", 0, [1.0, 2.0, 4.0]),
+        cell("A", 1, [3.0, 1.0]),
+        cell("B", 1, [5.0, 1.0]),
+        cell("B", 0, [2.0, 2.0, 6.0]),
     ]
-    # d = B - A over the repetitions in order: [1, 0, 2]; mean 1, sd 1, n = 3
-    expected = stats.t.cdf(1.0 / (1.0 / np.sqrt(3)), df=2)
+    # repetition 0: d = B - A = [1, 0, 2], mean 1, sd 1, n = 3 -> t.cdf(sqrt(3), 2);
+    # repetition 1: d = [2, 0], mean 1, sd sqrt(2), n = 2 -> t.cdf(1, 1) = 0.75
+    expected = (stats.t.cdf(np.sqrt(3), df=2) + 0.75) / 2
     probabilities = nodes.pairwise_test_probabilities(regression, ["d"], ["A", "B"])
     assert probabilities == {("A", "B"): [pytest.approx(expected)]}
 

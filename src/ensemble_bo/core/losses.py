@@ -86,10 +86,14 @@ def zero_one_loss(predicted_labels: np.ndarray, y: np.ndarray) -> np.ndarray:
 # (eq. 9), (1 - M)**2 / 4, is r**2: the mean-combiner machinery of the regression
 # strategies (cv_loss_of_mean_ensembles, greedy selection, BFGS) optimizes them
 # unchanged. For one model both are its zero-one loss.
+# The margin loss is linear in the members, so an ensemble minimizing it is
+# never better than its best member (SEGO s.3.3): it is here as the paper's
+# eq. 8, for comparison. A vote's own zero-one error is not a function of the
+# mean correctness: post-hoc selection computes it from the labels
+# (selection.greedy_vote_selection).
 VOTE_LOSSES: dict[str, Callable[[np.ndarray], np.ndarray]] = {
     "squared_margin": squared_error,
     "margin": np.abs,
-    "zero_one": np.abs,
 }
 
 

@@ -9,7 +9,7 @@ import numpy as np
 from scipy.optimize import minimize
 from scipy.special import softmax
 
-from ensemble_bo.core.losses import cv_loss_of_mean_ensembles, fold_weights
+from ensemble_bo.core.losses import ROW_BLOCK, cv_loss_of_mean_ensembles, fold_weights
 
 PerSampleLoss = Callable[[np.ndarray], np.ndarray]
 
@@ -65,6 +65,59 @@ class GreedySelection:
         return float(self.loss_curve[self.size - 1])
 
 
+def _check_sizes(max_size: int, warm_start: int) -> tuple[int, int]:
+    if int(max_size) != max_size or max_size < 1:
+        raise ValueError(f"max_size must be a positive integer, got {max_size!r}")
+    if int(warm_start) != warm_start or not 0 <= warm_start <= max_size:
+        raise ValueError(
+            f"warm_start must be an integer in [0, max_size={max_size}], got {warm_start!r}"
+        )
+    return int(max_size), int(warm_start)
+
+
+def _greedy_path(
+    losses_with_each: Callable[[int], np.ndarray],
+    add: Callable[[int], None],
+    usable: np.ndarray,
+    n_rows: int,
+    max_size: int,
+    warm_start: int,
+) -> GreedySelection:
+    """The selection loop shared by the mean and the vote combiners.
+
+    losses_with_each(step) -> (u,) CV loss of the ensemble so far plus each
+    usable candidate; add(chosen) puts candidate `chosen` into the ensemble.
+    """
+
+    def finite(losses: np.ndarray) -> np.ndarray:
+        # A candidate whose loss overflows must not win, and argmin would pick NaN.
+        return np.where(np.isfinite(losses), losses, np.inf)
+
+    single = finite(losses_with_each(0))
+    # Stable sort: equal single losses keep pool order, as the greedy steps do.
+    warm = np.argsort(single, kind="stable")[: min(warm_start, usable.size)]
+    path = np.empty(max_size, dtype=int)
+    curve = np.empty(max_size)
+    for step in range(max_size):
+        step_losses = single if step == 0 else finite(losses_with_each(step))
+        chosen = int(warm[step]) if step < warm.size else int(np.argmin(step_losses))
+        curve[step] = step_losses[chosen]
+        add(chosen)
+        path[step] = usable[chosen]
+    first = max(warm.size, 1) - 1
+    size = first + int(np.argmin(curve[first:])) + 1
+    members = path[:size].copy()
+    member_weights = np.bincount(members, minlength=n_rows) / size
+    return GreedySelection(path, curve, size, members, member_weights)
+
+
+def _usable(predictions: np.ndarray) -> np.ndarray:
+    usable = np.flatnonzero(usable_rows(predictions))
+    if usable.size == 0:
+        raise ValueError("no usable pool member: every row of predictions is NaN")
+    return usable
+
+
 def greedy_selection_with_replacement(
     predictions: np.ndarray,
     y: np.ndarray,
@@ -84,57 +137,125 @@ def greedy_selection_with_replacement(
     lowest pool index. Returns the best prefix with at least `warm_start` members.
     """
     predictions, y, fold_ids = check_problem(predictions, y, fold_ids)
-    if int(max_size) != max_size or max_size < 1:
-        raise ValueError(f"max_size must be a positive integer, got {max_size!r}")
-    if int(warm_start) != warm_start or not 0 <= warm_start <= max_size:
-        raise ValueError(
-            f"warm_start must be an integer in [0, max_size={max_size}], got {warm_start!r}"
-        )
-    max_size, warm_start = int(max_size), int(warm_start)
-    usable = np.flatnonzero(usable_rows(predictions))
-    if usable.size == 0:
-        raise ValueError("no usable pool member: every row of predictions is NaN")
+    max_size, warm_start = _check_sizes(max_size, warm_start)
+    usable = _usable(predictions)
     candidates = predictions[usable]
     weights = fold_weights(fold_ids)
-
-    def losses_with_each(member_sum: np.ndarray, count: int) -> np.ndarray:
-        losses = cv_loss_of_mean_ensembles(
-            member_sum, count, candidates, y, per_sample_loss, weights
-        )
-        # A candidate whose loss overflows must not win, and argmin would pick NaN.
-        return np.where(np.isfinite(losses), losses, np.inf)
-
     member_sum = np.zeros(predictions.shape[1])
-    single = losses_with_each(member_sum, 0)
-    # Stable sort: equal single losses keep pool order, as the greedy steps do.
-    warm = np.argsort(single, kind="stable")[: min(warm_start, usable.size)]
 
-    path = np.empty(max_size, dtype=int)
-    curve = np.empty(max_size)
-    for step in range(max_size):
-        if step < warm.size:
-            chosen = warm[step]
-            loss = cv_loss_of_mean_ensembles(
-                member_sum,
-                step,
-                candidates[chosen : chosen + 1],
-                y,
-                per_sample_loss,
-                weights,
-            )[0]
-        else:
-            step_losses = losses_with_each(member_sum, step)
-            chosen = int(np.argmin(step_losses))
-            loss = step_losses[chosen]
-        member_sum += candidates[chosen]
-        path[step] = usable[chosen]
-        curve[step] = loss
+    def losses_with_each(step: int) -> np.ndarray:
+        return cv_loss_of_mean_ensembles(
+            member_sum, step, candidates, y, per_sample_loss, weights
+        )
 
-    first = max(warm.size, 1) - 1
-    size = first + int(np.argmin(curve[first:])) + 1
-    members = path[:size].copy()
-    member_weights = np.bincount(members, minlength=predictions.shape[0]) / size
-    return GreedySelection(path, curve, size, members, member_weights)
+    def add(chosen: int) -> None:
+        member_sum[:] += candidates[chosen]
+
+    return _greedy_path(
+        losses_with_each, add, usable, len(predictions), max_size, warm_start
+    )
+
+
+def plurality_vote_cv_errors(
+    votes: np.ndarray,
+    candidate_labels: np.ndarray,
+    labels: np.ndarray,
+    sample_weights: np.ndarray,
+) -> np.ndarray:
+    """CV error (t,) of the plurality vote after one more vote from each candidate.
+
+    votes: (n, K) votes the ensemble gives each class so far; candidate_labels:
+    (t, n) class codes; labels: (n,) true codes; sample_weights: (n,) from
+    `fold_weights`. Ties go to the lowest class index, as EnsembleClassifier
+    breaks them. Hand-written because the vote, unlike a mean, is not linear in
+    the members: only the candidate's class count changes, so the new winner is
+    that class if it overtakes the current top count, the lower index of the two
+    if it ties it, else the current winner. O(t n), in row blocks.
+    """
+    top = votes.max(axis=1)
+    first_top = votes.argmax(axis=1)  # argmax takes the lowest index of ties
+    rows = np.arange(votes.shape[0])
+    errors = np.empty(len(candidate_labels))
+    for start in range(0, len(candidate_labels), ROW_BLOCK):
+        block = candidate_labels[start : start + ROW_BLOCK]
+        new_count = votes[rows, block] + 1
+        winner = np.where(
+            new_count > top,
+            block,
+            np.where(new_count == top, np.minimum(block, first_top), first_top),
+        )
+        errors[start : start + ROW_BLOCK] = (winner != labels) @ sample_weights
+    return errors
+
+
+def greedy_vote_selection(
+    predicted_labels: np.ndarray,
+    labels: np.ndarray,
+    fold_ids: np.ndarray,
+    max_size: int = 50,
+    warm_start: int = 0,
+) -> GreedySelection:
+    """Greedy forward selection with replacement for a majority vote (SEGO eq. 3-4).
+
+    predicted_labels: (t, n) out-of-fold class codes of the pool (NaN rows =
+    failed trials); labels, fold_ids: (n,). Each step adds the member whose
+    extra vote gives the lowest CV zero-one error of the plurality vote; the
+    rest is as in `greedy_selection_with_replacement`.
+    """
+    predicted_labels, labels, fold_ids = check_problem(
+        predicted_labels, labels, fold_ids
+    )
+    max_size, warm_start = _check_sizes(max_size, warm_start)
+    usable = _usable(predicted_labels)
+    candidates = predicted_labels[usable].astype(int)
+    labels = labels.astype(int)
+    n_classes = int(max(candidates.max(), labels.max())) + 1
+    votes = np.zeros((len(labels), n_classes))
+    weights = fold_weights(fold_ids)
+    rows = np.arange(len(labels))
+
+    def losses_with_each(step: int) -> np.ndarray:
+        return plurality_vote_cv_errors(votes, candidates, labels, weights)
+
+    def add(chosen: int) -> None:
+        votes[rows, candidates[chosen]] += 1
+
+    return _greedy_path(
+        losses_with_each, add, usable, len(predicted_labels), max_size, warm_start
+    )
+
+
+def weighted_vote_cv_error(
+    predicted_labels: np.ndarray, labels: np.ndarray, fold_ids: np.ndarray
+) -> Callable[[np.ndarray], float]:
+    """weights (t,) -> CV zero-one error of the weighted plurality vote of the pool.
+
+    The classification counterpart of agnostic_bayes.mean_ensemble_cv_loss (AB
+    s.2, eq. 1: the ensemble votes with the posterior weights). predicted_labels
+    (t, n) are out-of-fold class codes; failed (NaN) rows must get weight 0.
+    Ties go to the lowest class index.
+    """
+    predicted_labels, labels, fold_ids = check_problem(
+        predicted_labels, labels, fold_ids
+    )
+    usable = usable_rows(predicted_labels)
+    candidates = predicted_labels[usable].astype(int)
+    labels = labels.astype(int)
+    classes = np.arange(int(max(candidates.max(), labels.max())) + 1)
+    sample_weights = fold_weights(fold_ids)
+
+    def cv_error(weights: np.ndarray) -> float:
+        weights = np.asarray(weights, dtype=float)
+        if weights.shape != usable.shape or np.any(weights[~usable] != 0):
+            raise ValueError(
+                f"weights must have shape {usable.shape} and be 0 on failed rows "
+                f"{np.flatnonzero(~usable).tolist()}"
+            )
+        # (n, K) weighted votes per class
+        votes = np.stack([weights[usable] @ (candidates == k) for k in classes], axis=1)
+        return float((votes.argmax(axis=1) != labels) @ sample_weights)
+
+    return cv_error
 
 
 def bfgs_weights(

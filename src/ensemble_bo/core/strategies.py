@@ -35,7 +35,12 @@ from ensemble_bo.core.losses import (
 )
 from ensemble_bo.core.optimizer import Optimizer
 from ensemble_bo.core.pool import Pool, TrialResult
-from ensemble_bo.core.selection import bfgs_weights, greedy_selection_with_replacement
+from ensemble_bo.core.selection import (
+    bfgs_weights,
+    greedy_selection_with_replacement,
+    greedy_vote_selection,
+    weighted_vote_cv_error,
+)
 
 
 @dataclass(frozen=True)
@@ -579,14 +584,23 @@ def posthoc_selection(
     Greedy forward selection with replacement (Caruana et al. 2004), optionally
     from the `warm_start` best single models (SEGO: 3), keeping the best prefix;
     weights are the members' counts, or with `weighting="bfgs"` weights fitted
-    to the CV loss (SEGOR s.3.3). One history record per selection step.
+    to the CV loss (SEGOR s.3.3). One history record per selection step. For
+    classification, loss "auto" selects by the CV error of the majority vote
+    (SEGO eq. 3-4); "squared_margin" or "margin" by those losses of the members'
+    mean correctness (BFGS weights always fit the squared margin: the vote's
+    error is piecewise constant in the weights).
     """
     if weighting not in WEIGHTINGS:
         raise ValueError(f"weighting={weighting!r} is not one of {list(WEIGHTINGS)}")
     outputs, target, per_sample_loss = _pool_objective(source, y, loss)
-    selection = greedy_selection_with_replacement(
-        outputs, target, fold_ids, per_sample_loss, max_size, warm_start
-    )
+    if source.task == "classification" and loss == "auto":
+        selection = greedy_vote_selection(
+            source.pool.predictions, source.target, fold_ids, max_size, warm_start
+        )
+    else:
+        selection = greedy_selection_with_replacement(
+            outputs, target, fold_ids, per_sample_loss, max_size, warm_start
+        )
     members = [int(index) for index in selection.members]
     weights = None
     if weighting == "bfgs":
@@ -697,7 +711,8 @@ def agnostic_bayes_selection(
     p(h* = h | S), estimated from the per-sample losses of the out-of-fold
     predictions. Those losses come from k models trained on overlapping data,
     so the effective sample size ratio rho (s.4.1) is tuned over 20 values in
-    [0.1, 0.8] to the CV loss of the weighted ensemble (s.4.2); the Dirichlet
+    [0.1, 0.8] to the CV loss of the weighted ensemble (s.4.2; for classification
+    with loss "auto", the CV error of its weighted vote, AB eq. 1); the Dirichlet
     posterior also tunes its prior mass alpha, SoftMin its temperature, and
     ArgMin (all weight on the lowest CV loss) has nothing to tune.
     """
@@ -707,11 +722,19 @@ def agnostic_bayes_selection(
         )
     outputs, target, per_sample_loss = _pool_objective(source, y, loss)
     losses = per_sample_loss(outputs - target)  # (t, n), NaN rows for failed trials
+    if source.task == "classification" and loss == "auto":
+        ensemble_loss = weighted_vote_cv_error(
+            source.pool.predictions, source.target, fold_ids
+        )
+    else:
+        ensemble_loss = mean_ensemble_cv_loss(
+            outputs, target, fold_ids, per_sample_loss
+        )
     tuned = _tuned_pool_weights(
         posterior,
         losses,
         fold_ids,
-        mean_ensemble_cv_loss(outputs, target, fold_ids, per_sample_loss),
+        ensemble_loss,
         n_samples,
         np.random.default_rng(seed),
     )

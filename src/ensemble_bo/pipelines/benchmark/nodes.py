@@ -785,45 +785,48 @@ def pairwise_test_probabilities(
 ) -> dict[tuple[str, str], list[float]] | None:
     """{(a, b): [Pr(a better than b on dataset i)]} from the cells' test outcomes.
 
-    Per dataset, the per-sample test losses of every repetition are paired (the
-    methods share each repetition's test split) and concatenated; classification
-    counts the samples only one of the two gets right, regression compares the
-    mean loss difference (design.md s.4). None when a cell lacks its per-sample
-    losses (cells stored by an older version): the PB test then falls back to
-    each dataset's winner.
+    Per dataset and repetition, the per-sample test losses of a and b are paired
+    (the methods share each repetition's test split): classification counts the
+    samples only one of the two gets right, regression compares the mean loss
+    difference (design.md s.4). p_i averages these over the repetitions instead
+    of pooling the samples, whose test splits overlap and would make p_i
+    overconfident. None when a cell lacks its per-sample losses (cells stored by
+    an older version): the PB test then falls back to each dataset's winner.
     """
     if any("test_sample_losses" not in record for record in records):
         return None
-    outcomes: dict[tuple[str, str], list[tuple[int, list[float]]]] = {}
+    outcomes: dict[tuple[str, str], dict[int, np.ndarray]] = {}
     for record in records:
-        outcomes.setdefault((record["dataset"], record["method"]), []).append(
-            (record["repetition"], record["test_sample_losses"])
-        )
-
-    def paired(dataset: str, method: str) -> np.ndarray:
-        return np.concatenate(
-            [losses for _, losses in sorted(outcomes[(dataset, method)])]
-        )
-
+        outcomes.setdefault((record["dataset"], record["method"]), {})[
+            record["repetition"]
+        ] = np.asarray(record["test_sample_losses"], dtype=float)
     classification = records[0]["task"] == "classification"
+
+    def probability(loss_a: np.ndarray, loss_b: np.ndarray) -> float:
+        if classification:
+            return probability_a_better_classification(
+                int(np.sum((loss_a == 0) & (loss_b == 1))),
+                int(np.sum((loss_b == 0) & (loss_a == 1))),
+            )
+        return probability_a_better_regression(loss_a, loss_b)
+
     probabilities = {}
     for a in methods:
         for b in methods:
-            if a >= b:
-                continue
-            ps = []
-            for dataset in datasets:
-                loss_a, loss_b = paired(dataset, a), paired(dataset, b)
-                if classification:
-                    ps.append(
-                        probability_a_better_classification(
-                            int(np.sum((loss_a == 0) & (loss_b == 1))),
-                            int(np.sum((loss_b == 0) & (loss_a == 1))),
+            if a < b:
+                probabilities[(a, b)] = [
+                    float(
+                        np.mean(
+                            [
+                                probability(losses, outcomes[(dataset, b)][rep])
+                                for rep, losses in sorted(
+                                    outcomes[(dataset, a)].items()
+                                )
+                            ]
                         )
                     )
-                else:
-                    ps.append(probability_a_better_regression(loss_a, loss_b))
-            probabilities[(a, b)] = ps
+                    for dataset in datasets
+                ]
     return probabilities
 
 
