@@ -724,7 +724,8 @@ _CELL_COLUMNS = [
 
 
 def rank_curves(records: list[Mapping[str, Any]]) -> pd.DataFrame:
-    """Mean rank of each method's CV loss at each iteration (ESMBO Fig. 1-2).
+    """Mean rank of each method's CV loss at each iteration (cf. ESMBO Fig. 1-2,
+    which rank the test risk).
 
     At iteration t the methods are ranked (1 = lowest CV loss, ties averaged,
     no model yet = last) within each (dataset, repetition), and the ranks are
@@ -949,10 +950,12 @@ def _model_space_report(
         "## Convergence",
         "",
         "Mean rank of each method's CV loss at each iteration over datasets and "
-        "repetitions (1 = best; like ESMBO Fig. 1-2): convergence_mean_rank.csv, "
-        "convergence.png. Each curve is the CV loss the method optimizes (its "
-        "`loss`, or the variant's for segor): the ranks compare like with like "
-        "only where the methods share that loss.",
+        "repetitions (1 = best): convergence_mean_rank.csv, convergence.png. "
+        "ESMBO Fig. 1-2 rank the test risk per iteration; these curves rank the "
+        "CV objective each method optimizes (its `loss`, or the variant's for "
+        "segor; for classification ensembles the squared margin, for single "
+        "models the error rate), which is optimistic for the methods that select "
+        "on it and compares like with like only where the methods share it.",
     ]
     if len(curves):
         last = curves.iloc[[-1]].rename(index=lambda i: f"iteration {i}")
