@@ -22,7 +22,12 @@ from scipy.special import softmax
 from scipy.stats import multivariate_t
 
 from ensemble_bo.core.losses import fold_weights
-from ensemble_bo.core.selection import PerSampleLoss, check_problem, usable_rows
+from ensemble_bo.core.selection import (
+    PerSampleLoss,
+    check_problem,
+    usable_rows,
+    weights_of_usable_rows,
+)
 
 # s.6: "We use 1000 samples from p(r|L) to estimate p(h|S)".
 N_POSTERIOR_SAMPLES = 1000
@@ -384,13 +389,7 @@ def mean_ensemble_cv_loss(
     sample_weights = fold_weights(fold_ids)
 
     def cv_loss(weights: np.ndarray) -> float:
-        weights = np.asarray(weights, dtype=float)
-        if weights.shape != usable.shape or np.any(weights[~usable] != 0):
-            raise ValueError(
-                f"weights must have shape {usable.shape} and be 0 on failed rows "
-                f"{np.flatnonzero(~usable).tolist()}"
-            )
-        ensemble = weights[usable] @ predictions[usable]
+        ensemble = weights_of_usable_rows(weights, usable) @ predictions[usable]
         return float(per_sample_loss(ensemble - y) @ sample_weights)
 
     return cv_loss

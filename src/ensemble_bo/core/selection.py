@@ -42,6 +42,22 @@ def usable_rows(predictions: np.ndarray) -> np.ndarray:
     return np.all(np.isfinite(predictions), axis=1)
 
 
+def weights_of_usable_rows(weights: np.ndarray, usable: np.ndarray) -> np.ndarray:
+    """The weights (t,) of the usable rows; ValueError unless failed rows weigh 0."""
+    weights = np.asarray(weights, dtype=float)
+    if weights.shape != usable.shape or np.any(weights[~usable] != 0):
+        raise ValueError(
+            f"weights must have shape {usable.shape} and be 0 on failed rows "
+            f"{np.flatnonzero(~usable).tolist()}"
+        )
+    return weights[usable]
+
+
+def _n_classes(candidates: np.ndarray, labels: np.ndarray) -> int:
+    """Classes 0..K-1 that the predicted and the true codes span: K."""
+    return int(max(candidates.max(), labels.max())) + 1
+
+
 @dataclass(frozen=True)
 class GreedySelection:
     """Result of greedy forward selection with replacement.
@@ -209,8 +225,7 @@ def greedy_vote_selection(
     usable = _usable(predicted_labels)
     candidates = predicted_labels[usable].astype(int)
     labels = labels.astype(int)
-    n_classes = int(max(candidates.max(), labels.max())) + 1
-    votes = np.zeros((len(labels), n_classes))
+    votes = np.zeros((len(labels), _n_classes(candidates, labels)))
     weights = fold_weights(fold_ids)
     rows = np.arange(len(labels))
 
@@ -241,18 +256,13 @@ def weighted_vote_cv_error(
     usable = usable_rows(predicted_labels)
     candidates = predicted_labels[usable].astype(int)
     labels = labels.astype(int)
-    classes = np.arange(int(max(candidates.max(), labels.max())) + 1)
+    classes = np.arange(_n_classes(candidates, labels))
     sample_weights = fold_weights(fold_ids)
 
     def cv_error(weights: np.ndarray) -> float:
-        weights = np.asarray(weights, dtype=float)
-        if weights.shape != usable.shape or np.any(weights[~usable] != 0):
-            raise ValueError(
-                f"weights must have shape {usable.shape} and be 0 on failed rows "
-                f"{np.flatnonzero(~usable).tolist()}"
-            )
+        weights = weights_of_usable_rows(weights, usable)
         # (n, K) weighted votes per class
-        votes = np.stack([weights[usable] @ (candidates == k) for k in classes], axis=1)
+        votes = np.stack([weights @ (candidates == k) for k in classes], axis=1)
         return float((votes.argmax(axis=1) != labels) @ sample_weights)
 
     return cv_error

@@ -119,7 +119,6 @@ def _run_smbo_posthoc(
         source_name="smbo",
         posthoc=params["posthoc"],
     )
-    selected.algorithm = search.algorithm
     # The curve is the search's, with the selected ensemble as its last step (as
     # ERS shows its agnostic Bayes ensemble): the selection keeps its best prefix.
     # (With bfgs weighting the weighted ensemble's own loss is not in the curve.)
