@@ -1,41 +1,33 @@
-"""EnsembleRegressor, EnsembleClassifier and build_ensemble_model.
+"""EnsembleClassifier and build_ensemble_model.
 
-Both ensembles pass every check of sklearn's `parametrize_with_checks` (hard and
-soft voting alike), so no check is listed in `expected_failed_checks`. The only
-checks not run are the array-API ones, which sklearn itself skips unless the
-SCIPY_ARRAY_API environment variable is set.
+Regression ensembles are sklearn's VotingRegressor, so only the builder's use of
+it is tested here. EnsembleClassifier passes every check of sklearn's
+`parametrize_with_checks` (hard and soft voting alike), so no check is listed in
+`expected_failed_checks`. The only checks not run are the array-API ones, which
+sklearn itself skips unless the SCIPY_ARRAY_API environment variable is set.
 """
 
+import ast
+import inspect
 import pickle
 
 import numpy as np
 import pandas as pd
 import pytest
-from sklearn.base import BaseEstimator, ClassifierMixin
+import skops.io
+from sklearn.base import BaseEstimator, ClassifierMixin, clone
 from sklearn.compose import TransformedTargetRegressor
 from sklearn.dummy import DummyClassifier, DummyRegressor
+from sklearn.ensemble import VotingClassifier, VotingRegressor
 from sklearn.linear_model import LinearRegression, LogisticRegression
 from sklearn.pipeline import Pipeline
 from sklearn.svm import SVC
 from sklearn.tree import DecisionTreeClassifier, DecisionTreeRegressor
 from sklearn.utils.estimator_checks import parametrize_with_checks
 
-from ensemble_bo.core.estimator import (
-    EnsembleClassifier,
-    EnsembleRegressor,
-    build_ensemble_model,
-)
+from ensemble_bo.core import estimator
+from ensemble_bo.core.estimator import EnsembleClassifier, build_ensemble_model
 from ensemble_bo.core.preparation import make_feature_encoder
-
-
-def _regressor(weights=(0.3, 0.7)):
-    return EnsembleRegressor(
-        [
-            ("tree", DecisionTreeRegressor(max_depth=3, random_state=0)),
-            ("linear", LinearRegression()),
-        ],
-        weights=list(weights),
-    )
 
 
 def _classifier(voting="hard", weights=(0.3, 0.7)):
@@ -54,7 +46,7 @@ def _constant_classifier(encoded_label):
     return DummyClassifier(strategy="constant", constant=encoded_label)
 
 
-@parametrize_with_checks([_regressor(), _classifier("hard"), _classifier("soft")])
+@parametrize_with_checks([_classifier("hard"), _classifier("soft")])
 @pytest.mark.filterwarnings(
     # sklearn's type_of_target casts NaN labels before it rejects them.
     "ignore:invalid value encountered in cast:RuntimeWarning"
@@ -66,39 +58,46 @@ def test_sklearn_estimator_checks(estimator, check):
 # --- hand-computed predictions ---------------------------------------------------
 
 
-def test_regressor_is_the_weighted_mean_of_its_members():
-    X = np.zeros((3, 2))
-    model = EnsembleRegressor(
-        [
-            ("high", DummyRegressor(strategy="constant", constant=10.0)),
-            ("low", DummyRegressor(strategy="constant", constant=-2.0)),
-        ],
-        weights=[3, 1],
-    ).fit(X, np.arange(3.0))
-    np.testing.assert_allclose(model.weights_, [0.75, 0.25])
-    prediction = model.predict(X)
-    assert prediction.shape == (3,)
-    np.testing.assert_allclose(prediction, 0.75 * 10.0 + 0.25 * -2.0)
+def _numeric_frame(n=8):
+    return pd.DataFrame({"x": np.arange(float(n))})
 
 
-def test_regressor_without_weights_weighs_members_equally():
-    X = np.zeros((2, 1))
-    model = EnsembleRegressor(
-        [
-            ("a", DummyRegressor(strategy="constant", constant=1.0)),
-            ("b", DummyRegressor(strategy="constant", constant=2.0)),
-            ("c", DummyRegressor(strategy="constant", constant=6.0)),
-        ]
-    ).fit(X, [0.0, 1.0])
-    np.testing.assert_allclose(model.predict(X), [3.0, 3.0])
+def test_regression_ensemble_is_sklearns_voting_regressor():
+    members = [DummyRegressor(strategy="constant", constant=c) for c in (10.0, -2.0)]
+    model = build_ensemble_model("regression", members, [3, 1], categorical=[])
+    ensemble = model.regressor.named_steps["ensemble"]
+    assert type(ensemble) is VotingRegressor
+    assert [name for name, _ in ensemble.estimators] == ["member_0", "member_1"]
+    assert ensemble.weights == [3, 1]
+    # Standardization is linear, so the weighted mean of constants in target units
+    # is the weighted mean of the constants mapped back: check through the members.
+    features = _numeric_frame()
+    model.fit(features, np.arange(8.0))
+    fitted = model.regressor_.named_steps["ensemble"]
+    standardized = 0.75 * 10.0 + 0.25 * -2.0
+    np.testing.assert_allclose(
+        fitted.predict(np.zeros((2, 1))), [standardized, standardized]
+    )
 
 
 def test_the_same_configuration_may_be_a_member_twice():
     X = np.arange(8.0).reshape(-1, 1)
     y = X.ravel() ** 2
     tree = DecisionTreeRegressor(max_depth=2, random_state=0)
-    twice = EnsembleRegressor([("a", tree), ("b", tree)], weights=[0.5, 0.5])
-    np.testing.assert_allclose(twice.fit(X, y).predict(X), tree.fit(X, y).predict(X))
+    twice = build_ensemble_model("regression", [tree, tree], [0.5, 0.5], [])
+    once = build_ensemble_model("regression", [tree], [1.0], [])
+    features = _numeric_frame()
+    np.testing.assert_allclose(
+        twice.fit(features, y).predict(features),
+        once.fit(features, y).predict(features),
+    )
+
+    classes = (X.ravel() > 3).astype(int)
+    tree = DecisionTreeClassifier(max_depth=2, random_state=0)
+    pair = EnsembleClassifier([("a", tree), ("b", tree)], weights=[1, 2])
+    np.testing.assert_array_equal(
+        pair.fit(X, classes).predict(X), clone(tree).fit(X, classes).predict(X)
+    )
 
 
 def test_weights_overturn_a_two_to_one_majority():
@@ -205,33 +204,158 @@ def test_soft_voting_aligns_members_that_missed_a_class():
     assert model.predict(X[:1]).tolist() == ["z"]
 
 
+# --- what VotingClassifier does differently (the class docstring's claims) -------
+
+
+def test_a_float_rounding_tie_goes_to_the_lowest_class_unlike_voting_classifier():
+    # Greedy selection's count/size weights: 1 and 2 of 10 votes for "b", 3 for "a".
+    X, y = np.zeros((3, 1)), ["a", "b", "c"]
+    members = [
+        ("b_1", _constant_classifier(1)),
+        ("b_2", _constant_classifier(1)),
+        ("a", _constant_classifier(0)),
+    ]
+    weights = [1 / 10, 2 / 10, 3 / 10]
+    assert weights[0] + weights[1] > weights[2]  # 0.30000000000000004 > 0.3
+    ours = EnsembleClassifier(members, weights=weights).fit(X, y)
+    assert ours.predict(X[:1]).tolist() == ["a"]
+    theirs = VotingClassifier(members, weights=weights).fit(X, y)
+    assert theirs.predict(X[:1]).tolist() == ["b"]
+
+
+def _integer_count_vote(votes, counts, n_classes):
+    # The rule greedy selection scores: integer counts, ties to the lowest class.
+    return int(np.argmax(np.bincount(votes, weights=counts, minlength=n_classes)))
+
+
+def test_hard_votes_match_the_integer_count_plurality_vote():
+    X, y = np.zeros((4, 1)), np.array(["a", "b", "c", "d"])
+    rng = np.random.default_rng(0)
+    for _ in range(100):  # random ensembles, weights count/size as selection makes them
+        size = int(rng.integers(2, 30))
+        n_members = int(rng.integers(2, min(size, 6) + 1))
+        counts = rng.multinomial(size - n_members, np.ones(n_members) / n_members) + 1
+        votes = rng.integers(0, 4, size=n_members)
+        members = [(f"m{i}", _constant_classifier(v)) for i, v in enumerate(votes)]
+        model = EnsembleClassifier(members, weights=list(counts / size)).fit(X, y)
+        expected = y[_integer_count_vote(votes, counts, 4)]
+        assert model.predict(X[:1]).tolist() == [expected], (votes, counts)
+
+    # Every exact tie i + j = k of size <= 16: class 1 gets i and j votes from two
+    # members, class 0 gets k from one, class 2 the remaining r < k. Class 0 wins.
+    votes = np.array([1, 1, 0, 2])
+    n_ties = n_mismatches_of_voting_classifier = 0
+    for size in range(4, 17):
+        for k in range(2, size // 2 + 1):
+            for i in range(1, k):
+                counts = np.array([i, k - i, k, size - 2 * k])
+                if counts[3] >= k:
+                    continue
+                members = [
+                    (f"m{m}", _constant_classifier(v)) for m, v in enumerate(votes)
+                ]
+                weights = list(counts / size)
+                assert _integer_count_vote(votes, counts, 4) == 0
+                ours = EnsembleClassifier(members, weights=weights).fit(X, y)
+                assert ours.predict(X[:1]).tolist() == ["a"], counts
+                theirs = VotingClassifier(members, weights=weights).fit(X, y)
+                n_ties += 1
+                n_mismatches_of_voting_classifier += theirs.predict(X[:1])[0] != "a"
+    assert n_ties > 50
+    # VotingClassifier lets float rounding decide some of these ties.
+    assert n_mismatches_of_voting_classifier > 0
+
+
+def test_predict_proba_where_voting_classifier_has_none():
+    X, y = np.zeros((4, 1)), ["no", "yes", "no", "yes"]
+    members = [("no", _constant_classifier(0)), ("yes", _constant_classifier(1))]
+    ours = EnsembleClassifier(members, weights=[1, 3]).fit(X, y)
+    np.testing.assert_allclose(ours.predict_proba(X[:1]), [[0.25, 0.75]])
+    theirs = VotingClassifier(members, weights=[1, 3]).fit(X, y)
+    with pytest.raises(AttributeError, match="predict_proba"):
+        theirs.predict_proba(X[:1])
+
+    # Soft voting with a member that never saw class "z": aligned here, an error there.
+    y = ["x", "y", "y", "z"]
+    members = [("partial", _NeverSeesTheLastClass()), ("z", _constant_classifier(2))]
+    ours = EnsembleClassifier(members, voting="soft").fit(X, y)
+    np.testing.assert_allclose(ours.predict_proba(X[:1]), [[1 / 6, 1 / 3, 1 / 2]])
+    theirs = VotingClassifier(members, voting="soft").fit(X, y)
+    with pytest.raises(ValueError):
+        theirs.predict_proba(X[:1])
+
+
+def test_no_private_scikit_learn_names_are_imported():
+    tree = ast.parse(inspect.getsource(estimator))
+    private = [
+        f"{node.module}.{alias.name}"
+        for node in ast.walk(tree)
+        if isinstance(node, ast.ImportFrom)
+        and (node.module or "").startswith("sklearn")
+        for alias in node.names
+        if alias.name.startswith("_")
+        or any(part.startswith("_") for part in node.module.split("."))
+    ]
+    assert private == []
+
+
 # --- sklearn plumbing --------------------------------------------------------------
 
 
+def _regression_model():
+    return build_ensemble_model(
+        "regression",
+        [DecisionTreeRegressor(max_depth=3, random_state=0), LinearRegression()],
+        [0.3, 0.7],
+        categorical=[],
+    )
+
+
+def _fitted(model):
+    rng = np.random.default_rng(0)
+    X = pd.DataFrame(rng.normal(size=(40, 3)), columns=["a", "b", "c"])
+    y = X["a"] + X["b"] if _task_of(model) == "regression" else X["a"] > 0
+    return model.fit(X, y), X
+
+
+def _task_of(model):
+    return "regression" if isinstance(model, TransformedTargetRegressor) else "class"
+
+
 @pytest.mark.parametrize(
-    "model", [_regressor(), _classifier("hard"), _classifier("soft")]
+    "model", [_regression_model(), _classifier("hard"), _classifier("soft")]
 )
 def test_pickle_round_trip_predicts_the_same(model):
-    rng = np.random.default_rng(0)
-    X = rng.normal(size=(40, 3))
-    y = X[:, 0] + X[:, 1] if isinstance(model, EnsembleRegressor) else X[:, 0] > 0
-    model.fit(X, y)
+    model, X = _fitted(model)
     restored = pickle.loads(pickle.dumps(model))
     np.testing.assert_array_equal(restored.predict(X), model.predict(X))
     if hasattr(model, "predict_proba"):
         np.testing.assert_array_equal(restored.predict_proba(X), model.predict_proba(X))
 
 
+@pytest.mark.parametrize(
+    "model", [_regression_model(), _classifier("hard"), _classifier("soft")]
+)
+def test_skops_round_trip_predicts_the_same(model):
+    # As tracking logs models: exactly the types of this dump are trusted.
+    model, X = _fitted(model)
+    data = skops.io.dumps(model)
+    restored = skops.io.loads(data, trusted=skops.io.get_untrusted_types(data=data))
+    np.testing.assert_array_equal(restored.predict(X), model.predict(X))
+    if hasattr(model, "predict_proba"):
+        np.testing.assert_array_equal(restored.predict_proba(X), model.predict_proba(X))
+
+
 def test_nested_member_params_can_be_read_and_set():
-    model = _regressor()
+    model = _classifier()
     params = model.get_params()
     assert params["tree__max_depth"] == 3
     assert params["weights"] == [0.3, 0.7]
-    assert isinstance(params["linear"], LinearRegression)
+    assert isinstance(params["logistic"], LogisticRegression)
 
-    model.set_params(tree__max_depth=5, linear=DummyRegressor(), weights=[1, 1])
+    model.set_params(tree__max_depth=5, logistic=DummyClassifier(), weights=[1, 1])
     assert model.get_params()["tree__max_depth"] == 5
-    assert isinstance(model.estimators[1][1], DummyRegressor)
+    assert isinstance(model.estimators[1][1], DummyClassifier)
     assert model.weights == [1, 1]
 
     classifier = _classifier().set_params(voting="soft", logistic__C=0.5)
@@ -239,9 +363,75 @@ def test_nested_member_params_can_be_read_and_set():
     assert classifier.voting == "soft"
 
 
+def test_setting_a_member_parameter_changes_that_member_and_its_fit():
+    members = [
+        ("tree", DecisionTreeClassifier(max_depth=5)),
+        ("dummy", DummyClassifier()),
+    ]
+    model = EnsembleClassifier(members)
+    assert model.set_params(tree__max_depth=1) is model
+    assert model.estimators[0][1].max_depth == 1
+    assert model.estimators[1][1].get_params() == DummyClassifier().get_params()
+    X = np.arange(20.0).reshape(-1, 1)
+    model.fit(X, np.arange(20) % 4)
+    assert model.estimators_[0].get_depth() == 1
+
+    # A member replaced in the same call gets the parameter, whatever the order,
+    # and the caller's list is left as it was.
+    model.set_params(tree__max_depth=2, tree=DecisionTreeClassifier(max_depth=7))
+    assert model.estimators[0][1].max_depth == 2
+    assert members[0][1].max_depth == 1
+    with pytest.raises(ValueError, match="Invalid parameter"):
+        model.set_params(forest__max_depth=2)
+
+
+def test_builder_members_are_tuned_through_the_pipeline():
+    tree = DecisionTreeClassifier(max_depth=5)
+    classifier = build_ensemble_model("classification", [tree], [1.0], [])
+    classifier.set_params(ensemble__member_0__max_depth=2)
+    assert classifier.named_steps["ensemble"].estimators[0][1].max_depth == 2
+
+    regressor = build_ensemble_model("regression", [DecisionTreeRegressor()], [1.0], [])
+    regressor.set_params(regressor__ensemble__member_0__max_depth=3)
+    member = regressor.regressor.named_steps["ensemble"].estimators[0][1]
+    assert member.max_depth == 3
+    assert regressor.get_params()["regressor__ensemble__member_0__max_depth"] == 3
+
+
+def _described(value):
+    """Estimators as (type, params), recursively, so that copies compare equal."""
+    if hasattr(value, "get_params") and not isinstance(value, type):
+        params = value.get_params(deep=False)
+        return type(value), {key: _described(v) for key, v in params.items()}
+    if isinstance(value, list | tuple):
+        return type(value), [_described(v) for v in value]
+    return value
+
+
+@pytest.mark.parametrize("voting", ["hard", "soft"])
+def test_clone_keeps_every_parameter_and_copies_the_members(voting):
+    model = _classifier(voting)
+    copy = clone(model)
+    original, cloned = model.get_params(deep=True), copy.get_params(deep=True)
+    assert original.keys() == cloned.keys()
+    assert "tree__max_depth" in cloned and "logistic__C" in cloned
+    assert {key: _described(value) for key, value in cloned.items()} == {
+        key: _described(value) for key, value in original.items()
+    }
+    for (name, member), (cloned_name, cloned_member) in zip(
+        model.estimators, copy.estimators
+    ):
+        assert cloned_name == name
+        assert cloned_member is not member
+    # The clone is unfitted and independent of the original's members.
+    copy.set_params(tree__max_depth=1)
+    assert model.get_params()["tree__max_depth"] == 3
+    assert not hasattr(copy, "estimators_")
+
+
 def test_feature_names_are_recorded_from_frames():
     X = pd.DataFrame({"u": [0.0, 1.0, 2.0, 3.0], "v": [1.0, 0.0, 1.0, 0.0]})
-    model = _regressor().fit(X, [0.0, 1.0, 2.0, 3.0])
+    model = _classifier().fit(X, [0, 1, 0, 1])
     assert model.n_features_in_ == 2
     assert model.feature_names_in_.tolist() == ["u", "v"]
 
@@ -254,38 +444,59 @@ def test_feature_names_are_recorded_from_frames():
     [
         ([], None, r"non-empty list .* got \[\]"),
         (
-            [("a", DummyRegressor()), ("b", DummyRegressor())],
+            [("a", DummyClassifier()), ("b", DummyClassifier())],
             [1.0],
             r"got 2 estimators and 1 weights \[1\.0\]",
         ),
         (
-            [("a", DummyRegressor()), ("b", DummyRegressor())],
+            [("a", DummyClassifier()), ("b", DummyClassifier())],
             [1.0, -0.5],
             r"non-negative, got -0\.5",
         ),
         (
-            [("a", DummyRegressor()), ("b", DummyRegressor())],
+            [("a", DummyClassifier()), ("b", DummyClassifier())],
             [1.0, float("nan")],
             r"finite and non-negative, got nan",
         ),
         (
-            [("a", DummyRegressor()), ("b", DummyRegressor())],
+            [("a", DummyClassifier()), ("b", DummyClassifier())],
             [0, 0.0],
             r"must not all be zero, got \[0, 0\.0\]",
         ),
         (
-            [("a", DummyRegressor()), ("a", DummyRegressor())],
+            [("a", DummyClassifier()), ("a", DummyClassifier())],
             None,
             r"unique, got duplicates \['a'\]",
         ),
-        ([("weights", DummyRegressor())], None, r"parameter name, got \['weights'\]"),
-        ([("a__b", DummyRegressor())], None, r"contain '__'.*got \['a__b'\]"),
-        ([("a", DummyRegressor)], None, r"estimator 'a' must be an estimator instance"),
+        ([("weights", DummyClassifier())], None, r"parameter name, got \['weights'\]"),
+        ([("voting", DummyClassifier())], None, r"parameter name, got \['voting'\]"),
+        ([("a__b", DummyClassifier())], None, r"contain '__'.*got \['a__b'\]"),
+        (
+            [("a", DummyClassifier)],
+            None,
+            r"estimator 'a' must be an estimator instance",
+        ),
     ],
 )
 def test_bad_ensemble_parameters_are_named(estimators, weights, match):
     with pytest.raises(ValueError, match=match):
-        EnsembleRegressor(estimators, weights=weights).fit(np.zeros((2, 1)), [0, 1])
+        EnsembleClassifier(estimators, weights=weights).fit(np.zeros((2, 1)), [0, 1])
+
+
+@pytest.mark.parametrize(
+    ("weights", "match"),
+    [
+        ([1.0, -0.5], r"non-negative, got -0\.5"),
+        ([1.0, float("inf")], r"finite and non-negative, got inf"),
+        ([0.0, 0.0], r"must not all be zero"),
+    ],
+)
+@pytest.mark.parametrize("task", ["regression", "classification"])
+def test_builder_rejects_weights_voting_regressor_would_take(task, weights, match):
+    # VotingRegressor itself would average with a negative weight, silently.
+    members = [DummyRegressor(), DummyRegressor()]
+    with pytest.raises(ValueError, match=match):
+        build_ensemble_model(task, members, weights, [])
 
 
 def test_unknown_voting_is_named():

@@ -1,10 +1,12 @@
 """The final ensemble as scikit-learn estimators on raw features.
 
-`EnsembleRegressor` is the weighted mean of its members (SEGOR s.3);
-`EnsembleClassifier` is a weighted plurality vote (SEGO) or a weighted mean of
-member probabilities. Both fit every member on all of the data they are given:
-the weights come from the search, not from the fit. `build_ensemble_model` wraps
-either one with the feature encoder, so the result fits on raw feature frames.
+Regression uses scikit-learn's `VotingRegressor`: the weighted mean of the
+members (SEGOR s.3) is exactly its job. Classification uses `EnsembleClassifier`,
+a weighted plurality vote (SEGO) or a weighted mean of member probabilities,
+because its votes must tie where `VotingClassifier`'s do not (see its docstring).
+Both fit every member on all of the data they are given: the weights come from
+the search, not from the fit. `build_ensemble_model` wraps either one with the
+feature encoder, so the result fits on raw feature frames.
 """
 
 from __future__ import annotations
@@ -13,15 +15,14 @@ import numbers
 from collections.abc import Sequence
 
 import numpy as np
-from sklearn.base import BaseEstimator, ClassifierMixin, RegressorMixin, clone
+from sklearn.base import BaseEstimator, ClassifierMixin, clone
 from sklearn.compose import TransformedTargetRegressor
+from sklearn.ensemble import VotingRegressor
 from sklearn.pipeline import Pipeline
 from sklearn.preprocessing import LabelEncoder, StandardScaler
 from sklearn.utils import get_tags
-from sklearn.utils.metaestimators import _BaseComposition
 from sklearn.utils.multiclass import type_of_target
 from sklearn.utils.validation import (
-    _num_samples,
     check_is_fitted,
     column_or_1d,
     validate_data,
@@ -36,28 +37,227 @@ VOTING = ("hard", "soft")
 _TIE_RTOL = 1e-9
 
 
-class _WeightedEnsemble(_BaseComposition):
-    """Shared parameter handling and validation of the two ensembles.
+def _checked_weights(weights: Sequence[float], n_members: int) -> np.ndarray:
+    """`weights` as floats, shape (n_members,); ValueError unless usable.
 
-    `_BaseComposition` gives `get_params`/`set_params` the `name__param`
-    syntax for members, as in VotingRegressor.
+    Usable: one per member, each finite and non-negative, not all zero.
+    """
+    weights = list(weights)
+    if len(weights) != n_members:
+        raise ValueError(
+            f"need one weight per estimator, got {n_members} estimators and "
+            f"{len(weights)} weights {weights!r}"
+        )
+    for weight in weights:
+        if (
+            not isinstance(weight, numbers.Real)
+            or not np.isfinite(weight)
+            or weight < 0
+        ):
+            raise ValueError(
+                f"weights must be finite and non-negative, got {weight!r} in {weights!r}"
+            )
+    if not any(weight > 0 for weight in weights):
+        raise ValueError(f"weights must not all be zero, got {weights!r}")
+    return np.asarray(weights, dtype=float)
+
+
+class EnsembleClassifier(ClassifierMixin, BaseEstimator):
+    """Weighted vote, or weighted mean probability, of several classifiers.
+
+    Unlike VotingClassifier, a hard vote whose class totals are equal up to float
+    rounding is a tie, which goes to the lowest class index as in the integer-count
+    vote that greedy selection chose the ensemble by: with count/size weights
+    0.1 + 0.2 for class 1 against 0.3 for class 0, class 0 wins here, whereas
+    VotingClassifier's float sums (0.30000000000000004 > 0.3) elect class 1. Also,
+    `predict_proba` gives vote shares under hard voting and, under soft voting,
+    aligns members that saw fewer classes; VotingClassifier raises in both cases.
+
+    Parameters
+    ----------
+    estimators : list of (str, estimator)
+        Named members, as in VotingClassifier. `get_params`/`set_params` reach a
+        member as `name` and its parameters as `name__param`.
+    weights : sequence of float of shape (n_estimators,), default=None
+        Non-negative weight of each member, not all zero; None weighs all equally.
+        Normalized to sum to 1, so only their ratios matter.
+    voting : {"hard", "soft"}, default="hard"
+        "hard": each member casts its weight for the class it predicts and the
+        class with the largest total wins (weighted plurality vote, as in SEGO).
+        Ties, up to a relative 1e-9, go to the lowest index in `classes_`.
+        "soft": the class with the largest weighted mean of the members'
+        `predict_proba` wins, ties again to the lowest index; every member needs
+        `predict_proba`.
+
+    Attributes
+    ----------
+    classes_ : ndarray of shape (n_classes,)
+        Sorted class labels seen at fit; predictions are drawn from these.
+    estimators_ : list of estimator, length n_estimators
+        Fitted clones of the members, fitted on labels encoded as 0..n_classes-1.
+    weights_ : ndarray of shape (n_estimators,)
+        Normalized weights (sum 1).
+    n_features_in_ : int
+    feature_names_in_ : ndarray of shape (n_features_in_,)
+        Only when X had string column names at fit.
     """
 
-    def __init__(self, estimators, *, weights=None):
+    def __init__(self, estimators, *, weights=None, voting="hard"):
         self.estimators = estimators
         self.weights = weights
+        self.voting = voting
+
+    # --- parameters: `name` and `name__param` reach the members ------------------
 
     def get_params(self, deep=True):
-        """Parameters of the ensemble and, if `deep`, of every member as `name__param`."""
-        return self._get_params("estimators", deep=deep)
+        """Ensemble parameters; if `deep`, also each member (`name`) and its `name__param`."""
+        params = super().get_params(deep=False)
+        if not deep:
+            return params
+        for name, member in self._named_members():
+            params[name] = member
+            if hasattr(member, "get_params") and not isinstance(member, type):
+                for key, value in member.get_params(deep=True).items():
+                    params[f"{name}__{key}"] = value
+        return params
 
     def set_params(self, **params):
-        """Set ensemble parameters, whole members (`name=est`) or member parameters."""
-        self._set_params("estimators", **params)
+        """Set ensemble parameters, whole members (`name=est`) or member parameters.
+
+        `estimators` is set first, then whole members, then everything else, so
+        `name__param` applies to the member that the same call put in place.
+        """
+        if "estimators" in params:
+            self.estimators = params.pop("estimators")
+        names = [name for name, _ in self._named_members()]
+        replaced = {key: params.pop(key) for key in list(params) if key in names}
+        if replaced:
+            self.estimators = [
+                (name, replaced.get(name, member))
+                for name, member in self._named_members()
+            ]
+        # BaseEstimator routes `name__param` to the member that get_params names.
+        super().set_params(**params)
         return self
 
-    def _validated_members(self) -> tuple[list[str], list[BaseEstimator], np.ndarray]:
-        """Member names, unfitted members and raw weights, shape (n_members,)."""
+    def _named_members(self) -> list[tuple[str, object]]:
+        """The (name, member) pairs of `estimators`; [] while it is malformed.
+
+        Malformed `estimators` are reported by fit; parameter access and tags
+        must not fail first.
+        """
+        estimators = self.estimators
+        if not isinstance(estimators, Sequence) or isinstance(estimators, str):
+            return []
+        pairs = [
+            tuple(pair)
+            for pair in estimators
+            if isinstance(pair, tuple | list) and len(pair) == 2
+        ]
+        return pairs if len(pairs) == len(estimators) else []
+
+    # --- fit and predict -----------------------------------------------------------
+
+    def fit(self, X, y):
+        """Fit a clone of every member on all of X (n_samples, n_features), y (n_samples,)."""
+        if self.voting not in VOTING:
+            raise ValueError(f"voting must be one of {VOTING}, got {self.voting!r}")
+        names, members = self._validated_members()
+        weights = (
+            np.ones(len(members))
+            if self.weights is None
+            else _checked_weights(self.weights, len(members))
+        )
+        if self.voting == "soft":
+            # Checked before fitting anything, so a bad configuration fails fast.
+            lacking = [
+                name
+                for name, member in zip(names, members)
+                if not hasattr(member, "predict_proba")
+            ]
+            if lacking:
+                raise ValueError(
+                    f"voting='soft' needs predict_proba, which estimator(s) {lacking} lack"
+                )
+        X = self._validate_X(X, reset=True)
+        y = column_or_1d(y, warn=True)
+        target_type = type_of_target(y, input_name="y")
+        if target_type not in ("binary", "multiclass"):
+            raise ValueError(
+                f"Unknown label type: {target_type}; {type(self).__name__} needs "
+                f"binary or multiclass labels"
+            )
+        # Members see labels 0..n_classes-1, so their votes index classes_ directly.
+        encoder = LabelEncoder().fit(y)
+        self.classes_ = encoder.classes_
+        y_codes = encoder.transform(y)
+        # Members are fitted clones, so the `estimators` parameter stays unfitted
+        # (sklearn convention) and refitting never reuses state.
+        self.estimators_ = [clone(member).fit(X, y_codes) for member in members]
+        self.weights_ = weights / weights.sum()
+        return self
+
+    def predict_proba(self, X):
+        """Class scores, shape (n_samples, n_classes), columns in `classes_` order.
+
+        Soft voting: the weighted mean of the members' probabilities.
+        Hard voting: the weighted share of the vote each class got. These are
+        vote fractions, not calibrated probabilities.
+        Each row sums to 1.
+        """
+        check_is_fitted(self)
+        X = self._validate_X(X, reset=False)
+        return self._class_scores(X)
+
+    def predict(self, X):
+        """Winning class label of every row, shape (n_samples,), from `classes_`."""
+        check_is_fitted(self)
+        X = self._validate_X(X, reset=False)
+        scores = self._class_scores(X)
+        best = scores.max(axis=1, keepdims=True)
+        # First class within the tolerance of the best: the lowest-index tie-break.
+        winners = np.argmax(scores >= best - _TIE_RTOL * np.abs(best), axis=1)
+        return self.classes_[winners]
+
+    def _class_scores(self, X) -> np.ndarray:
+        # Summed member by member in `estimators` order: (n_samples, n_classes).
+        return sum(
+            weight * self._member_scores(member, X)
+            for member, weight in zip(self.estimators_, self.weights_)
+        )
+
+    def _member_scores(self, member, X) -> np.ndarray:
+        """One member's votes (one-hot) or probabilities, shape (n_samples, n_classes)."""
+        n_classes = len(self.classes_)
+        if self.voting == "hard":
+            votes = np.asarray(member.predict(X)).astype(int).ravel()
+            return np.eye(n_classes)[votes]
+        return self._aligned_proba(member, X, n_classes)
+
+    @staticmethod
+    def _aligned_proba(member, X, n_classes: int) -> np.ndarray:
+        """The member's probabilities in `classes_` columns, shape (n_samples, n_classes).
+
+        A member that saw only some classes has fewer columns; its own `classes_`
+        (encoded labels) says where each belongs, the rest stay 0.
+        """
+        proba = np.asarray(member.predict_proba(X), dtype=float)
+        member_classes = getattr(member, "classes_", None)
+        if member_classes is None:
+            if proba.shape[1] != n_classes:
+                raise ValueError(
+                    f"{type(member).__name__} has no classes_ and returned "
+                    f"{proba.shape[1]} probability columns for {n_classes} classes"
+                )
+            return proba
+        aligned = np.zeros((proba.shape[0], n_classes))
+        aligned[:, np.asarray(member_classes, dtype=int)] = proba
+        return aligned
+
+    # --- validation ----------------------------------------------------------------
+
+    def _validated_members(self) -> tuple[list[str], list[BaseEstimator]]:
+        """Member names and unfitted members, in `estimators` order."""
         estimators = self.estimators
         if (
             not isinstance(estimators, Sequence)
@@ -92,45 +292,14 @@ class _WeightedEnsemble(_BaseComposition):
                 f"estimator names must be unique, got duplicates {duplicates}"
             )
         # Such names would make `name__param` in get_params/set_params ambiguous.
-        clashing = [
-            name
-            for name in names
-            if "__" in name or name in self.get_params(deep=False)
-        ]
+        own = super().get_params(deep=False)
+        clashing = [name for name in names if "__" in name or name in own]
         if clashing:
             raise ValueError(
                 f"estimator names must not contain '__' or equal a parameter name, "
                 f"got {clashing}"
             )
-        return names, members, self._validated_weights(len(members))
-
-    def _validated_weights(self, n_members: int) -> np.ndarray:
-        if self.weights is None:
-            return np.ones(n_members)
-        weights = list(self.weights)
-        if len(weights) != n_members:
-            raise ValueError(
-                f"need one weight per estimator, got {n_members} estimators and "
-                f"{len(weights)} weights {weights!r}"
-            )
-        for weight in weights:
-            if (
-                not isinstance(weight, numbers.Real)
-                or not np.isfinite(weight)
-                or weight < 0
-            ):
-                raise ValueError(
-                    f"weights must be finite and non-negative, got {weight!r} in {weights!r}"
-                )
-        if not any(weight > 0 for weight in weights):
-            raise ValueError(f"weights must not all be zero, got {weights!r}")
-        return np.asarray(weights, dtype=float)
-
-    def _fit_members(self, X, y, members: list[BaseEstimator], weights: np.ndarray):
-        # Members are fitted clones, so the `estimators` parameter stays unfitted
-        # (sklearn convention) and refitting never reuses state.
-        self.estimators_ = [clone(member).fit(X, y) for member in members]
-        self.weights_ = weights / weights.sum()
+        return names, members
 
     def _validate_X(self, X, *, reset: bool):
         # Members validate X themselves (they may take frames, sparse input or NaN);
@@ -148,14 +317,10 @@ class _WeightedEnsemble(_BaseComposition):
 
     def __sklearn_tags__(self):
         tags = super().__sklearn_tags__()
-        # Malformed `estimators` are reported by fit; tags must not fail first.
-        pairs = self.estimators if isinstance(self.estimators, Sequence) else []
         members = [
-            pair[1]
-            for pair in pairs
-            if isinstance(pair, tuple | list)
-            and len(pair) == 2
-            and hasattr(pair[1], "__sklearn_tags__")
+            member
+            for _, member in self._named_members()
+            if hasattr(member, "__sklearn_tags__") and not isinstance(member, type)
         ]
         # The ensemble takes what every member takes, since X is passed on unchanged.
         if members:
@@ -168,167 +333,6 @@ class _WeightedEnsemble(_BaseComposition):
         return tags
 
 
-class EnsembleRegressor(RegressorMixin, _WeightedEnsemble):
-    """Weighted mean of the predictions of several regressors.
-
-    Parameters
-    ----------
-    estimators : list of (str, estimator)
-        Named members, as in VotingRegressor. The same configuration may appear
-        twice under different names, though a caller would rather merge their weights.
-    weights : sequence of float of shape (n_estimators,), default=None
-        Non-negative weight of each member, not all zero; None weighs all equally.
-        Normalized to sum to 1, so only their ratios matter.
-
-    Attributes
-    ----------
-    estimators_ : list of estimator, length n_estimators
-        Fitted clones of the members, in the order of `estimators`.
-    weights_ : ndarray of shape (n_estimators,)
-        Normalized weights (sum 1).
-    n_features_in_ : int
-    feature_names_in_ : ndarray of shape (n_features_in_,)
-        Only when X had string column names at fit.
-    """
-
-    def fit(self, X, y):
-        """Fit a clone of every member on all of X (n_samples, n_features), y (n_samples,)."""
-        _, members, weights = self._validated_members()
-        X = self._validate_X(X, reset=True)
-        y = column_or_1d(y, warn=True)
-        self._fit_members(X, y, members, weights)
-        return self
-
-    def predict(self, X):
-        """Weighted mean of the members' predictions, shape (n_samples,)."""
-        check_is_fitted(self)
-        X = self._validate_X(X, reset=False)
-        # (n_samples, n_estimators) @ (n_estimators,) -> (n_samples,)
-        predictions = np.column_stack(
-            [np.ravel(member.predict(X)) for member in self.estimators_]
-        )
-        return predictions @ self.weights_
-
-
-class EnsembleClassifier(ClassifierMixin, _WeightedEnsemble):
-    """Weighted vote, or weighted mean probability, of several classifiers.
-
-    Parameters
-    ----------
-    estimators : list of (str, estimator)
-        Named members, as in VotingClassifier.
-    weights : sequence of float of shape (n_estimators,), default=None
-        Non-negative weight of each member, not all zero; None weighs all equally.
-    voting : {"hard", "soft"}, default="hard"
-        "hard": each member casts its weight for the class it predicts and the
-        class with the largest total wins (weighted plurality vote, as in SEGO).
-        Ties, up to a relative 1e-9, go to the lowest index in `classes_`.
-        "soft": the class with the largest weighted mean of the members'
-        `predict_proba` wins, ties again to the lowest index; every member needs
-        `predict_proba`.
-
-    Attributes
-    ----------
-    classes_ : ndarray of shape (n_classes,)
-        Sorted class labels seen at fit; predictions are drawn from these.
-    estimators_ : list of estimator, length n_estimators
-        Fitted clones of the members, fitted on labels encoded as 0..n_classes-1.
-    weights_ : ndarray of shape (n_estimators,)
-        Normalized weights (sum 1).
-    n_features_in_ : int
-    feature_names_in_ : ndarray of shape (n_features_in_,)
-        Only when X had string column names at fit.
-    """
-
-    def __init__(self, estimators, *, weights=None, voting="hard"):
-        super().__init__(estimators, weights=weights)
-        self.voting = voting
-
-    def fit(self, X, y):
-        """Fit a clone of every member on all of X (n_samples, n_features), y (n_samples,)."""
-        if self.voting not in VOTING:
-            raise ValueError(f"voting must be one of {VOTING}, got {self.voting!r}")
-        names, members, weights = self._validated_members()
-        if self.voting == "soft":
-            # Checked before fitting anything, so a bad configuration fails fast.
-            lacking = [
-                name
-                for name, member in zip(names, members)
-                if not hasattr(member, "predict_proba")
-            ]
-            if lacking:
-                raise ValueError(
-                    f"voting='soft' needs predict_proba, which estimator(s) {lacking} lack"
-                )
-        X = self._validate_X(X, reset=True)
-        y = column_or_1d(y, warn=True)
-        target_type = type_of_target(y, input_name="y")
-        if target_type not in ("binary", "multiclass"):
-            raise ValueError(
-                f"Unknown label type: {target_type}; {type(self).__name__} needs "
-                f"binary or multiclass labels"
-            )
-        # Members see labels 0..n_classes-1, so their votes index classes_ directly.
-        encoder = LabelEncoder().fit(y)
-        self.classes_ = encoder.classes_
-        self._fit_members(X, encoder.transform(y), members, weights)
-        return self
-
-    def predict_proba(self, X):
-        """Class scores, shape (n_samples, n_classes), columns in `classes_` order.
-
-        Soft voting: the weighted mean of the members' probabilities.
-        Hard voting: the weighted share of the vote each class got. These are
-        vote fractions, not calibrated probabilities.
-        Each row sums to 1.
-        """
-        check_is_fitted(self)
-        X = self._validate_X(X, reset=False)
-        return self._class_scores(X)
-
-    def predict(self, X):
-        """Winning class label of every row, shape (n_samples,), from `classes_`."""
-        check_is_fitted(self)
-        X = self._validate_X(X, reset=False)
-        scores = self._class_scores(X)
-        best = scores.max(axis=1, keepdims=True)
-        # First class within the tolerance of the best: the lowest-index tie-break.
-        winners = np.argmax(scores >= best - _TIE_RTOL * np.abs(best), axis=1)
-        return self.classes_[winners]
-
-    def _class_scores(self, X) -> np.ndarray:
-        n_samples, n_classes = _num_samples(X), len(self.classes_)
-        scores = np.zeros((n_samples, n_classes))
-        rows = np.arange(n_samples)
-        for member, weight in zip(self.estimators_, self.weights_):
-            if self.voting == "hard":
-                votes = np.asarray(member.predict(X)).astype(int).ravel()
-                scores[rows, votes] += weight
-            else:
-                scores += weight * self._aligned_proba(member, X, n_classes)
-        return scores
-
-    @staticmethod
-    def _aligned_proba(member, X, n_classes: int) -> np.ndarray:
-        """The member's probabilities in `classes_` columns, shape (n_samples, n_classes).
-
-        A member that saw only some classes has fewer columns; its own `classes_`
-        (encoded labels) says where each belongs, the rest stay 0.
-        """
-        proba = np.asarray(member.predict_proba(X), dtype=float)
-        member_classes = getattr(member, "classes_", None)
-        if member_classes is None:
-            if proba.shape[1] != n_classes:
-                raise ValueError(
-                    f"{type(member).__name__} has no classes_ and returned "
-                    f"{proba.shape[1]} probability columns for {n_classes} classes"
-                )
-            return proba
-        aligned = np.zeros((proba.shape[0], n_classes))
-        aligned[:, np.asarray(member_classes, dtype=int)] = proba
-        return aligned
-
-
 def build_ensemble_model(
     task: str,
     members: Sequence[BaseEstimator],
@@ -339,10 +343,13 @@ def build_ensemble_model(
     """Unfitted model on raw feature frames: one-hot encoding, then the ensemble.
 
     `members` are unfitted estimators, named member_0, member_1, ... (tune one
-    with `set_params(ensemble__member_0__...)`), with one weight each.
-    Regression: the target is standardized on fit (population std, as in data
-    processing) and predictions come back in the target's own units.
-    Classification: `voting` is "hard" (SEGO) or "soft"; ignored for regression.
+    with `set_params(ensemble__member_0__...)`, or `regressor__ensemble__...` for
+    regression), with one weight each: finite, non-negative, not all zero.
+    Regression: a `VotingRegressor`; the target is standardized on fit
+    (population std, as in data processing) and predictions come back in the
+    target's own units.
+    Classification: an `EnsembleClassifier`; `voting` is "hard" (SEGO) or "soft".
+    `voting` is ignored for regression.
     """
     if task not in TASKS:
         raise ValueError(f"unknown task {task!r}; expected one of {list(TASKS)}")
@@ -351,11 +358,14 @@ def build_ensemble_model(
             f"need one weight per member, got {len(members)} members and "
             f"{len(weights)} weights"
         )
+    # VotingRegressor would take negative weights and fail on all-zero ones only
+    # at predict; checked here for both tasks so a bad search result fails now.
+    _checked_weights(weights, len(members))
     named = [(f"member_{i}", member) for i, member in enumerate(members)]
     if task == "classification":
         ensemble = EnsembleClassifier(named, weights=list(weights), voting=voting)
     else:
-        ensemble = EnsembleRegressor(named, weights=list(weights))
+        ensemble = VotingRegressor(named, weights=list(weights))
     model = Pipeline(
         [("encode", make_feature_encoder(categorical)), ("ensemble", ensemble)]
     )
