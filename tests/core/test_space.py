@@ -217,3 +217,137 @@ def test_inactive_parameter_in_a_configuration_is_refused():
         match="'degree' is given but inactive: it applies only when 'kernel' is one of \\['poly'\\]",
     ):
         SVM.encode({"kernel": "rbf", "C": 1.0, "gamma": 0.1, "degree": 3})
+
+
+# --- constants ----------------------------------------------------------------
+
+WITH_CONSTANTS = SearchSpace.from_dict(
+    {
+        "kernel": {"type": "categorical", "choices": ["rbf", "linear", "poly"]},
+        "max_iter": {"type": "constant", "value": 1000},
+        "C": {"type": "float", "low": 1e-3, "high": 1e3, "log": True},
+        "gamma": {
+            "type": "float",
+            "low": 1e-5,
+            "high": 10.0,
+            "log": True,
+            "condition": {"kernel": ["rbf", "poly"]},
+        },
+        "degree": {"type": "int", "low": 2, "high": 5, "condition": {"kernel": "poly"}},
+        "shrinking": {
+            "type": "constant",
+            "value": False,
+            "condition": {"kernel": "poly"},
+        },
+    }
+)
+
+
+def test_constants_are_no_dimension_of_the_encoding():
+    assert WITH_CONSTANTS.dim == SVM.dim == 6
+    assert WITH_CONSTANTS.names == [
+        "kernel",
+        "max_iter",
+        "C",
+        "gamma",
+        "degree",
+        "shrinking",
+    ]
+    config = {"kernel": "poly", "C": 1.0, "gamma": 0.1, "degree": 3}
+    with_constants = {**config, "max_iter": 1000, "shrinking": False}
+    # the same point as the space without them, whether the constants are given
+    np.testing.assert_array_equal(WITH_CONSTANTS.encode(config), SVM.encode(config))
+    np.testing.assert_array_equal(
+        WITH_CONSTANTS.encode(with_constants), SVM.encode(config)
+    )
+
+
+@given(st.lists(st.floats(0.0, 1.0), min_size=6, max_size=6))
+def test_decode_adds_active_constants_and_round_trips(unit):
+    point = np.array(unit)
+    config = WITH_CONSTANTS.decode(point)
+    # the other parameters decode as in the space without constants
+    assert {k: v for k, v in config.items() if k not in ("max_iter", "shrinking")} == (
+        SVM.decode(point)
+    )
+    assert config["max_iter"] == 1000
+    assert ("shrinking" in config) == (config["kernel"] == "poly")
+    if config["kernel"] == "poly":
+        assert config["shrinking"] is False
+    again = WITH_CONSTANTS.decode(WITH_CONSTANTS.encode(config))
+    assert set(again) == set(config)
+    assert again["kernel"] == config["kernel"]
+    assert again["max_iter"] == 1000 and again.get("degree") == config.get("degree")
+    assert math.isclose(again["C"], config["C"], rel_tol=1e-12)
+
+
+def test_canonicalize_ignores_constants():
+    raw = np.array([[0.1, 0.8, 0.3, 0.5, 0.93, 0.07], [0.1, 0.2, 0.7, 0.5, 0.93, 0.07]])
+    np.testing.assert_array_equal(
+        WITH_CONSTANTS.canonicalize(raw), SVM.canonicalize(raw)
+    )
+
+
+def test_grid_carries_constants_without_multiplying_configurations():
+    grid = WITH_CONSTANTS.grid(points_per_dimension=2)
+    plain = SVM.grid(points_per_dimension=2)
+    assert len(grid) == len(plain) == 2 + 4 + 8
+    assert all(config["max_iter"] == 1000 for config in grid)
+    assert all(("shrinking" in c) == (c["kernel"] == "poly") for c in grid)
+    stripped = [
+        {k: v for k, v in c.items() if k not in ("max_iter", "shrinking")} for c in grid
+    ]
+    assert stripped == plain
+    for config in grid:
+        WITH_CONSTANTS.encode(config)  # every grid point is a valid configuration
+
+
+def test_encode_refuses_another_value_or_an_inactive_constant():
+    config = {"kernel": "linear", "C": 1.0}
+    with pytest.raises(
+        ValueError, match="'max_iter': 5 is not its constant value 1000"
+    ):
+        WITH_CONSTANTS.encode({**config, "max_iter": 5})
+    with pytest.raises(ValueError, match="'shrinking' is given but inactive"):
+        WITH_CONSTANTS.encode({**config, "shrinking": False})
+
+
+@pytest.mark.parametrize(
+    ("spec", "message"),
+    [
+        ({"type": "constant"}, "a constant needs a 'value'"),
+        (
+            {"type": "constant", "value": 3, "low": 1, "high": 5},
+            "unknown keys ['low', 'high'] for a constant",
+        ),
+        ({"type": "constant", "valeu": 3}, "unknown keys ['valeu']"),
+    ],
+)
+def test_bad_constant_specs_name_the_parameter(spec, message):
+    with pytest.raises(ValueError, match="parameter 'p'") as error:
+        SearchSpace.from_dict({"x": {"type": "float", "low": 0, "high": 1}, "p": spec})
+    assert message in str(error.value)
+
+
+def test_a_constant_cannot_be_a_condition_parent():
+    with pytest.raises(
+        ValueError,
+        match="parameter 'gamma': condition on 'kernel', which is a constant "
+        "\\(always 'rbf'\\); a condition needs a categorical parameter",
+    ):
+        SearchSpace.from_dict(
+            {
+                "kernel": {"type": "constant", "value": "rbf"},
+                "gamma": {
+                    "type": "float",
+                    "low": 0.1,
+                    "high": 1.0,
+                    "condition": {"kernel": "rbf"},
+                },
+            }
+        )
+
+
+def test_a_space_of_constants_only_is_refused():
+    with pytest.raises(ValueError, match="needs at least one parameter to search"):
+        SearchSpace.from_dict({"n": {"type": "constant", "value": 100}})

@@ -1,8 +1,10 @@
+import copy
 from pathlib import Path
 
 import numpy as np
 import pytest
 import yaml
+from omegaconf import OmegaConf
 from sklearn.datasets import load_iris
 from sklearn.discriminant_analysis import (
     LinearDiscriminantAnalysis,
@@ -19,17 +21,17 @@ from sklearn.ensemble import (
 )
 from sklearn.naive_bayes import GaussianNB
 from sklearn.neighbors import KNeighborsClassifier
-from sklearn.neural_network import MLPClassifier
+from sklearn.neural_network import MLPClassifier, MLPRegressor
 from sklearn.pipeline import Pipeline
 from sklearn.preprocessing import StandardScaler
 from sklearn.svm import SVC
 from sklearn.tree import DecisionTreeClassifier
 
-from ensemble_bo.core.space import SearchSpace
+from ensemble_bo.core.space import ConstantParameter, NumericParameter, SearchSpace
 from ensemble_bo.core.zoo import (
     MODEL_FACTORIES,
     MODEL_TASKS,
-    SVC_MAX_ITER,
+    MissingSettingError,
     make_model,
     model_task,
     qda_reg_param,
@@ -37,7 +39,12 @@ from ensemble_bo.core.zoo import (
 
 
 def test_mlp_layers_follow_the_conditional_configuration():
-    common = {"learning_rate_init": 1e-3, "activation": "tanh", "units_1": 7}
+    common = {
+        "learning_rate_init": 1e-3,
+        "activation": "tanh",
+        "units_1": 7,
+        "max_iter": 500,
+    }
     one = make_model("mlp_regressor", {**common, "n_hidden_layers": 1}, 0)
     two = make_model("mlp_regressor", {**common, "n_hidden_layers": 2, "units_2": 3}, 0)
     assert isinstance(one, Pipeline) and isinstance(one.steps[0][1], StandardScaler)
@@ -46,7 +53,7 @@ def test_mlp_layers_follow_the_conditional_configuration():
 
 
 def test_forest_method_picks_breiman_or_extremely_randomized_trees():
-    params = {"bootstrap": False, "max_features": 0.3}
+    params = {"bootstrap": False, "max_features": 0.3, "n_estimators": 100}
     breiman = make_model("random_forest_regressor", {**params, "method": "breiman"}, 1)
     extra = make_model(
         "random_forest_regressor", {**params, "method": "extra_trees"}, 1
@@ -62,7 +69,13 @@ def test_forest_method_picks_breiman_or_extremely_randomized_trees():
 def test_gradient_boosting_takes_the_huber_quantile():
     model = make_model(
         "gradient_boosting_regressor",
-        {"max_depth": 3, "learning_rate": 0.1, "loss": "huber", "alpha": 0.8},
+        {
+            "max_depth": 3,
+            "learning_rate": 0.1,
+            "loss": "huber",
+            "alpha": 0.8,
+            "n_estimators": 100,
+        },
         2,
     )
     assert isinstance(model, GradientBoostingRegressor)
@@ -99,8 +112,8 @@ SEGO_CLASSES = {
 }
 SEGO_PARAMETERS = {
     "knn": {"n_neighbors"},
-    "rbf_svm": {"C", "gamma"},
-    "linear_svm": {"C"},
+    "rbf_svm": {"C", "gamma", "max_iter"},
+    "linear_svm": {"C", "max_iter"},
     "decision_tree": {"max_depth", "min_samples_split", "min_samples_leaf"},
     "random_forest": {
         "n_estimators",
@@ -197,7 +210,7 @@ def test_each_sego_sklearn_classifier_is_reachable_with_its_own_parameters(choic
 @pytest.mark.parametrize("name", ["sego_svm", "sego_sklearn"])
 def test_inactive_parameters_are_not_passed_to_the_estimator(name):
     space = SearchSpace.from_dict(MODELS[name])
-    fixed = {"random_state", "kernel", "max_iter"}  # set by the factories
+    fixed = {"random_state", "kernel"}  # set by the factories
     for point in np.random.default_rng(2).random((40, space.dim)):
         config = space.decode(point)
         estimator = final_step(make_model(name, config, 0))
@@ -214,10 +227,10 @@ def test_sego_svm_kernels_take_the_parameters_of_the_paper():
     space = SearchSpace.from_dict(MODELS["sego_svm"])
     kernel = space.parameters[0]
     expected = {
-        "linear": {"kernel", "C"},
-        "rbf": {"kernel", "C", "gamma"},
-        "poly": {"kernel", "C", "degree", "coef0"},
-        "sigmoid": {"kernel", "C", "gamma", "coef0"},
+        "linear": {"kernel", "C", "max_iter"},
+        "rbf": {"kernel", "C", "gamma", "max_iter"},
+        "poly": {"kernel", "C", "degree", "coef0", "max_iter"},
+        "sigmoid": {"kernel", "C", "gamma", "coef0", "max_iter"},
     }
     for choice, names in expected.items():
         point = np.random.default_rng(3).random(space.dim)
@@ -225,7 +238,7 @@ def test_sego_svm_kernels_take_the_parameters_of_the_paper():
         config = space.decode(point)
         assert set(config) == names
         svc = make_model("sego_svm", config, 0)[-1]
-        assert svc.kernel == choice and svc.max_iter == SVC_MAX_ITER
+        assert svc.kernel == choice and svc.max_iter == 1_000_000
         assert svc.get_params()["C"] == config["C"]
 
 
@@ -249,7 +262,7 @@ def test_esmbo_classifiers_share_the_regression_spaces_and_factories():
         ("mlp_regressor", "mlp_classifier"),
     ]:
         assert MODELS[regressor] == MODELS[classifier]
-    forest = {"bootstrap": True, "max_features": 0.5}
+    forest = {"bootstrap": True, "max_features": 0.5, "n_estimators": 100}
     breiman = make_model("random_forest_classifier", {**forest, "method": "breiman"}, 4)
     extra = make_model(
         "random_forest_classifier", {**forest, "method": "extra_trees"}, 4
@@ -264,13 +277,19 @@ def test_esmbo_classifiers_share_the_regression_spaces_and_factories():
             "n_hidden_layers": 2,
             "units_1": 5,
             "units_2": 4,
+            "max_iter": 500,
         },
         4,
     )
     assert type(mlp[-1]) is MLPClassifier and mlp[-1].hidden_layer_sizes == (5, 4)
     boosting = make_model(
         "gradient_boosting_classifier",
-        {"max_depth": 2, "learning_rate": 0.1, "max_features": 0.5},
+        {
+            "max_depth": 2,
+            "learning_rate": 0.1,
+            "max_features": 0.5,
+            "n_estimators": 100,
+        },
         4,
     )
     assert type(boosting) is GradientBoostingClassifier
@@ -279,6 +298,134 @@ def test_esmbo_classifiers_share_the_regression_spaces_and_factories():
         100,
         4,
     )
-    svm = make_model("svm", {"C": 1.0, "gamma": 0.1}, 4)
+    svm = make_model("svm", {"C": 1.0, "gamma": 0.1, "max_iter": 1_000_000}, 4)
     assert isinstance(svm.steps[0][1], StandardScaler)
-    assert (svm[-1].kernel, svm[-1].max_iter) == ("rbf", SVC_MAX_ITER)
+    assert (svm[-1].kernel, svm[-1].max_iter) == ("rbf", 1_000_000)
+
+
+# --- settings fixed in conf (constants of the spaces) ----------------------
+
+# (model space, sego_sklearn classifier or None, setting, estimator class, value
+# in conf). The values are those the factories had in code before they moved to
+# conf: results for a configuration stay what they were.
+CONF_SETTINGS = [
+    ("random_forest_regressor", None, "n_estimators", RandomForestRegressor, 100),
+    ("random_forest_classifier", None, "n_estimators", RandomForestClassifier, 100),
+    (
+        "gradient_boosting_regressor",
+        None,
+        "n_estimators",
+        GradientBoostingRegressor,
+        100,
+    ),
+    (
+        "gradient_boosting_classifier",
+        None,
+        "n_estimators",
+        GradientBoostingClassifier,
+        100,
+    ),
+    ("mlp_regressor", None, "max_iter", MLPRegressor, 500),
+    ("mlp_classifier", None, "max_iter", MLPClassifier, 500),
+    ("svm", None, "max_iter", SVC, 1_000_000),
+    ("sego_svm", None, "max_iter", SVC, 1_000_000),
+    ("sego_sklearn", "rbf_svm", "max_iter", SVC, 1_000_000),
+    ("sego_sklearn", "linear_svm", "max_iter", SVC, 1_000_000),
+]
+CONF_SETTING_IDS = [
+    f"{name}-{choice or setting}" for name, choice, setting, *_ in CONF_SETTINGS
+]
+
+
+def estimators_of(specs, name, choice, seed=0):
+    """Estimators built from configurations decoded at random points of `specs`."""
+    space = SearchSpace.from_dict(specs)
+    for raw in np.random.default_rng(seed).random((5, space.dim)):
+        point = raw if choice is None else set_classifier(space, raw, choice)
+        config = space.decode(point)
+        yield config, final_step(make_model(name, config, 0))
+
+
+def test_kedro_reads_the_same_spaces_as_plain_yaml():
+    # Kedro's loader is OmegaConf; the anchors shared by the regression and
+    # classification spaces are plain YAML and resolve alike. (PyYAML reads
+    # 1.0e3 as a string, which the space turns into the same float.)
+    path = Path(__file__).resolve().parents[2] / "conf/base/parameters_models.yml"
+    kedro_models = OmegaConf.to_container(OmegaConf.load(path))["models"]
+    assert set(kedro_models) == set(MODELS)
+    for name, specs in MODELS.items():
+        assert (
+            SearchSpace.from_dict(kedro_models[name]).parameters
+            == SearchSpace.from_dict(specs).parameters
+        )
+
+
+@pytest.mark.parametrize(
+    ("name", "choice", "setting", "estimator_class", "value"),
+    CONF_SETTINGS,
+    ids=CONF_SETTING_IDS,
+)
+def test_settings_fixed_in_conf_reach_the_estimator(
+    name, choice, setting, estimator_class, value
+):
+    space = SearchSpace.from_dict(MODELS[name])
+    constant = next(p for p in space.parameters if p.name == setting)
+    assert isinstance(constant, ConstantParameter) and constant.value == value
+    for config, estimator in estimators_of(MODELS[name], name, choice):
+        assert config[setting] == value  # recorded with the trial
+        assert type(estimator) in {
+            estimator_class,
+            ExtraTreesRegressor,
+            ExtraTreesClassifier,
+        }
+        assert estimator.get_params()[setting] == value
+
+
+@pytest.mark.parametrize(
+    ("name", "choice", "setting", "estimator_class", "value"),
+    CONF_SETTINGS,
+    ids=CONF_SETTING_IDS,
+)
+def test_a_changed_conf_value_reaches_the_estimator(
+    name, choice, setting, estimator_class, value
+):
+    specs = copy.deepcopy(MODELS[name])
+    specs[setting]["value"] = 7
+    # the setting is no dimension: changing it leaves the GP's space alone
+    assert SearchSpace.from_dict(specs).dim == SearchSpace.from_dict(MODELS[name]).dim
+    for config, estimator in estimators_of(specs, name, choice):
+        assert config[setting] == 7 and estimator.get_params()[setting] == 7
+
+
+@pytest.mark.parametrize(
+    ("name", "choice", "setting", "estimator_class", "value"),
+    CONF_SETTINGS,
+    ids=CONF_SETTING_IDS,
+)
+def test_a_configuration_without_the_setting_is_refused(
+    name, choice, setting, estimator_class, value
+):
+    config, _ = next(estimators_of(MODELS[name], name, choice))
+    del config[setting]
+    with pytest.raises(MissingSettingError, match=f"lacks '{setting}'"):
+        make_model(name, config, 0)
+
+
+def test_sego_sklearn_still_searches_the_number_of_trees():
+    # its forest and AdaBoost search n_estimators; only the SVMs' cap is fixed
+    space = SearchSpace.from_dict(MODELS["sego_sklearn"])
+    n_estimators = next(p for p in space.parameters if p.name == "n_estimators")
+    assert isinstance(n_estimators, NumericParameter)
+    assert (n_estimators.low, n_estimators.high) == (1, 30)
+    for choice in ("random_forest", "adaboost"):
+        for config, estimator in estimators_of(
+            MODELS["sego_sklearn"], "sego_sklearn", choice
+        ):
+            assert "max_iter" not in config
+            assert estimator.n_estimators == config["n_estimators"]
+
+
+def test_constants_add_no_dimension_to_the_conf_spaces():
+    for name, specs in MODELS.items():
+        searched = {k: v for k, v in specs.items() if v["type"] != "constant"}
+        assert SearchSpace.from_dict(specs).dim == SearchSpace.from_dict(searched).dim

@@ -12,15 +12,26 @@ A space is declared as a mapping (from YAML) of parameter name to a spec::
         condition: {kernel: [rbf, poly]},
     }
     degree: {type: int, low: 2, high: 5, condition: {kernel: poly}}
+    max_iter: {type: constant, value: 1000000}
+
+Types: `float` and `int` (`low`, `high`, optional `log`), `categorical`
+(`choices`) and `constant` (`value`). A constant is a setting that is not
+searched but changes results (a number of trees, an iteration cap): it is no
+dimension of the encoding, and every configuration (from `decode`, `grid`)
+carries it, so it reaches the estimator factory and the trial history from
+conf rather than from a default hidden in code.
 
 A parameter with a `condition` is active only when the named categorical
 parameter (declared before it) takes one of the listed values; configurations
-hold active parameters only.
+hold active parameters only. A constant may have a condition, but cannot be
+one's parent.
 
 Encoding, as the GP sees it (shape (dim,) in [0, 1]^dim):
 - float and int: one dimension, linear or log; ints own equal-width bins;
 - categorical: one dimension per choice, one-hot (an ordinal code would tell
   the GP that the first and last choices are the furthest apart);
+- constant: no dimension; `encode` accepts a configuration with or without
+  it (the point is the same), but not one that gives it another value;
 - an inactive parameter: every one of its dimensions at INACTIVE_VALUE, so
   configurations that differ only in parameters that do not apply to them are
   the same point to the GP. Candidates of the acquisition maximizer go through
@@ -169,7 +180,38 @@ class CategoricalParameter:
         return list(self.choices)
 
 
-Parameter = NumericParameter | CategoricalParameter
+@dataclass(frozen=True)
+class ConstantParameter:
+    """A fixed setting: in every configuration where it is active, never searched.
+
+    It has no dimension (width 0), so the GP neither sees nor spends effort on
+    it; `decode` and `grid` put its value in the configuration.
+    """
+
+    name: str
+    value: Any
+    condition: Condition | None = None
+
+    width = 0
+
+    def encode(self, value: Any) -> np.ndarray:
+        if value != self.value:
+            raise ValueError(
+                f"parameter {self.name!r}: {value!r} is not its constant value "
+                f"{self.value!r}"
+            )
+        return np.empty(0)
+
+    def decode(self, unit: np.ndarray) -> Any:
+        return self.value
+
+    def grid(self, points: int) -> list:
+        return [self.value]
+
+
+Parameter = NumericParameter | CategoricalParameter | ConstantParameter
+
+_CONSTANT_KEYS = ("type", "value", "condition")
 
 
 def _condition_from_spec(name: str, spec: Any) -> Condition | None:
@@ -199,6 +241,16 @@ def parameter_from_spec(name: str, spec: Mapping[str, Any]) -> Parameter:
                 f"parameter {name!r}: 'choices' must be a list, got {choices!r}"
             )
         return CategoricalParameter(name, tuple(choices), condition)
+    if kind == "constant":
+        unknown = [key for key in spec if key not in _CONSTANT_KEYS]
+        if unknown:
+            raise ValueError(
+                f"parameter {name!r}: unknown keys {unknown} for a constant "
+                f"(expected {list(_CONSTANT_KEYS)})"
+            )
+        if "value" not in spec:
+            raise ValueError(f"parameter {name!r}: a constant needs a 'value'")
+        return ConstantParameter(name, spec["value"], condition)
     if kind in _NUMERIC_TYPES:
         missing = [key for key in ("low", "high") if key not in spec]
         if missing:
@@ -212,7 +264,8 @@ def parameter_from_spec(name: str, spec: Mapping[str, Any]) -> Parameter:
             condition,
         )
     raise ValueError(
-        f"parameter {name!r}: unknown type {kind!r} (expected float, int or categorical)"
+        f"parameter {name!r}: unknown type {kind!r} (expected float, int, "
+        "categorical or constant)"
     )
 
 
@@ -239,6 +292,11 @@ class SearchSpace:
             )
         }
         self.dim = int(offsets[-1])
+        if self.dim == 0:
+            raise ValueError(
+                f"a search space needs at least one parameter to search; {names} "
+                "are all constants"
+            )
 
     @staticmethod
     def _check_condition(
@@ -250,6 +308,12 @@ class SearchSpace:
             raise ValueError(
                 f"parameter {parameter.name!r}: condition on {condition.parent!r}, which "
                 "is not a parameter declared before it"
+            )
+        if isinstance(parent, ConstantParameter):
+            raise ValueError(
+                f"parameter {parameter.name!r}: condition on {condition.parent!r}, which "
+                f"is a constant (always {parent.value!r}); a condition needs a "
+                "categorical parameter"
             )
         if not isinstance(parent, CategoricalParameter):
             raise ValueError(
@@ -280,7 +344,11 @@ class SearchSpace:
         return condition is None or config.get(condition.parent) in condition.values
 
     def encode(self, config: Mapping[str, Any]) -> np.ndarray:
-        """Configuration (active parameters only) -> point of shape (dim,)."""
+        """Configuration (active parameters only) -> point of shape (dim,).
+
+        Constants add no coordinates: one may be left out, but one given must
+        have its declared value.
+        """
         unknown = set(config) - set(self.names)
         if unknown:
             raise ValueError(
@@ -289,7 +357,11 @@ class SearchSpace:
         point = np.full(self.dim, INACTIVE_VALUE)
         for parameter in self.parameters:
             active = self.is_active(parameter, config)
-            if active and parameter.name not in config:
+            if (
+                active
+                and parameter.name not in config
+                and not isinstance(parameter, ConstantParameter)
+            ):
                 raise ValueError(f"configuration lacks parameter {parameter.name!r}")
             if not active and parameter.name in config:
                 condition = parameter.condition
@@ -297,7 +369,7 @@ class SearchSpace:
                     f"parameter {parameter.name!r} is given but inactive: it applies only "
                     f"when {condition.parent!r} is one of {list(condition.values)}"
                 )
-            if active:
+            if active and parameter.name in config:
                 point[self._slices[parameter.name]] = parameter.encode(
                     config[parameter.name]
                 )

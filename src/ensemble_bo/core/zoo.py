@@ -5,6 +5,11 @@ Each factory maps a configuration of the algorithm's search space (the
 to an unfitted scikit-learn estimator. Algorithms that are sensitive to the
 scale of their inputs get a StandardScaler in front, fitted inside each fold.
 
+Settings that change results but are not searched (the number of trees, the
+MLP's and the SVCs' iteration caps) are constants of the spaces in conf, not
+defaults here: the factories read them from the configuration and refuse one
+that lacks them (`MissingSettingError`).
+
 Every algorithm is a regressor or a classifier (`model_task`); classifiers are
 given integer class codes 0..K-1 and predict labels (no probabilities: the
 ensembles vote with labels).
@@ -41,15 +46,23 @@ from sklearn.tree import DecisionTreeClassifier, DecisionTreeRegressor
 Factory = Callable[[dict[str, Any], int], BaseEstimator]
 Task = Literal["regression", "classification"]
 
-# Trees per forest and boosting stages: fixed at 100 in ESMBO s.6.1.
-N_TREES = 100
 
-# libsvm iterates until its tolerance is met, without limit by default. Corners
-# of the papers' spaces (C up to 1e5, a linear or degree-10 polynomial kernel)
-# need tens of millions of iterations (minutes on a few thousand rows) for a
-# model that is no better; capping them keeps one trial from stalling a run
-# (scikit-learn warns that such a fit did not converge).
-SVC_MAX_ITER = 1_000_000
+class MissingSettingError(ValueError):
+    """A configuration lacks a setting that the factory takes from conf."""
+
+
+def _require(
+    estimator_class: type[BaseEstimator], params: dict[str, Any], *names: str
+) -> None:
+    """Refuse a configuration without `names`: they have no default in code."""
+    missing = [name for name in names if name not in params]
+    if missing:
+        raise MissingSettingError(
+            f"{estimator_class.__name__}: the configuration lacks "
+            f"{', '.join(map(repr, missing))} (no default in code); declare it in "
+            "the model's space in conf/base/parameters_models.yml, e.g. "
+            f"{missing[0]}: {{type: constant, value: ...}} (given: {sorted(params)})"
+        )
 
 
 def _estimator(
@@ -57,11 +70,17 @@ def _estimator(
     *,
     scaled: bool = False,
     seeded: bool = True,
+    required: tuple[str, ...] = (),
     **fixed: Any,
 ) -> Factory:
-    """A factory passing the configuration (and the fixed arguments) straight on."""
+    """A factory passing the configuration (and the fixed arguments) straight on.
+
+    `required` names settings the configuration must hold (constants of the
+    space in conf), so that the estimator never falls back on its default.
+    """
 
     def factory(params: dict[str, Any], seed: int) -> BaseEstimator:
+        _require(estimator_class, params, *required)
         seed_argument = {"random_state": seed} if seeded else {}
         model = estimator_class(**fixed, **seed_argument, **params)
         return make_pipeline(StandardScaler(), model) if scaled else model
@@ -72,6 +91,7 @@ def _estimator(
 def _mlp(estimator_class: type[BaseEstimator]) -> Factory:
     def factory(params: dict[str, Any], seed: int) -> BaseEstimator:
         # SEGOR s.4: learning rate, activation and up to two hidden layers.
+        _require(estimator_class, params, "max_iter")
         layers = [params["units_1"]] + (
             [params["units_2"]] if params["n_hidden_layers"] == 2 else []
         )
@@ -81,7 +101,7 @@ def _mlp(estimator_class: type[BaseEstimator]) -> Factory:
                 hidden_layer_sizes=tuple(layers),
                 activation=params["activation"],
                 learning_rate_init=params["learning_rate_init"],
-                max_iter=500,
+                max_iter=params["max_iter"],
                 random_state=seed,
             ),
         )
@@ -96,8 +116,9 @@ def _random_forest(
         # ESMBO s.6.1: Breiman's forest or extremely randomized trees, bootstrap
         # or not.
         forest = extra_trees if params["method"] == "extra_trees" else breiman
+        _require(forest, params, "n_estimators")
         return forest(
-            n_estimators=N_TREES,
+            n_estimators=params["n_estimators"],
             bootstrap=params["bootstrap"],
             max_features=params["max_features"],
             random_state=seed,
@@ -108,8 +129,9 @@ def _random_forest(
 
 def _svc(**kernel: Any) -> Factory:
     # The SVC seed only matters with probability=True, which is off (the
-    # ensembles vote with labels), but is given for uniformity.
-    return _estimator(SVC, scaled=True, max_iter=SVC_MAX_ITER, **kernel)
+    # ensembles vote with labels), but is given for uniformity. max_iter, the
+    # cap on libsvm's iterations, comes from the space (see the conf).
+    return _estimator(SVC, scaled=True, required=("max_iter",), **kernel)
 
 
 _rbf_svc = _svc(kernel="rbf")
@@ -173,7 +195,7 @@ _REGRESSORS: dict[str, Factory] = {
     # has no convex mix, so the loss is a choice among squared, absolute and
     # Huber (which is that mix at the quantile alpha).
     "gradient_boosting_regressor": _estimator(
-        GradientBoostingRegressor, n_estimators=N_TREES
+        GradientBoostingRegressor, required=("n_estimators",)
     ),
 }
 
@@ -186,7 +208,7 @@ _CLASSIFIERS: dict[str, Factory] = {
         RandomForestClassifier, ExtraTreesClassifier
     ),
     "gradient_boosting_classifier": _estimator(
-        GradientBoostingClassifier, n_estimators=N_TREES, loss="log_loss"
+        GradientBoostingClassifier, required=("n_estimators",), loss="log_loss"
     ),
     # SEGO s.4.1: the kernel and its parameters (C, gamma, degree, coef0).
     "sego_svm": _svc(),
