@@ -8,9 +8,7 @@ in the pool and updates its ensemble.
 from __future__ import annotations
 
 import math
-from collections import Counter
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -35,82 +33,17 @@ from ensemble_bo.core.losses import (
 )
 from ensemble_bo.core.optimizer import Optimizer
 from ensemble_bo.core.pool import Pool, TrialResult
+from ensemble_bo.core.results import (
+    EnsembleSearchResult,
+    IterationRecord,
+    SearchInterrupted,
+)
 from ensemble_bo.core.selection import (
     bfgs_weights,
     greedy_selection_with_replacement,
     greedy_vote_selection,
     weighted_vote_cv_error,
 )
-
-
-@dataclass(frozen=True)
-class IterationRecord:
-    """What one iteration did; the metrics a run logs per step."""
-
-    iteration: int
-    slot: int  # index j taken out (-1 while a growing ensemble is empty)
-    trial: int
-    status: str
-    # replace | grow | shrink (SEGOR), select (single best), add (post-hoc step),
-    # none (no model trained yet)
-    action: str
-    ensemble_loss: float
-    best_single_loss: float
-    ensemble_size: int
-    acquisition_value: float
-    fit_seconds: float
-
-
-@dataclass
-class EnsembleSearchResult:
-    """The pool, the final ensemble (pool indices, one per slot) and the history."""
-
-    pool: Pool
-    members: list[int]
-    single_losses: np.ndarray
-    history: list[IterationRecord] = field(default_factory=list)
-    # The target the pool was evaluated on, shape (n,): the standardized target
-    # or the class codes, so a later post-hoc selection can check it works on
-    # the same data.
-    target: np.ndarray | None = None
-    # Optimized weights (e.g. BFGS) replacing the members' counts, by pool index.
-    weights: dict[int, float] | None = None
-    # The learning algorithm (model space) whose configurations the pool holds;
-    # strategies are algorithm-agnostic, so whoever runs them names it.
-    algorithm: str = ""
-
-    @property
-    def member_weights(self) -> dict[int, float]:
-        """Pool index -> weight: explicit weights, or k / m for a model in k of m slots."""
-        if self.weights is not None:
-            return dict(self.weights)
-        counts = Counter(self.members)
-        return {
-            index: count / len(self.members) for index, count in sorted(counts.items())
-        }
-
-    @property
-    def task(self) -> str:
-        return "regression" if self.pool.labels is None else "classification"
-
-    @property
-    def best_single(self) -> int:
-        """Pool index of the model with the lowest individual CV loss (`s-m`)."""
-        return int(np.nanargmin(self.single_losses))
-
-
-class SearchInterrupted(RuntimeError):
-    """A search stopped early (an error, Ctrl-C); `result` holds what it had trained."""
-
-    def __init__(self, result: EnsembleSearchResult, budget: int, cause: BaseException):
-        reason = type(cause).__name__ + (f": {cause}" if str(cause) else "")
-        super().__init__(
-            f"search stopped after {len(result.history)} of {budget} iterations "
-            f"({reason}); its {len(result.pool)} trained models are kept in the "
-            "exception's result"
-        )
-        self.result = result
-
 
 # Ensemble sizing of SEGOR s.3.2, by name and the paper's shorthand.
 SIZE_METHODS = {
@@ -192,12 +125,24 @@ class PoolSearch:
         self.weights = fold_weights(fold_ids)
 
     def run(
-        self, budget: int, callbacks: Iterable[Callable[[IterationRecord], None]] = ()
+        self,
+        budget: int,
+        callbacks: Iterable[Callable[[IterationRecord], None]] = (),
+        algorithm: str = "",
     ) -> EnsembleSearchResult:
+        """Train `budget` configurations; `algorithm` names the model space searched.
+
+        Each callback gets every iteration's record as it ends. Any exception
+        (Ctrl-C included) is re-raised as SearchInterrupted holding the pool.
+        """
         if int(budget) != budget or budget < 1:
             raise ValueError(f"budget must be a positive integer, got {budget!r}")
         result = EnsembleSearchResult(
-            Pool(len(self.y), labels=self.labels), [], np.empty(0), target=self.target
+            Pool(len(self.y), labels=self.labels),
+            [],
+            np.empty(0),
+            target=self.target,
+            algorithm=algorithm,
         )
         single_losses: list[float] = []
         try:

@@ -1,0 +1,129 @@
+"""What a search returns: its per-iteration records, its pool and its ensemble."""
+
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import dataclass, field, replace
+
+import numpy as np
+
+from ensemble_bo.core.analysis import (
+    ensemble_mutual_information,
+    mean_pairwise_disagreement,
+)
+from ensemble_bo.core.pool import Pool
+
+
+@dataclass(frozen=True)
+class IterationRecord:
+    """What one iteration did; the metrics a run logs per step."""
+
+    iteration: int
+    slot: int  # index j taken out (-1 while a growing ensemble is empty)
+    trial: int
+    status: str
+    # replace | grow | shrink (SEGOR), select (single best), add (post-hoc step),
+    # none (no model trained yet)
+    action: str
+    ensemble_loss: float
+    best_single_loss: float
+    ensemble_size: int
+    acquisition_value: float
+    fit_seconds: float
+
+
+@dataclass
+class EnsembleSearchResult:
+    """The pool, the final ensemble (pool indices, one per slot) and the history."""
+
+    pool: Pool
+    members: list[int]
+    single_losses: np.ndarray
+    history: list[IterationRecord] = field(default_factory=list)
+    # The target the pool was evaluated on, shape (n,): the standardized target
+    # or the class codes, so a later post-hoc selection can check it works on
+    # the same data.
+    target: np.ndarray | None = None
+    # Optimized weights (e.g. BFGS) replacing the members' counts, by pool index.
+    weights: dict[int, float] | None = None
+    # The learning algorithm (model space) whose configurations the pool holds;
+    # strategies are algorithm-agnostic, so whoever runs them names it (run()).
+    algorithm: str = ""
+
+    @property
+    def member_weights(self) -> dict[int, float]:
+        """Pool index -> weight: explicit weights, or k / m for a model in k of m slots."""
+        if self.weights is not None:
+            return dict(self.weights)
+        counts = Counter(self.members)
+        return {
+            index: count / len(self.members) for index, count in sorted(counts.items())
+        }
+
+    @property
+    def task(self) -> str:
+        return "regression" if self.pool.labels is None else "classification"
+
+    def distinct_member_predictions(self) -> tuple[list[int], np.ndarray]:
+        """(pool indices, their out-of-fold predictions (k, n)) of the distinct members.
+
+        A model filling several slots is one member here: identical predictions
+        have infinite mutual information, which would swamp the measure.
+        """
+        members = list(self.member_weights)
+        return members, self.pool.predictions[members]
+
+    def diversity(self) -> dict[str, float]:
+        """Diversity of the distinct members, on their out-of-fold predictions.
+
+        Regression: mean pairwise mutual information (SEGOR s.4.2, eq. 8-9), lower
+        is more diverse. Classification: mean pairwise disagreement (the share of
+        samples two members label differently), higher is more diverse.
+        """
+        _, predictions = self.distinct_member_predictions()
+        if self.task == "classification":
+            return {"ensemble_disagreement": mean_pairwise_disagreement(predictions)}
+        return {"ensemble_mutual_information": ensemble_mutual_information(predictions)}
+
+    @property
+    def best_single(self) -> int:
+        """Pool index of the model with the lowest individual CV loss (`s-m`)."""
+        return int(np.nanargmin(self.single_losses))
+
+
+class SearchInterrupted(RuntimeError):
+    """A search stopped early (an error, Ctrl-C); `result` holds what it had trained."""
+
+    def __init__(self, result: EnsembleSearchResult, budget: int, cause: BaseException):
+        reason = type(cause).__name__ + (f": {cause}" if str(cause) else "")
+        super().__init__(
+            f"search stopped after {len(result.history)} of {budget} iterations "
+            f"({reason}); its {len(result.pool)} trained models are kept in the "
+            "exception's result"
+        )
+        self.result = result
+
+
+def join_selection(
+    search: EnsembleSearchResult, selection: EnsembleSearchResult
+) -> EnsembleSearchResult:
+    """`selection` (an ensemble chosen from `search`'s pool) with the search's curve.
+
+    The history is the search's, its last iteration carrying the selected
+    ensemble (its lowest-loss step: post-hoc selection keeps its best prefix),
+    so `cv_loss_ensemble` at iteration t means the same in every method: the
+    CV loss of the ensemble the method holds after t + 1 trained models.
+    """
+    if not search.history or not selection.history:
+        return selection
+    chosen = min(
+        selection.history,
+        key=lambda record: (np.isnan(record.ensemble_loss), record.ensemble_loss),
+    )
+    last = replace(
+        search.history[-1],
+        action=chosen.action,
+        ensemble_loss=chosen.ensemble_loss,
+        ensemble_size=chosen.ensemble_size,
+    )
+    return replace(selection, history=[*search.history[:-1], last])
