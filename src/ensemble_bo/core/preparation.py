@@ -1,9 +1,12 @@
-"""Dataset validation, seeded splits and feature encoding (design.md s.5)."""
+"""Dataset validation, seeded splits, feature encoding and the model input (design.md s.5)."""
 
 from __future__ import annotations
 
 import hashlib
 import math
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -11,6 +14,8 @@ from pandas.api.types import is_numeric_dtype
 from sklearn.compose import ColumnTransformer
 from sklearn.model_selection import KFold, StratifiedKFold, train_test_split
 from sklearn.preprocessing import OneHotEncoder
+
+from ensemble_bo.core.seeding import derive_seed
 
 TASKS = ("regression", "classification")
 # A numeric target with at most this many distinct values is taken for class labels.
@@ -140,4 +145,148 @@ def make_feature_encoder(categorical: list[str]) -> ColumnTransformer:
         ],
         remainder="passthrough",
         verbose_feature_names_out=False,
+    )
+
+
+@dataclass(frozen=True)
+class DatasetSplit:
+    """A validated table held out into a training and a test part.
+
+    `info` describes the dataset: name, task, target, rows, features,
+    categorical_columns, sha256, train_rows, test_rows.
+    """
+
+    info: dict[str, Any]
+    train_features: pd.DataFrame
+    train_target: pd.Series
+    test_features: pd.DataFrame
+    test_target: pd.Series
+
+
+@dataclass(frozen=True)
+class ModelInput:
+    """What a search trains on: the encoded training part and its CV folds.
+
+    features: (n, p) encoded features; target: (n,) standardized regression
+    target (SEGOR s.4) or class codes 0..K-1 in sorted label order; fold_ids:
+    (n,) fold of each row; target_scaling: the raw target's mean and std
+    (identity for classes); dataset: the DatasetSplit's info (or the caller's
+    description: at least name, task and categorical_columns).
+    """
+
+    features: np.ndarray
+    target: np.ndarray
+    fold_ids: np.ndarray
+    task: str
+    target_scaling: dict[str, float]
+    dataset: dict[str, Any]
+
+    def __post_init__(self) -> None:
+        if self.task not in TASKS:
+            raise ValueError(f"unknown task {self.task!r}; expected one of {TASKS}")
+        if not len(self.features) == len(self.target) == len(self.fold_ids):
+            raise ValueError(
+                f"features, target and fold_ids differ in length: "
+                f"{len(self.features)}, {len(self.target)}, {len(self.fold_ids)}"
+            )
+
+    @property
+    def name(self) -> str:
+        return str(self.dataset.get("name", "data"))
+
+
+def split_dataset(
+    raw: pd.DataFrame, name: str, options: Mapping[str, Any], seed: int
+) -> DatasetSplit:
+    """Check the table and hold out a seeded test split (stratified for classes).
+
+    options: the `data_processing` parameters (target, task, test_size, n_folds).
+    """
+    target = options["target"]
+    task = validate_dataset(
+        raw, target, options["task"], options["test_size"], options["n_folds"], name
+    )
+    train_set, test_set = split_train_test(
+        raw, target, task, options["test_size"], derive_seed(seed, "test split")
+    )
+    info = {
+        "name": name,
+        "task": task,
+        "target": target,
+        "rows": len(raw),
+        "features": raw.shape[1] - 1,
+        "categorical_columns": categorical_columns(raw.drop(columns=target)),
+        "sha256": dataset_fingerprint(raw),
+        "train_rows": len(train_set),
+        "test_rows": len(test_set),
+    }
+    return DatasetSplit(
+        info,
+        train_set.drop(columns=target),
+        train_set[target],
+        test_set.drop(columns=target),
+        test_set[target],
+    )
+
+
+def make_model_input(
+    features: pd.DataFrame,
+    target: pd.Series,
+    dataset: Mapping[str, Any],
+    fold_ids: np.ndarray,
+) -> ModelInput:
+    """Encode the features and standardize a regression target (or code the classes).
+
+    dataset: at least name, task and categorical_columns (a DatasetSplit's info).
+    """
+    task = dataset["task"]
+    matrix = make_feature_encoder(dataset["categorical_columns"]).fit_transform(
+        features
+    )
+    scaling = {"mean": 0.0, "std": 1.0}
+    if task == "regression":
+        # Population std (ddof=0), the same as StandardScaler in the final model.
+        scaling = {"mean": float(target.mean()), "std": float(target.std(ddof=0))}
+        if scaling["std"] == 0.0:
+            raise ValueError(
+                f"{dataset['name']}: target {target.name!r} is constant on the "
+                "training part"
+            )
+        y = ((target - scaling["mean"]) / scaling["std"]).to_numpy(dtype=float)
+    else:
+        y = np.unique(target.to_numpy(), return_inverse=True)[1]
+    return ModelInput(
+        np.asarray(matrix, dtype=float),
+        y,
+        np.asarray(fold_ids),
+        task,
+        scaling,
+        dict(dataset),
+    )
+
+
+def fold_model_input(
+    features: pd.DataFrame,
+    target: pd.Series,
+    dataset: Mapping[str, Any],
+    n_folds: int,
+    seed: int,
+) -> ModelInput:
+    """The model input of a training part with seeded folds (stratified for classes)."""
+    fold_ids = assign_folds(
+        target, dataset["task"], n_folds, derive_seed(seed, "cv folds")
+    )
+    return make_model_input(features, target, dataset, fold_ids)
+
+
+def prepare(
+    raw: pd.DataFrame, name: str, options: Mapping[str, Any], seed: int
+) -> tuple[DatasetSplit, ModelInput]:
+    """Split, encode and fold a raw table as the data_processing pipeline does.
+
+    options: the `data_processing` parameters (target, task, test_size, n_folds).
+    """
+    split = split_dataset(raw, name, options, seed)
+    return split, fold_model_input(
+        split.train_features, split.train_target, split.info, options["n_folds"], seed
     )

@@ -1,0 +1,402 @@
+"""The method registry: every method of the papers, and the one way to run one.
+
+A `Method` says which tasks it serves, which parameter blocks it reads (the
+blocks of conf/base/parameters_<name>.yml), how it builds its search from an
+optimizer and an evaluator, and which selection stage (if any) turns the
+search's pool into the final ensemble. `METHODS` holds them all; the Kedro
+pipelines, the benchmark's method list and the Python API derive from it, so
+adding a method is one entry here plus its parameters file.
+
+`run_method` is where a method runs, for every caller: it checks the task,
+resolves the model space, seeds the optimizer, the models and the strategy
+from the run's seed, runs the search and its selection stage.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from ensemble_bo.core.evaluation import CrossValidationEvaluator
+from ensemble_bo.core.optimizer import Optimizer, make_optimizer
+from ensemble_bo.core.preparation import ModelInput
+from ensemble_bo.core.results import (
+    EnsembleSearchResult,
+    IterationRecord,
+    SearchInterrupted,
+    join_selection,
+)
+from ensemble_bo.core.seeding import derive_seed
+from ensemble_bo.core.space import SearchSpace
+from ensemble_bo.core.strategies import (
+    EsmboSearch,
+    PoolSearch,
+    SegorSearch,
+    SegoSearch,
+    SingleBestSearch,
+    agnostic_bayes_selection,
+    posthoc_selection,
+    segor_variant,
+)
+from ensemble_bo.core.zoo import model_task
+
+REGRESSION = frozenset({"regression"})
+CLASSIFICATION = frozenset({"classification"})
+ANY_TASK = REGRESSION | CLASSIFICATION
+
+# Parameters: the project's parameter blocks by name, as in conf/base
+# (`segor`, `ensemble`, `posthoc`, ...), plus `models`, `default_models` and
+# `budget`, which every method reads.
+Settings = Mapping[str, Any]
+SHARED_PARAMS = ("models", "default_models", "budget")
+
+
+@dataclass(frozen=True)
+class SearchParts:
+    """What a method's `build_search` gets: everything but the strategy."""
+
+    optimizer: Optimizer
+    evaluate: CrossValidationEvaluator
+    data: ModelInput
+    settings: Settings
+    seed: int
+    block_name: str  # the method's own parameter block
+
+    @property
+    def block(self) -> Mapping[str, Any]:
+        return self.settings[self.block_name]
+
+
+@dataclass(frozen=True)
+class Selection:
+    """A stage that chooses an ensemble from a finished search's pool.
+
+    `select(source, data, block, seed)` reads the parameter block `params`.
+    """
+
+    name: str
+    params: str
+    select: Callable[
+        [EnsembleSearchResult, ModelInput, Mapping[str, Any], int],
+        EnsembleSearchResult,
+    ]
+
+
+@dataclass(frozen=True)
+class Method:
+    """One method of the papers: its tasks, its parameters, its search, its selection.
+
+    search_params: the block with the search's `model`, `optimizer`,
+    `time_limit` and `label` (its own parameters file); extra_params: other
+    blocks its search reads; variant: applies a `name:<variant>` suffix to
+    the settings (None: no suffix).
+    """
+
+    name: str
+    summary: str
+    tasks: frozenset[str]
+    search_params: str
+    build_search: Callable[[SearchParts], PoolSearch]
+    extra_params: tuple[str, ...] = ()
+    selection: Selection | None = None
+    variant: Callable[[Settings, str], dict[str, Any]] | None = None
+
+    @property
+    def params(self) -> tuple[str, ...]:
+        """Every parameter block the method reads, its own first."""
+        blocks = (self.search_params, *self.extra_params)
+        if self.selection is not None and self.selection.params not in blocks:
+            blocks += (self.selection.params,)
+        return blocks + SHARED_PARAMS
+
+    def check_task(self, task: str, dataset: str) -> None:
+        if task in self.tasks:
+            return
+        others = [m.name for m in METHODS.values() if task in m.tasks]
+        raise ValueError(
+            f"dataset {dataset!r} is a {task} task and {self.name} builds "
+            f"{' or '.join(sorted(self.tasks))} ensembles; methods for {task}: "
+            f"{others}"
+        )
+
+
+def _single_best(parts: SearchParts) -> PoolSearch:
+    return SingleBestSearch(
+        parts.optimizer,
+        parts.evaluate,
+        parts.data.target,
+        parts.data.fold_ids,
+        loss=parts.block["loss"],
+        task=parts.data.task,
+    )
+
+
+def _segor(parts: SearchParts) -> PoolSearch:
+    ensemble = parts.settings["ensemble"]
+    sizing, loss = segor_variant(ensemble["variant"])
+    return SegorSearch(
+        parts.optimizer,
+        parts.evaluate,
+        parts.data.target,
+        parts.data.fold_ids,
+        ensemble_size=ensemble["size"],
+        loss=loss,
+        sizing=sizing,
+    )
+
+
+def _segor_with_variant(settings: Settings, variant: str) -> dict[str, Any]:
+    """`segor:<variant>` sets `ensemble.variant` (e.g. f-m, g-h, d-t)."""
+    segor_variant(variant)  # raises for an unknown sizing or loss, naming it
+    return {**settings, "ensemble": {**settings["ensemble"], "variant": variant}}
+
+
+def _sego(parts: SearchParts) -> PoolSearch:
+    return SegoSearch(
+        parts.optimizer,
+        parts.evaluate,
+        parts.data.target,
+        parts.data.fold_ids,
+        ensemble_size=parts.block["ensemble_size"],
+        loss=parts.block["loss"],
+    )
+
+
+def _esmbo(parts: SearchParts) -> PoolSearch:
+    return EsmboSearch(
+        parts.optimizer,
+        parts.evaluate,
+        parts.data.target,
+        parts.data.fold_ids,
+        n_replicas=parts.block["n_replicas"],
+        loss=parts.block["loss"],
+        seed=derive_seed(parts.seed, "bootstrap replicas"),
+        task=parts.data.task,
+    )
+
+
+def _posthoc(
+    source: EnsembleSearchResult,
+    data: ModelInput,
+    block: Mapping[str, Any],
+    seed: int,
+) -> EnsembleSearchResult:
+    return posthoc_selection(
+        source,
+        data.target,
+        data.fold_ids,
+        loss=block["loss"],
+        max_size=block["max_size"],
+        warm_start=block["warm_start"],
+        weighting=block["weighting"],
+    )
+
+
+def _agnostic_bayes(
+    source: EnsembleSearchResult,
+    data: ModelInput,
+    block: Mapping[str, Any],
+    seed: int,
+) -> EnsembleSearchResult:
+    return agnostic_bayes_selection(
+        source,
+        data.target,
+        data.fold_ids,
+        loss=block["loss"],
+        posterior=block["posterior"],
+        n_samples=block["n_samples"],
+        seed=derive_seed(seed, "agnostic bayes"),
+    )
+
+
+# Selection stages, by name; `posthoc` also runs on its own over a saved pool.
+POSTHOC = Selection("posthoc", "posthoc", _posthoc)
+AGNOSTIC_BAYES = Selection("agnostic_bayes", "ers", _agnostic_bayes)
+# Selections that also run on their own, over the pool an earlier run saved.
+SAVED_POOL_SELECTIONS = (POSTHOC,)
+
+METHODS: dict[str, Method] = {
+    method.name: method
+    for method in (
+        Method(
+            "segor",
+            "SEGOR: ensemble-aware GP-EI for regression; fixed, best-growing or "
+            "best-dynamic size; MSE, Huber or Tukey loss (Roschewitz et al. 2017)",
+            REGRESSION,
+            "segor",
+            _segor,
+            extra_params=("ensemble",),
+            variant=_segor_with_variant,
+        ),
+        Method(
+            "sego",
+            "SEGO: ensemble-aware GP-EI for classification, squared-margin loss, "
+            "majority vote (Lévesque et al. 2016)",
+            CLASSIFICATION,
+            "sego",
+            _sego,
+        ),
+        Method(
+            "esmbo",
+            "ESMBO: round-robin GP-EI over bootstrap replicas, agnostic Bayes "
+            "ensemble of the replicas' winners (Lacoste et al. 2014, Alg. 2)",
+            ANY_TASK,
+            "esmbo",
+            _esmbo,
+        ),
+        Method(
+            "ers",
+            "ERS: agnostic Bayes ensemble over a random-search pool "
+            "(Lacoste et al. 2014, s.6)",
+            ANY_TASK,
+            "ers",
+            _single_best,
+            selection=AGNOSTIC_BAYES,
+        ),
+        Method(
+            "smbo",
+            "SMBO: GP-EI for the single best model (`s-m`, `BO-best`)",
+            ANY_TASK,
+            "smbo",
+            _single_best,
+        ),
+        Method(
+            "smbo_posthoc",
+            "SMBO, then greedy post-hoc selection with replacement over its pool "
+            "(`s-m-ph`, `BO-post`)",
+            ANY_TASK,
+            "smbo",
+            _single_best,
+            selection=POSTHOC,
+        ),
+        Method(
+            "random_search",
+            "random search for the single best model (RS)",
+            ANY_TASK,
+            "random_search",
+            _single_best,
+        ),
+    )
+}
+
+
+# What `kedro run` runs without --pipelines, and the Python API by default.
+DEFAULT_METHOD = "segor"
+
+
+def parse_method(spec: str | Method) -> tuple[Method, str | None]:
+    """`"segor:g-m"` -> (METHODS["segor"], "g-m"); unknown names are refused."""
+    if isinstance(spec, Method):
+        return spec, None
+    if not isinstance(spec, str) or not spec.strip():
+        raise ValueError(f"{spec!r} is not a method name; known: {sorted(METHODS)}")
+    name, separator, variant = spec.strip().partition(":")
+    if name not in METHODS:
+        raise ValueError(
+            f"unknown method {spec!r}; known methods: {sorted(METHODS)} "
+            "(with a ':<variant>' suffix where a method takes one, e.g. 'segor:g-m')"
+        )
+    method = METHODS[name]
+    if separator and not variant:
+        raise ValueError(f"method {spec!r} has an empty variant after ':'")
+    if separator and method.variant is None:
+        raise ValueError(f"method {spec!r}: {name!r} takes no ':<variant>' suffix")
+    return method, variant or None
+
+
+def method_settings(spec: str | Method, settings: Settings) -> dict[str, Any]:
+    """The blocks `spec` reads from `settings`, its variant applied.
+
+    Raises naming the first missing block.
+    """
+    method, variant = parse_method(spec)
+    missing = [name for name in method.params if name not in settings]
+    if missing:
+        raise ValueError(
+            f"method {method.name!r} reads the parameters {missing[0]!r}, which "
+            f"were not given; given: {sorted(settings)}"
+        )
+    chosen = {name: settings[name] for name in method.params}
+    return chosen if variant is None else method.variant(chosen, variant)
+
+
+def resolve_model(block: Mapping[str, Any], task: str, settings: Settings) -> str:
+    """The search's model space: its `model`, or the task's default for `auto`."""
+    models = settings["models"]
+    model = (
+        settings["default_models"][task] if block["model"] == "auto" else block["model"]
+    )
+    label = block.get("label", "the method")
+    if model not in models:
+        raise ValueError(
+            f"{label}: model={model!r} has no search space under `models` "
+            f"(conf/base/parameters_models.yml); available: {sorted(models)}"
+        )
+    if model_task(model) != task:
+        fitting = sorted(name for name in models if model_task(name) == task)
+        raise ValueError(
+            f"{label}: model={model!r} is a {model_task(model)} model space but the "
+            f"data is a {task} task; choose one of {fitting}"
+        )
+    return model
+
+
+Callback = Callable[[IterationRecord], None]
+
+
+def run_method(
+    method: str | Method,
+    data: ModelInput,
+    settings: Settings,
+    seed: int,
+    callbacks: Iterable[Callback] = (),
+) -> EnsembleSearchResult:
+    """Run a method on `data`: search, then its selection stage if it has one.
+
+    method: a Method or its name (`"segor"`, `"segor:g-m"`); settings: the
+    parameter blocks it reads (`Method.params`), as in conf/base; seed: every
+    random choice (optimizer, models, bootstrap replicas, posteriors) derives
+    from it, so the same seed, data and settings give the same ensemble.
+    Each callback gets every iteration's record as the search runs; after a
+    selection stage, the last iteration's record again, carrying the selected
+    ensemble. A stopped search raises SearchInterrupted holding its pool.
+    """
+    chosen, _ = parse_method(method)
+    settings = method_settings(method, settings)
+    chosen.check_task(data.task, data.name)
+    block = settings[chosen.search_params]
+    model = resolve_model(block, data.task, settings)
+    optimizer = make_optimizer(
+        SearchSpace.from_dict(settings["models"][model]),
+        derive_seed(seed, "optimizer"),
+        **block["optimizer"],
+    )
+    evaluate = CrossValidationEvaluator(
+        model,
+        data.features,
+        data.target,
+        data.fold_ids,
+        random_state=derive_seed(seed, "models"),
+        time_limit=block["time_limit"],
+    )
+    callbacks = list(callbacks)
+    try:
+        search = chosen.build_search(
+            SearchParts(optimizer, evaluate, data, settings, seed, chosen.search_params)
+        )
+        result = search.run(settings["budget"], callbacks, algorithm=model)
+    finally:
+        evaluate.close()
+    if chosen.selection is None:
+        return result
+    selection = chosen.selection
+    try:
+        selected = selection.select(result, data, settings[selection.params], seed)
+    except Exception as error:
+        raise SearchInterrupted(result, settings["budget"], error) from error
+    joined = join_selection(result, selected)
+    if joined.history:
+        for callback in callbacks:
+            callback(joined.history[-1])
+    return joined

@@ -1,0 +1,98 @@
+"""The final model of a search: its ensemble refit on all training data, and its test losses."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+
+import numpy as np
+import pandas as pd
+from sklearn.base import BaseEstimator
+
+from ensemble_bo.core.estimator import build_ensemble_model
+from ensemble_bo.core.losses import zero_one_loss
+from ensemble_bo.core.results import EnsembleSearchResult
+from ensemble_bo.core.seeding import derive_seed
+from ensemble_bo.core.zoo import make_model
+
+
+def ensemble_estimator(
+    result: EnsembleSearchResult,
+    categorical_columns: Sequence[str],
+    voting: str,
+    seed: int,
+    weights: Mapping[int, float] | None = None,
+) -> BaseEstimator:
+    """Unfitted model on raw feature frames: the members `weights` names (pool
+    index -> weight; default the search's ensemble), each built with the
+    search's model seed (as in its cross-validation), one-hot encoding first.
+    """
+    weights = result.member_weights if weights is None else weights
+    model_seed = derive_seed(seed, "models")
+    return build_ensemble_model(
+        result.task,
+        [
+            make_model(result.algorithm, result.pool.configs[i], model_seed)
+            for i in weights
+        ],
+        list(weights.values()),
+        list(categorical_columns),
+        voting=voting,
+    )
+
+
+def test_sample_losses(
+    model: BaseEstimator,
+    features: pd.DataFrame,
+    target: pd.Series,
+    task: str,
+    target_scaling: Mapping[str, float],
+) -> np.ndarray:
+    """Per-sample test losses (n_test,) of a fitted model (design.md s.5).
+
+    Regression: squared residuals of the standardized target (SEGOR s.4);
+    classification: 0/1 errors. Their mean is the run's test metric.
+    """
+    predictions = model.predict(features)
+    if task == "classification":
+        return zero_one_loss(predictions, np.asarray(target))
+    return np.square((predictions - np.asarray(target)) / target_scaling["std"])
+
+
+def refit_and_score(
+    result: EnsembleSearchResult,
+    train_features: pd.DataFrame,
+    train_target: pd.Series,
+    test_features: pd.DataFrame,
+    test_target: pd.Series,
+    categorical_columns: Sequence[str],
+    target_scaling: Mapping[str, float],
+    voting: str,
+    seed: int,
+) -> tuple[BaseEstimator, dict[str, float], np.ndarray]:
+    """Refit the ensemble and the single best model on all non-test data; score both.
+
+    Returns the fitted ensemble, the run's metrics (test MSE of the
+    standardized target for regression, error rate for classification, of the
+    ensemble and of the single best model; distinct members; failed trials) and
+    the ensemble's per-sample test losses (n_test,).
+    """
+    task = result.task
+
+    def fitted_losses(weights: Mapping[int, float] | None):
+        model = ensemble_estimator(result, categorical_columns, voting, seed, weights)
+        model.fit(train_features, train_target)
+        losses = test_sample_losses(
+            model, test_features, test_target, task, target_scaling
+        )
+        return model, losses
+
+    ensemble, ensemble_losses = fitted_losses(None)
+    _, single_losses = fitted_losses({result.best_single: 1.0})
+    name = "test_error" if task == "classification" else "test_mse"
+    metrics = {
+        f"{name}_ensemble": float(ensemble_losses.mean()),
+        f"{name}_single_best": float(single_losses.mean()),
+        "ensemble_members_distinct": float(len(result.member_weights)),
+        "trials_failed": float((~result.pool.ok).sum()),
+    }
+    return ensemble, metrics, ensemble_losses
