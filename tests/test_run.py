@@ -14,6 +14,10 @@ import pandas as pd
 import pytest
 from mlflow.tracking import MlflowClient
 
+from ensemble_bo import EnsembleSearch
+from ensemble_bo.api import default_parameters
+from ensemble_bo.core.preparation import split_dataset
+
 PROJECT = Path(__file__).resolve().parents[1]
 SMALL = "budget=12,ensemble.size=4,segor.optimizer.n_initial=4,segor.optimizer.gp_restarts=1"
 
@@ -201,7 +205,7 @@ def test_classification_dataset_is_refused_by_segor_and_the_run_marked_failed(
     message = " ".join(completed.stderr.split())  # rich wraps long lines
     assert (
         "dataset 'wine' is a classification task and segor builds regression "
-        "ensembles: run `kedro run --pipeline=sego`" in message
+        "ensembles; methods for classification: ['sego'," in message
     )
     assert latest_run(client_for(project)).info.status == "FAILED"
 
@@ -343,3 +347,28 @@ def test_posthoc_selects_from_the_pool_an_earlier_run_saved(project):
     assert set(composition["trial"]) <= set(range(10))
     steps = client.get_metric_history(run.info.run_id, "cv_loss_ensemble")
     assert sorted(m.step for m in steps) == list(range(8))
+
+
+def test_the_python_api_gives_the_ensemble_kedro_run_gave(project, concrete_run):
+    raw = pd.read_csv(project / "data" / "01_raw" / "concrete.csv")
+    split = split_dataset(raw, "concrete", default_parameters()["data_processing"], 0)
+    search = EnsembleSearch(
+        method="segor",
+        budget=12,
+        cv=5,
+        random_state=0,
+        params={
+            "ensemble": {"size": 4},
+            "segor": {"optimizer": {"n_initial": 4, "gp_restarts": 1}},
+        },
+    ).fit(split.train_features, split.train_target)
+    client = client_for(project)
+    run_id = concrete_run.info.run_id
+    pool_file = client.download_artifacts(run_id, "pools/segor_search_result.pkl")
+    saved = pickle.loads(Path(pool_file).read_bytes())  # noqa: S301 - this test's run
+    assert search.result_.pool.configs == saved.pool.configs
+    assert search.result_.members == saved.members
+    model = mlflow.pyfunc.load_model(f"runs:/{run_id}/segor_model")
+    np.testing.assert_allclose(
+        search.predict(split.test_features), model.predict(split.test_features)
+    )

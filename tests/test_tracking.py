@@ -1,7 +1,8 @@
 """The tracking hook on its own, against a temporary MLflow store."""
 
-import logging
 import pickle
+import subprocess
+import sys
 
 import mlflow
 import numpy as np
@@ -11,10 +12,13 @@ from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 from mlflow.tracking import MlflowClient
 
+from ensemble_bo import events
 from ensemble_bo.core.pool import Pool, TrialResult
-from ensemble_bo.core.strategies import EnsembleSearchResult, SearchInterrupted
-from ensemble_bo.pipelines.benchmark.nodes import BENCHMARK_LOGGER, announce_cell
-from ensemble_bo.tracking import BENCHMARK_LOGGER as TRACKED_BENCHMARK_LOGGER
+from ensemble_bo.core.results import (
+    EnsembleSearchResult,
+    IterationRecord,
+    SearchInterrupted,
+)
 from ensemble_bo.tracking import MlflowTrackingHook, flatten, resolve_tracking_uri
 
 
@@ -116,9 +120,7 @@ def test_a_benchmark_cell_becomes_a_nested_child_run(store):
     client, experiment = store
     hook = MlflowTrackingHook()
     with mlflow.start_run(experiment_id=experiment) as parent:
-        hook._cell_handler.handle(
-            logging.makeLogRecord({"cell": cell_record(), "reused": True})
-        )
+        hook._on_event(events.CellEnded(cell_record(), reused=True))
         # the parent stays the active run
         assert mlflow.active_run().info.run_id == parent.info.run_id
     (child,) = client.search_runs(
@@ -154,9 +156,7 @@ def test_a_failed_benchmark_cell_is_a_failed_child_run_with_its_error(store):
         if key not in ("test_loss", "test_metrics", "cv_loss")
     }
     with mlflow.start_run(experiment_id=experiment) as parent:
-        hook._cell_handler.handle(
-            logging.makeLogRecord({"cell": failed, "reused": False})
-        )
+        hook._on_event(events.CellEnded(failed, reused=False))
     (child,) = client.search_runs(
         [experiment], f"tags.mlflow.parentRunId = '{parent.info.run_id}'"
     )
@@ -164,23 +164,38 @@ def test_a_failed_benchmark_cell_is_a_failed_child_run_with_its_error(store):
     assert child.data.tags["error"] == "ValueError: bad"
 
 
-def test_an_announced_cell_reaches_the_hook_s_handler(store):
+def test_published_cells_and_iterations_reach_the_subscribed_hook(store):
     client, experiment = store
     hook = MlflowTrackingHook()
-    level = BENCHMARK_LOGGER.level
+    record = IterationRecord(
+        iteration=3,
+        slot=1,
+        trial=3,
+        status="ok",
+        action="replace",
+        ensemble_loss=0.25,
+        best_single_loss=0.5,
+        ensemble_size=4,
+        acquisition_value=float("nan"),
+        fit_seconds=0.1,
+    )
     with mlflow.start_run(experiment_id=experiment) as parent:
-        # as before_pipeline_run sets it up
-        BENCHMARK_LOGGER.setLevel(logging.INFO)
-        BENCHMARK_LOGGER.addHandler(hook._cell_handler)
+        # as before_pipeline_run subscribes it
+        events.subscribe(hook._on_event)
         try:
-            announce_cell(cell_record(), reused=False)
+            events.publish(events.CellEnded(cell_record(), reused=False))
+            events.publish_iteration(record)
         finally:
-            BENCHMARK_LOGGER.removeHandler(hook._cell_handler)
-            BENCHMARK_LOGGER.setLevel(level)
+            events.unsubscribe(hook._on_event)
+        events.publish_iteration(record)  # after the run: heard by nobody
     children = client.search_runs(
         [experiment], f"tags.mlflow.parentRunId = '{parent.info.run_id}'"
     )
     assert [c.data.tags["reused"] for c in children] == ["false"]
+    history = client.get_metric_history(parent.info.run_id, "cv_loss_ensemble")
+    assert [(m.step, m.value) for m in history] == [(3, 0.25)]
+    # NaN (no acquisition value yet) is left out, not logged
+    assert "acquisition_value" not in client.get_run(parent.info.run_id).data.metrics
 
 
 def test_partitioned_outputs_are_logged_entry_by_entry(store):
@@ -209,5 +224,12 @@ def test_partitioned_outputs_are_logged_entry_by_entry(store):
     }
 
 
-def test_tracking_listens_to_the_logger_the_benchmark_announces_on():
-    assert TRACKED_BENCHMARK_LOGGER is BENCHMARK_LOGGER
+def test_tracking_imports_no_pipeline():
+    code = (
+        "import sys, ensemble_bo.tracking; "
+        "print(sorted(m for m in sys.modules if m.startswith('ensemble_bo.pipelines')))"
+    )
+    completed = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True
+    )
+    assert completed.stdout.strip() == "[]"

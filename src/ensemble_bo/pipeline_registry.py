@@ -1,23 +1,28 @@
-"""Project pipelines: each method runs on the output of data_processing."""
+"""Project pipelines, generated from the method registry (core/methods.py).
+
+`kedro run --pipelines=NAME`: every method in METHODS runs on the output of
+data_processing; every selection that runs over a saved pool
+(SAVED_POOL_SELECTIONS, e.g. posthoc) too; the benchmark prepares each cell's
+data itself. The default is DEFAULT_METHOD.
+"""
 
 from __future__ import annotations
 
 from kedro.pipeline import Pipeline
 
+from ensemble_bo.core.methods import DEFAULT_METHOD, METHODS, SAVED_POOL_SELECTIONS
 from ensemble_bo.pipelines import benchmark, data_processing, model_search
-
-METHODS = ("segor", "sego", "esmbo", "smbo", "random_search")
 
 
 def register_pipelines() -> dict[str, Pipeline]:
-    """`kedro run --pipeline=NAME` for each method; the default is segor."""
     preparation = data_processing.create_pipeline()
     pipelines = {"data_processing": preparation}
-    for method in METHODS:
-        pipelines[method] = preparation + model_search.create_pipeline(method)
-    pipelines["ers"] = preparation + model_search.create_ers_pipeline()
-    pipelines["posthoc"] = preparation + model_search.create_posthoc_pipeline()
-    # The benchmark prepares each cell's data itself (seeded per repetition).
+    for name, method in METHODS.items():
+        pipelines[name] = preparation + model_search.create_pipeline(method)
+    for selection in SAVED_POOL_SELECTIONS:
+        pipelines[selection.name] = (
+            preparation + model_search.create_selection_pipeline(selection)
+        )
     pipelines["benchmark"] = benchmark.create_pipeline()
-    pipelines["__default__"] = pipelines["segor"]
+    pipelines["__default__"] = pipelines[DEFAULT_METHOD]
     return pipelines

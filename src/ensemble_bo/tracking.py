@@ -3,16 +3,15 @@
 What it logs, and where, is configured in conf/base/mlflow.yml:
 
 - at the start: the pipeline's parameters, the git commit, the seed;
-- during the loop: every record of the `ensemble_bo.iterations` logger as
-  stepped metrics (see pipelines/progress.py);
+- during the loop: every `IterationEnded` event (events.py) as stepped metrics;
 - after each node: the outputs named in `log_outputs`, each as params,
   metrics, a CSV table, a figure, a markdown text or an MLflow sklearn model
   (a mapping of tables, texts or figures is logged entry by entry);
-- the benchmark: every record of the `ensemble_bo.benchmark` logger carrying a
-  finished cell becomes a nested child run of the benchmark's run.
+- the benchmark: every `CellEnded` event becomes a nested child run of the
+  benchmark's run.
 
 A plain hook rather than kedro-mlflow: the live per-iteration metrics need a
-logging bridge of our own anyway (kedro-mlflow logs datasets when nodes end),
+bridge of our own anyway (kedro-mlflow logs datasets when nodes end),
 and with that done by hand kedro-mlflow would only add a second configuration
 file and a second place that opens and closes runs.
 """
@@ -41,15 +40,11 @@ from mlflow.tracking import MlflowClient
 from mlflow.utils.mlflow_tags import MLFLOW_PARENT_RUN_ID, MLFLOW_RUN_NAME
 
 import ensemble_bo
-from ensemble_bo.core.strategies import SearchInterrupted
-from ensemble_bo.pipelines.progress import ITERATION_LOGGER
+from ensemble_bo import events
+from ensemble_bo.core.results import SearchInterrupted
 from ensemble_bo.reporting import trial_history
 
 logger = logging.getLogger(__name__)
-# Finished benchmark cells are announced here (pipelines/benchmark/nodes.py,
-# BENCHMARK_LOGGER: the same logger, named rather than imported so that tracking
-# does not import the pipelines).
-BENCHMARK_LOGGER = logging.getLogger("ensemble_bo.benchmark")
 
 # MLflow accepts at most this many params per call and this many characters per value.
 _PARAMS_PER_BATCH = 100
@@ -111,18 +106,6 @@ def git_tags(project_path: Path) -> dict[str, str]:
         # A run from uncommitted code cannot be rerun from the commit alone.
         "git.dirty": str(bool(changes)).lower(),
     }
-
-
-class _IterationMetricsHandler(logging.Handler):
-    """Forwards iteration records to the active MLflow run as stepped metrics."""
-
-    def emit(self, record: logging.LogRecord) -> None:
-        metrics = getattr(record, "metrics", None)
-        if metrics:
-            try:
-                mlflow.log_metrics(metrics, step=int(record.step))
-            except Exception:  # noqa: BLE001 - a tracking hiccup must not kill the search
-                self.handleError(record)
 
 
 # What a benchmark cell's child run holds: params and final metrics from its record.
@@ -195,30 +178,13 @@ def _log_pickle(data: Any, folder: str, file_name: str) -> None:
         mlflow.log_artifact(str(pickled), artifact_path=folder)
 
 
-class _BenchmarkCellHandler(logging.Handler):
-    """Turns the benchmark's finished-cell records into nested child runs."""
-
-    def emit(self, record: logging.LogRecord) -> None:
-        cell = getattr(record, "cell", None)
-        if cell is None or mlflow.active_run() is None:
-            return
-        try:
-            log_benchmark_cell(cell, bool(getattr(record, "reused", False)))
-        except Exception:  # noqa: BLE001 - a tracking hiccup must not kill the benchmark
-            self.handleError(record)
-
-
 class MlflowTrackingHook:
     """Opens one MLflow run per `kedro run` and logs into it."""
 
     def __init__(self) -> None:
         self._config: dict[str, Any] = {}
         self._project_path = Path.cwd()
-        self._handler = _IterationMetricsHandler(level=logging.DEBUG)
-        self._cell_handler = _BenchmarkCellHandler(level=logging.DEBUG)
         self._kept_outputs: dict[str, Any] = {}
-        self._iteration_logger_state: tuple[int, bool] | None = None
-        self._benchmark_logger_level: int | None = None
 
     @hook_impl
     def after_context_created(self, context) -> None:
@@ -270,19 +236,7 @@ class MlflowTrackingHook:
             "MLflow run %s in %s", mlflow.active_run().info.run_id, tracking_uri
         )
 
-        # The iteration records are for MLflow, not for the console.
-        self._iteration_logger_state = (
-            ITERATION_LOGGER.level,
-            ITERATION_LOGGER.propagate,
-        )
-        ITERATION_LOGGER.setLevel(logging.DEBUG)
-        ITERATION_LOGGER.propagate = False
-        ITERATION_LOGGER.addHandler(self._handler)
-        # Finished benchmark cells become child runs (and still reach the console).
-        self._benchmark_logger_level = BENCHMARK_LOGGER.level
-        if BENCHMARK_LOGGER.getEffectiveLevel() > logging.INFO:
-            BENCHMARK_LOGGER.setLevel(logging.INFO)
-        BENCHMARK_LOGGER.addHandler(self._cell_handler)
+        events.subscribe(self._on_event)
 
     @hook_impl
     def after_node_run(self, node, outputs: dict[str, Any]) -> None:
@@ -329,19 +283,18 @@ class MlflowTrackingHook:
         self._finish("FAILED")
 
     def _finish(self, status: str) -> None:
-        ITERATION_LOGGER.removeHandler(self._handler)
-        if self._iteration_logger_state is not None:
-            level, propagate = self._iteration_logger_state
-            ITERATION_LOGGER.setLevel(level)
-            ITERATION_LOGGER.propagate = propagate
-            self._iteration_logger_state = None
-        BENCHMARK_LOGGER.removeHandler(self._cell_handler)
-        if self._benchmark_logger_level is not None:
-            BENCHMARK_LOGGER.setLevel(self._benchmark_logger_level)
-            self._benchmark_logger_level = None
+        events.unsubscribe(self._on_event)
         self._kept_outputs.clear()
         if mlflow.active_run() is not None:
             mlflow.end_run(status=status)
+
+    def _on_event(self, event: events.Event) -> None:
+        if mlflow.active_run() is None:
+            return
+        if isinstance(event, events.IterationEnded):
+            mlflow.log_metrics(event.metrics, step=event.step)
+        elif isinstance(event, events.CellEnded):
+            log_benchmark_cell(event.record, event.reused)
 
     def _log_params(self, parameters: Mapping[str, Any], prefix: str = "") -> None:
         flat = [

@@ -4,6 +4,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from ensemble_bo.core.preparation import prepare
 from ensemble_bo.pipelines.data_processing.nodes import (
     make_model_input,
     validate_and_split,
@@ -27,13 +28,13 @@ def test_concrete_is_split_standardized_and_folded():
     model_input = make_model_input(
         parts["train_features"], parts["train_target"], info, OPTIONS, seed=0
     )
-    y = model_input["model_input_target"]
+    y = model_input.target
     assert y.mean() == pytest.approx(0.0, abs=1e-12) and y.std() == pytest.approx(1.0)
-    scaling = model_input["target_scaling"]
+    scaling = model_input.target_scaling
     np.testing.assert_allclose(
         y * scaling["std"] + scaling["mean"], parts["train_target"]
     )
-    folds = model_input["cv_folds"]
+    folds = model_input.fold_ids
     assert sorted(np.unique(folds)) == [0, 1, 2, 3, 4]
     assert np.bincount(folds).min() >= 690 // 5
 
@@ -50,7 +51,7 @@ def test_categoricals_are_one_hot_encoded():
         0,
     )
     # 6 numeric columns + one column per origin (american, european, japanese)
-    assert model_input["model_input_features"].shape == (
+    assert model_input.features.shape == (
         len(parts["train_features"]),
         9,
     )
@@ -84,7 +85,7 @@ def test_class_labels_become_codes_in_sorted_label_order():
         OPTIONS,
         0,
     )
-    codes = model_input["model_input_target"]
+    codes = model_input.target
     # eggs -> 0, ham -> 1, spam -> 2
     expected = parts["train_target"].map({"eggs": 0, "ham": 1, "spam": 2})
     np.testing.assert_array_equal(codes, expected.to_numpy())
@@ -165,3 +166,22 @@ def test_constant_regression_target():
             OPTIONS,
             0,
         )
+
+
+def test_the_pipeline_nodes_prepare_what_the_benchmark_s_prepare_does():
+    raw = pd.read_csv(RAW / "auto_mpg.csv")
+    parts = split(raw, "auto_mpg", seed=4)
+    node_input = make_model_input(
+        parts["train_features"],
+        parts["train_target"],
+        parts["dataset_info"],
+        OPTIONS,
+        4,
+    )
+    data_split, model_input = prepare(raw, "auto_mpg", OPTIONS, 4)
+    assert data_split.info == parts["dataset_info"]
+    pd.testing.assert_frame_equal(data_split.test_features, parts["test_features"])
+    np.testing.assert_array_equal(model_input.features, node_input.features)
+    np.testing.assert_array_equal(model_input.target, node_input.target)
+    np.testing.assert_array_equal(model_input.fold_ids, node_input.fold_ids)
+    assert model_input.target_scaling == node_input.target_scaling

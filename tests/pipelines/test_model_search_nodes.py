@@ -1,210 +1,125 @@
-from pathlib import Path
+"""The model search nodes: generated from the registry, thin around run_method."""
 
 import numpy as np
 import pandas as pd
 import pytest
-from kedro.config import OmegaConfigLoader
 
-from ensemble_bo.core.zoo import model_task
+from ensemble_bo import events
+from ensemble_bo.api import default_parameters
+from ensemble_bo.core.methods import METHODS, POSTHOC, run_method
+from ensemble_bo.core.preparation import make_model_input
 from ensemble_bo.pipelines.model_search.nodes import (
+    label_blocks,
     refit_and_score,
-    search_esmbo,
-    search_sego,
-    search_segor,
-    search_single_best,
+    report_node,
+    search_node,
+    selection_node,
 )
 
-# The project's parameters as Kedro resolves them (methods interpolate segor's optimizer).
-CONF = OmegaConfigLoader(
-    str(Path(__file__).resolve().parents[2] / "conf"),
-    base_env="base",
-    default_run_env="base",
-)["parameters"]
-MODELS, DEFAULTS = CONF["models"], CONF["default_models"]
-INFO = {"name": "toy", "task": "regression", "categorical_columns": []}
-CLASSES = {"name": "toy", "task": "classification", "categorical_columns": []}
+CONF = default_parameters()
 RNG = np.random.default_rng(0)
-X = RNG.normal(size=(60, 3))
-Y = X[:, 0] + 0.1 * RNG.normal(size=60)
-LABELS = (X[:, 0] + 0.3 * X[:, 1] > 0).astype(int) + (X[:, 2] > 1).astype(int)
+FEATURES = pd.DataFrame(RNG.normal(size=(60, 3)), columns=["x0", "x1", "x2"])
+CODES = (FEATURES.x0 + 0.3 * FEATURES.x1 > 0).astype(int) + (FEATURES.x2 > 1)
+LABELS = pd.Series(np.array(["low", "mid", "high"])[CODES], name="target")
+VALUES = pd.Series(3.0 * FEATURES.x0 + 10.0 + 0.1 * RNG.normal(size=60), name="y")
 FOLDS = np.arange(60) % 5
 
 
-def fast(method, **optimizer):
-    """The conf's method with a short initial design and in-process evaluations."""
+def model_input(target, task):
+    info = {"name": "toy", "task": task, "categorical_columns": []}
+    return make_model_input(FEATURES, target, info, FOLDS)
+
+
+def fast(name, **change):
+    block = {**CONF[name], "time_limit": None, **change}
+    if block["optimizer"]["kind"] == "gp":
+        block["optimizer"] = {**block["optimizer"], "n_initial": 3}
+    return block
+
+
+def blocks_of(method, budget):
     return {
-        **CONF[method],
-        "optimizer": {**CONF[method]["optimizer"], "n_initial": 3, **optimizer},
-        "time_limit": None,
-    }
+        name: fast(name)
+        if isinstance(CONF[name], dict) and "optimizer" in CONF[name]
+        else CONF[name]
+        for name in method.params
+    } | {"budget": budget}
 
 
-def search(ensemble=None, info=INFO, budget=6, **optimizer):
-    return search_segor(
-        X,
-        Y,
-        FOLDS,
-        info,
-        fast("segor", **optimizer),
-        MODELS,
-        DEFAULTS,
-        {**CONF["ensemble"], **(ensemble or {})},
-        budget,
-        0,
-    )
+@pytest.fixture
+def heard():
+    received = []
+    events.subscribe(received.append)
+    yield received
+    events.unsubscribe(received.append)
 
 
-def test_search_node_builds_a_fixed_size_ensemble_from_the_conf_space():
-    assert CONF["ensemble"]["variant"] == "f-m"
-    result = search(ensemble={"size": 3})
-    assert len(result.pool) == 6 and len(result.members) == 3
-    assert result.algorithm == "decision_tree_regressor"
-    assert set(result.pool.configs[0]) == {
-        "max_depth",
-        "max_features",
-        "min_samples_split",
-        "min_samples_leaf",
-    }
+def test_the_search_node_runs_the_method_and_publishes_each_iteration(heard):
+    method = METHODS["smbo_posthoc"]
+    data = model_input(VALUES, "regression")
+    settings = blocks_of(method, budget=6)
+    result = search_node(method)(model_input=data, seed=2, **settings)
+    again = run_method(method, data, settings, 2)
+    assert result.members == again.members
+    steps = [event.step for event in heard]
+    assert steps == [0, 1, 2, 3, 4, 5, 5]  # the selection repeats the last step
+    assert heard[-1].metrics["cv_loss_ensemble"] == result.history[-1].ensemble_loss
+    assert search_node(method).__name__ == "search_smbo_posthoc"
 
 
-def test_unknown_variant_is_named():
-    with pytest.raises(ValueError, match="unknown ensemble size method 'shrinking'"):
-        search(ensemble={"variant": "shrinking-m"})
+def test_a_selection_node_names_its_source_when_the_pool_does_not_fit():
+    data = model_input(VALUES, "regression")
+    source = run_method("smbo", data, blocks_of(METHODS["smbo"], 4), 0)
+    other = model_input(VALUES + 1.0, "regression")
+    select = selection_node(POSTHOC)
+    with pytest.raises(ValueError, match="posthoc_source='smbo': the saved pool"):
+        select(source, other, "smbo", CONF["posthoc"], 0)
+    selected = select(source, data, "smbo", CONF["posthoc"], 0)
+    assert selected.pool is source.pool and selected.history[0].action == "add"
 
 
-@pytest.mark.parametrize("variant", ["dynamic-huber", "g-t", "d-m"])
-def test_sizing_and_loss_variants_run_from_the_conf(variant):
-    result = search(ensemble={"variant": variant}, budget=8)
-    assert {r.action for r in result.history} <= {"replace", "grow", "shrink"}
-    assert result.history[-1].ensemble_size == len(result.members) >= 1
-
-
-def test_segor_refuses_classification_and_names_sego():
-    with pytest.raises(
-        ValueError,
-        match="'toy' is a classification task and segor builds regression ensembles: "
-        "run `kedro run --pipeline=sego`",
-    ):
-        search(info=CLASSES)
-
-
-def test_sego_refuses_regression_and_names_segor():
-    with pytest.raises(ValueError, match="run `kedro run --pipeline=segor`"):
-        search_sego(X, Y, FOLDS, INFO, fast("sego"), MODELS, DEFAULTS, 4, 0)
-
-
-@pytest.mark.parametrize("mode", ["ml2", "map", "slice"])
-def test_gp_hyperparameter_mode_is_a_parameter(mode):
-    result = search(ensemble={"size": 3}, hyperparameters=mode)
-    # after the 3 initial points the GP chose, so EI values were recorded
-    assert all(r.acquisition_value >= 0 for r in result.history[3:])
-
-
-def test_unknown_mode_is_named():
-    with pytest.raises(ValueError, match="hyperparameters='bayes' is not one of"):
-        search(hyperparameters="bayes")
-
-
-@pytest.mark.parametrize("method", ["smbo", "random_search"])
-@pytest.mark.parametrize(("info", "target"), [(INFO, Y), (CLASSES, LABELS)])
-def test_single_best_methods_run_from_their_conf_on_both_tasks(method, info, target):
-    params = fast(method) if method == "smbo" else {**CONF[method], "time_limit": None}
-    assert params["model"] == "auto"
-    result = search_single_best(X, target, FOLDS, info, params, MODELS, DEFAULTS, 8, 0)
-    assert result.algorithm == DEFAULTS[info["task"]]
-    assert len(result.pool) == 8 and result.task == info["task"]
-    assert result.members == [int(np.nanargmin(result.single_losses))]
-    gp_steps = [r.acquisition_value for r in result.history[3:]]
-    if method == "smbo":
-        assert all(value >= 0 for value in gp_steps)
-    else:  # random search has no acquisition function
-        assert all(np.isnan(value) for value in gp_steps)
-
-
-@pytest.mark.parametrize(("info", "target"), [(INFO, Y), (CLASSES, LABELS)])
-def test_esmbo_runs_from_its_conf_on_both_tasks(info, target):
-    params = fast("esmbo")
-    assert params["n_replicas"] == 10
-    result = search_esmbo(X, target, FOLDS, info, params, MODELS, DEFAULTS, 8, 0)
-    assert len(result.members) == 10  # one winner per replica
-    assert sum(result.member_weights.values()) == pytest.approx(1.0)
-
-
-def test_sego_runs_from_its_conf_and_scores_an_error_rate():
-    params = fast("sego")
-    assert params["ensemble_size"] == 12 and params["model"] == "sego_sklearn"
-    result = search_sego(
-        X,
-        LABELS,
-        FOLDS,
-        CLASSES,
-        {**params, "ensemble_size": 3},
-        MODELS,
-        DEFAULTS,
-        8,
-        0,
-    )
-    assert result.task == "classification" and len(result.members) == 3
-    names = [f"x{i}" for i in range(3)]
-    features = pd.DataFrame(X, columns=names)
-    labels = pd.Series(np.array(["low", "mid", "high"])[LABELS])
+def test_refit_scores_a_classification_ensemble_by_its_error_rate():
+    data = model_input(LABELS, "classification")
+    method = METHODS["sego"]
+    settings = blocks_of(method, 6) | {"sego": fast("sego", ensemble_size=3)}
+    result = run_method(method, data, settings, 0)
     model, metrics = refit_and_score(
         result,
-        features[:40],
-        labels[:40],
-        features[40:],
-        labels[40:],
-        CLASSES,
-        {"mean": 0.0, "std": 1.0},
+        data,
+        FEATURES[:40],
+        LABELS[:40],
+        FEATURES[40:],
+        LABELS[40:],
         "hard",
         0,
     )
-    predictions = model.predict(features[40:])
+    predictions = model.predict(FEATURES[40:])
     assert set(predictions) <= {"low", "mid", "high"}
     assert metrics["test_error_ensemble"] == pytest.approx(
-        np.mean(predictions != labels[40:].to_numpy())
+        np.mean(predictions != LABELS[40:].to_numpy())
     )
-    assert 0.0 <= metrics["test_error_single_best"] <= 1.0
+    assert metrics["ensemble_members_distinct"] == len(result.member_weights)
 
 
-@pytest.mark.parametrize("model", sorted(MODELS))
-def test_every_model_of_the_conf_runs_through_its_tasks_ensemble_search(model):
-    budget = 3
-    if model_task(model) == "regression":
-        result = search_segor(
-            X,
-            Y,
-            FOLDS,
-            INFO,
-            {**fast("segor"), "model": model},
-            MODELS,
-            DEFAULTS,
-            {**CONF["ensemble"], "size": 2},
-            budget,
-            0,
-        )
-    else:
-        params = {**fast("sego"), "model": model, "ensemble_size": 2}
-        result = search_sego(
-            X, LABELS, FOLDS, CLASSES, params, MODELS, DEFAULTS, budget, 0
-        )
-    assert all(result.pool.ok), result.pool.errors
-    assert set(result.pool.configs[0]) <= set(MODELS[model])
+def test_refit_scores_regression_on_the_standardized_target():
+    data = model_input(VALUES, "regression")
+    result = run_method("segor", data, blocks_of(METHODS["segor"], 5), 0)
+    model, metrics = refit_and_score(
+        result, data, FEATURES[:40], VALUES[:40], FEATURES[40:], VALUES[40:], "hard", 0
+    )
+    residuals = (model.predict(FEATURES[40:]) - VALUES[40:]) / VALUES.std(ddof=0)
+    assert metrics["test_mse_ensemble"] == pytest.approx(np.mean(residuals**2))
 
 
-def test_a_model_without_a_search_space_is_named():
-    segor = {**fast("segor"), "model": "xgboost"}
-    with pytest.raises(
-        ValueError, match="model='xgboost' has no search space under `models`"
-    ):
-        search_segor(X, Y, FOLDS, INFO, segor, MODELS, DEFAULTS, CONF["ensemble"], 3, 0)
-
-
-def test_a_model_space_of_the_other_task_is_named_with_the_fitting_ones():
-    smbo = {**fast("smbo"), "model": "svr"}
-    with pytest.raises(
-        ValueError,
-        match=r"model='svr' is a regression model space but dataset 'toy' is a "
-        r"classification task; choose one of \[.*'sego_sklearn'",
-    ):
-        search_single_best(X, LABELS, FOLDS, CLASSES, smbo, MODELS, DEFAULTS, 3, 0)
+def test_reports_carry_the_labels_of_the_search_and_its_selection():
+    assert label_blocks(METHODS["smbo_posthoc"]) == ("smbo", "posthoc")
+    assert label_blocks(METHODS["ers"]) == ("ers",)
+    data = model_input(VALUES, "regression")
+    result = run_method("segor", data, blocks_of(METHODS["segor"], 4), 0)
+    report = report_node(("smbo", "posthoc"))
+    history, composition, convergence, heatmap, diversity = report(
+        result, data, smbo=CONF["smbo"], posthoc=CONF["posthoc"]
+    )
+    assert convergence.axes[0].get_title() == "SMBO + post-hoc on toy"
+    assert len(history) == 4
+    assert composition["weight"].sum() == pytest.approx(1.0)

@@ -1,4 +1,4 @@
-"""data_processing: raw table -> train/test split, encoded model input, CV folds."""
+"""data_processing: raw table -> train/test split, model input (encoded, CV folds)."""
 
 from kedro.pipeline import Node, Pipeline
 
@@ -37,15 +37,7 @@ def create_pipeline(**kwargs) -> Pipeline:
                     "params:data_processing",
                     "params:seed",
                 ],
-                outputs={
-                    name: name
-                    for name in (
-                        "model_input_features",
-                        "model_input_target",
-                        "cv_folds",
-                        "target_scaling",
-                    )
-                },
+                outputs="model_input",
                 name="make_model_input",
             ),
         ]

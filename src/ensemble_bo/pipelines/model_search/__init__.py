@@ -1,5 +1,5 @@
-"""Model search pipelines (segor, smbo, random_search, posthoc): search, refit, report."""
+"""Model search pipelines, one per registered method: search, refit, report."""
 
-from .pipeline import create_ers_pipeline, create_pipeline, create_posthoc_pipeline
+from .pipeline import create_pipeline, create_selection_pipeline
 
-__all__ = ["create_ers_pipeline", "create_pipeline", "create_posthoc_pipeline"]
+__all__ = ["create_pipeline", "create_selection_pipeline"]
