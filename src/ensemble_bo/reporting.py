@@ -1,23 +1,43 @@
-"""Tables and figures of a finished search (no Kedro, no MLflow)."""
+"""Tables and figures of a finished search and of a benchmark (no Kedro, no MLflow).
+
+Figures are `matplotlib.figure.Figure` objects on the Agg canvas, made without
+pyplot: importing this module leaves the caller's matplotlib backend alone
+(a notebook keeps its own), and no figure piles up in pyplot's state.
+"""
 
 from __future__ import annotations
 
-import matplotlib
+import math
+from collections.abc import Mapping
 
-matplotlib.use("Agg")  # runs headless: in CI, under Kedro, on a scheduler
-
-import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
+from matplotlib.axes import Axes
+from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.colors import LogNorm
+from matplotlib.figure import Figure
 
+from ensemble_bo.comparison_plots import critical_difference_diagram
 from ensemble_bo.core.analysis import (
-    ensemble_mutual_information,
-    mean_pairwise_disagreement,
+    average_repetitions,
+    comparison_table,
+    expected_ranks,
+    friedman_test,
+    markdown_table,
     mutual_information_matrix,
+    nemenyi_critical_difference,
     pairwise_disagreement,
+    pairwise_test_probabilities,
+    pairwise_wilcoxon,
 )
-from ensemble_bo.core.strategies import EnsembleSearchResult
+from ensemble_bo.core.results import EnsembleSearchResult
+
+
+def _figure(width: float, height: float) -> tuple[Figure, Axes]:
+    """A figure on the Agg canvas (savefig works headless) and its one axes."""
+    figure = Figure(figsize=(width, height), layout="constrained")
+    FigureCanvasAgg(figure)
+    return figure, figure.add_subplot()
 
 
 def trial_history(result: EnsembleSearchResult) -> pd.DataFrame:
@@ -70,9 +90,9 @@ def ensemble_composition(result: EnsembleSearchResult) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
-def convergence_plot(result: EnsembleSearchResult, title: str) -> plt.Figure:
+def convergence_plot(result: EnsembleSearchResult, title: str) -> Figure:
     """Ensemble vs best single-model CV loss per iteration."""
-    figure, axes = plt.subplots(figsize=(7, 4.5), layout="constrained")
+    figure, axes = _figure(7, 4.5)
     iterations = [record.iteration + 1 for record in result.history]
     axes.plot(iterations, [r.ensemble_loss for r in result.history], label="ensemble")
     axes.plot(
@@ -88,33 +108,11 @@ def convergence_plot(result: EnsembleSearchResult, title: str) -> plt.Figure:
     return figure
 
 
-def _distinct_member_predictions(
-    result: EnsembleSearchResult,
-) -> tuple[list[int], np.ndarray]:
-    # A model filling several slots is one member here: identical predictions
-    # have infinite mutual information, which would swamp the measure.
-    members = list(result.member_weights)
-    return members, result.pool.predictions[members]
-
-
-def ensemble_diversity(result: EnsembleSearchResult) -> dict[str, float]:
-    """Diversity of the distinct members, on their out-of-fold predictions.
-
-    Regression: mean pairwise mutual information (SEGOR s.4.2, eq. 8-9), lower
-    is more diverse. Classification: mean pairwise disagreement (the share of
-    samples two members label differently), higher is more diverse.
-    """
-    _, predictions = _distinct_member_predictions(result)
-    if result.task == "classification":
-        return {"ensemble_disagreement": mean_pairwise_disagreement(predictions)}
-    return {"ensemble_mutual_information": ensemble_mutual_information(predictions)}
-
-
-def diversity_heatmap(result: EnsembleSearchResult, title: str) -> plt.Figure:
+def diversity_heatmap(result: EnsembleSearchResult, title: str) -> Figure:
     """Pairwise mutual information -1/2 log(1 - rho^2) (regression) or disagreement
     (classification) between the distinct members."""
-    members, predictions = _distinct_member_predictions(result)
-    figure, axes = plt.subplots(figsize=(6, 5), layout="constrained")
+    members, predictions = result.distinct_member_predictions()
+    figure, axes = _figure(6, 5)
     if result.task == "classification":
         matrix = pairwise_disagreement(predictions)
         np.fill_diagonal(matrix, np.nan)
@@ -140,3 +138,262 @@ def diversity_heatmap(result: EnsembleSearchResult, title: str) -> plt.Figure:
     axes.set_title(title)
     figure.colorbar(image, ax=axes, label=label)
     return figure
+
+
+# --- the benchmark report ------------------------------------------------------------
+
+_DECIMALS = 4
+_CELL_COLUMNS = [
+    "key",
+    "dataset",
+    "task",
+    "model",
+    "method",
+    "repetition",
+    "seed",
+    "budget",
+    "test_loss",
+    "cv_loss",
+    "ensemble_size",
+    "ensemble_members_distinct",
+    "ensemble_mutual_information",
+    "ensemble_disagreement",
+    "trials_failed",
+    "status",
+    "error",
+]
+
+
+def rank_curves(records: list[Mapping]) -> pd.DataFrame:
+    """Mean rank of each method's CV loss at each iteration (cf. ESMBO Fig. 1-2,
+    which rank the test risk).
+
+    records: benchmark cells with `dataset`, `repetition`, `method` and
+    `cv_loss_curve`. At iteration t the methods are ranked (1 = lowest CV
+    loss, ties averaged, no model yet = last) within each (dataset,
+    repetition), and the ranks are averaged over them. A curve shorter than
+    the longest keeps its last value. Rows: iteration 1..T; columns: methods
+    (sorted).
+    """
+    methods = sorted({record["method"] for record in records})
+    length = max((len(record["cv_loss_curve"]) for record in records), default=0)
+    ranks = []
+    groups: dict[tuple[str, int], dict[str, list]] = {}
+    for record in records:
+        groups.setdefault((record["dataset"], record["repetition"]), {})[
+            record["method"]
+        ] = record["cv_loss_curve"]
+    for _, curves in sorted(groups.items()):
+        table = pd.DataFrame(
+            {
+                method: _padded(curves[method], length)
+                for method in methods
+                if method in curves
+            },
+            index=pd.RangeIndex(1, length + 1, name="iteration"),
+        )
+        ranks.append(table.rank(axis=1, method="average", na_option="bottom"))
+    if not ranks:
+        return pd.DataFrame(index=pd.RangeIndex(1, 1, name="iteration"))
+    mean = pd.concat(ranks).groupby(level="iteration").mean()
+    return mean.reindex(columns=methods)
+
+
+def _padded(curve: list, length: int) -> list[float]:
+    values = [math.nan if value is None else float(value) for value in curve]
+    last = values[-1] if values else math.nan
+    return values + [last] * (length - len(values))
+
+
+def rank_curves_plot(curves: pd.DataFrame, title: str) -> Figure:
+    """One line per method (column of `rank_curves`): its mean rank per iteration."""
+    figure, axes = _figure(7, 4.5)
+    for method in curves.columns:
+        axes.plot(curves.index, curves[method], label=method)
+    axes.set_xlabel("iteration")
+    axes.set_ylabel("mean rank of the CV loss (1 = best)")
+    axes.set_title(title)
+    if len(curves.columns):
+        axes.legend()
+    axes.grid(alpha=0.3)
+    return figure
+
+
+def _formatted(frame: pd.DataFrame) -> pd.DataFrame:
+    return frame.map(lambda value: f"{value:.{_DECIMALS}f}")
+
+
+def _comparison(
+    losses: pd.DataFrame,
+    records: list[Mapping],
+    complete: set[tuple[str, int]],
+    notes: list[str],
+):
+    """The comparison table, its PB test on the test outcomes of `complete` cells."""
+    kept = [r for r in records if (r["dataset"], r["repetition"]) in complete]
+    probabilities = pairwise_test_probabilities(
+        kept, list(losses.index), list(losses.columns)
+    )
+    if probabilities is None:
+        notes.append(
+            "The PB test used each dataset's winner: some cells were stored "
+            "without their per-sample test losses."
+        )
+    return comparison_table(losses, pairwise_probabilities=probabilities)
+
+
+def _wilcoxon_lines(wilcoxon: pd.DataFrame) -> list[str]:
+    return [
+        "",
+        "One-tailed Wilcoxon signed-rank p-values on the per-dataset mean test "
+        "losses (SEGO eq. 10; SEGOR Tables 4-5): row better than column.",
+        "",
+        markdown_table(_formatted(wilcoxon), index_name="method"),
+    ]
+
+
+def _model_space_report(
+    model: str, records: list[Mapping]
+) -> tuple[dict[str, pd.DataFrame], str, dict[str, Figure]]:
+    tables: dict[str, pd.DataFrame] = {}
+    figures: dict[str, Figure] = {}
+    frame = pd.DataFrame(records)
+    methods = sorted(frame["method"].unique())
+    by_repetition = frame.pivot_table(
+        index=["dataset", "repetition"],
+        columns="method",
+        values="test_loss",
+        aggfunc="first",
+    ).reindex(columns=methods)
+    by_repetition.columns.name = None
+    complete = by_repetition.dropna()
+    losses = average_repetitions(complete) if len(complete) else complete
+    notes = []
+    dropped = sorted(set(by_repetition.index) - set(complete.index))
+    if dropped:
+        notes.append(f"Left out of the comparison (a method has no result): {dropped}.")
+    tables[f"{model}/test_loss_by_repetition"] = by_repetition.reset_index()
+    tables[f"{model}/test_loss"] = losses.reset_index()
+
+    repetitions = sorted(frame["repetition"].unique())
+    datasets = list(losses.index)
+    lines = [
+        f"# Benchmark: model space `{model}`",
+        "",
+        f"Datasets: {', '.join(sorted(frame['dataset'].unique()))}. "
+        f"Methods: {', '.join(methods)}. Repetitions: {len(repetitions)}. "
+        f"Budget: {', '.join(str(b) for b in sorted(frame['budget'].unique()))}.",
+        "",
+        "## Test loss, mean over repetitions",
+        "",
+        "Regression: MSE of the standardized target; classification: error rate "
+        "(design.md s.5). Lower is better.",
+        "",
+        markdown_table(_formatted(losses), index_name="dataset")
+        if len(losses)
+        else "(no complete dataset)",
+    ]
+    lines += ["", "## Pairwise comparison", ""]
+    if len(methods) >= 2 and len(datasets) >= 1:
+        comparison = _comparison(losses, records, set(complete.index), notes)
+        tables[f"{model}/comparison"] = (
+            comparison.to_frame().rename_axis("method").reset_index()
+        )
+        lines.append(comparison.to_markdown())
+        ranks = comparison.expected_rank
+        wilcoxon = pairwise_wilcoxon(losses).loc[ranks.index, ranks.index]
+        tables[f"{model}/wilcoxon"] = wilcoxon.rename_axis("method").reset_index()
+        lines += _wilcoxon_lines(wilcoxon)
+    else:
+        lines.append("Skipped: needs at least 2 methods and 1 dataset.")
+        ranks = expected_ranks(losses) if len(methods) >= 2 else None
+    lines += ["", "## Friedman test and Nemenyi critical difference", ""]
+    if len(methods) >= 3 and len(datasets) >= 2:
+        friedman = friedman_test(losses)
+        lines.append(
+            f"Friedman chi-square = {friedman.statistic:.{_DECIMALS}f}, "
+            f"p = {friedman.pvalue:.{_DECIMALS}f} "
+            f"({len(methods)} methods, {len(datasets)} datasets)."
+        )
+    else:
+        lines.append(
+            "Friedman test skipped: needs at least 3 methods and 2 datasets "
+            f"(have {len(methods)} and {len(datasets)})."
+        )
+    if ranks is not None and len(datasets) >= 1:
+        difference = nemenyi_critical_difference(len(methods), len(datasets))
+        lines.append(
+            f"Nemenyi critical difference (alpha = 0.05): CD = "
+            f"{difference:.{_DECIMALS}f}; see critical_difference.png."
+        )
+        figures[f"{model}/critical_difference"] = critical_difference_diagram(
+            ranks, difference, title=f"{model}: mean rank of the test loss"
+        )
+    else:
+        lines.append("Nemenyi critical difference skipped: needs at least 2 methods.")
+
+    curves = rank_curves(records)
+    tables[f"{model}/convergence_mean_rank"] = curves.reset_index()
+    figures[f"{model}/convergence"] = rank_curves_plot(
+        curves, f"{model}: mean rank of the CV loss per iteration"
+    )
+    lines += [
+        "",
+        "## Convergence",
+        "",
+        "Mean rank of each method's CV loss at each iteration over datasets and "
+        "repetitions (1 = best): convergence_mean_rank.csv, convergence.png. "
+        "ESMBO Fig. 1-2 rank the test risk per iteration; these curves rank the "
+        "CV objective each method optimizes (its `loss`, or the variant's for "
+        "segor; for classification ensembles the squared margin, for single "
+        "models the error rate), which is optimistic for the methods that select "
+        "on it and compares like with like only where the methods share it.",
+    ]
+    if len(curves):
+        last = curves.iloc[[-1]].rename(index=lambda i: f"iteration {i}")
+        lines += ["", markdown_table(_formatted(last), index_name="")]
+    if notes:
+        lines += ["", *notes]
+    return tables, "\n".join(lines) + "\n", figures
+
+
+def failures_note(model: str, failed: list[Mapping]) -> str:
+    """The report's list of a model space's failed cells, each with its error."""
+    lines = [
+        f"## Failed cells of `{model}` (left out; a rerun tries them again)",
+        "",
+        *(f"- {record['key']}: {record['error']}" for record in failed),
+    ]
+    return "\n".join(lines) + "\n"
+
+
+def benchmark_report(
+    records: list[Mapping],
+) -> tuple[dict[str, pd.DataFrame], dict[str, str], dict[str, Figure]]:
+    """Per model space: loss tables, comparison table, tests, CD diagram, rank curves.
+
+    records: the benchmark's cell records (core/grid.py: `run_cell`). Returns
+    (CSV tables, markdown reports, figures), each keyed by `<model
+    space>/<name>`, plus a `cells` table of every record. Depends only on the
+    records' contents, not on their order or wall times.
+    """
+    records = sorted(records, key=lambda record: record["key"])
+    tables: dict[str, pd.DataFrame] = {
+        "cells": pd.DataFrame(records, columns=_CELL_COLUMNS)
+    }
+    reports: dict[str, str] = {}
+    figures: dict[str, Figure] = {}
+    for model in sorted({record["model"] for record in records}):
+        of_model = [record for record in records if record["model"] == model]
+        finished = [r for r in of_model if r.get("status", "ok") == "ok"]
+        failed = [r for r in of_model if r.get("status", "ok") != "ok"]
+        if not finished:
+            reports[f"{model}/report"] = failures_note(model, failed)
+            continue
+        space_tables, report, space_figures = _model_space_report(model, finished)
+        tables.update(space_tables)
+        reports[f"{model}/report"] = report + (
+            "\n" + failures_note(model, failed) if failed else ""
+        )
+        figures.update(space_figures)
+    return tables, reports, figures

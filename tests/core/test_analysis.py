@@ -25,6 +25,7 @@ from ensemble_bo.core.analysis import (
     outcome_probabilities,
     pairwise_disagreement,
     pairwise_sign_test,
+    pairwise_test_probabilities,
     pairwise_wilcoxon,
     pb_significance_mark,
     poisson_binomial_matrix,
@@ -443,3 +444,37 @@ def test_markdown_table_escapes_pipes():
 def test_bad_inputs_raise_naming_the_value(call, message):
     with pytest.raises(ValueError, match=re.escape(message)):
         call()
+
+
+def test_pb_probabilities_come_from_the_paired_test_outcomes():
+    def cell(method, repetition, losses, task="regression"):
+        return {
+            "dataset": "d",
+            "method": method,
+            "repetition": repetition,
+            "task": task,
+            "test_sample_losses": losses,
+        }
+
+    regression = [
+        cell("A", 0, [1.0, 2.0, 4.0]),
+        cell("A", 1, [3.0, 1.0]),
+        cell("B", 1, [5.0, 1.0]),
+        cell("B", 0, [2.0, 2.0, 6.0]),
+    ]
+    # repetition 0: d = B - A = [1, 0, 2], mean 1, sd 1, n = 3 -> t.cdf(sqrt(3), 2);
+    # repetition 1: d = [2, 0], mean 1, sd sqrt(2), n = 2 -> t.cdf(1, 1) = 0.75
+    expected = (stats.t.cdf(np.sqrt(3), df=2) + 0.75) / 2
+    probabilities = pairwise_test_probabilities(regression, ["d"], ["A", "B"])
+    assert probabilities == {("A", "B"): [pytest.approx(expected)]}
+
+    classification = [
+        cell("A", 0, [0.0, 1.0, 0.0], "classification"),
+        cell("B", 0, [1.0, 1.0, 0.0], "classification"),
+    ]
+    # A alone right once, B alone right never: Pr(Beta(2, 1) > 1/2) = 0.75
+    probabilities = pairwise_test_probabilities(classification, ["d"], ["A", "B"])
+    assert probabilities == {("A", "B"): [pytest.approx(0.75)]}
+
+    del regression[0]["test_sample_losses"]
+    assert pairwise_test_probabilities(regression, ["d"], ["A", "B"]) is None

@@ -591,6 +591,60 @@ def poisson_binomial_matrix(
     return matrix
 
 
+def pairwise_test_probabilities(
+    records: Sequence[Mapping], datasets: Sequence[str], methods: Sequence[str]
+) -> dict[tuple[str, str], list[float]] | None:
+    """{(a, b): [Pr(a better than b on dataset i)]} from benchmark cells' test outcomes.
+
+    records: one per (dataset, method, repetition), with `dataset`, `method`,
+    `repetition`, `task` and `test_sample_losses` (per-sample test losses:
+    0/1 errors or squared residuals), every method on every dataset and
+    repetition. Per dataset and repetition, the per-sample test losses of a
+    and b are paired (the methods share each repetition's test split):
+    classification counts the samples only one of the two gets right
+    (`probability_a_better_classification`), regression compares the mean
+    loss difference (`probability_a_better_regression`). p_i averages these
+    over the repetitions instead of pooling the samples, whose test splits
+    overlap and would make p_i overconfident. None when there are no records
+    or one lacks its per-sample losses (cells stored by an older version): the
+    PB test then falls back to each dataset's winner (`outcome_probabilities`).
+    """
+    if not records or any("test_sample_losses" not in record for record in records):
+        return None
+    outcomes: dict[tuple[str, str], dict[int, np.ndarray]] = {}
+    for record in records:
+        outcomes.setdefault((record["dataset"], record["method"]), {})[
+            record["repetition"]
+        ] = np.asarray(record["test_sample_losses"], dtype=float)
+    classification = records[0]["task"] == "classification"
+
+    def probability(loss_a: np.ndarray, loss_b: np.ndarray) -> float:
+        if classification:
+            return probability_a_better_classification(
+                int(np.sum((loss_a == 0) & (loss_b == 1))),
+                int(np.sum((loss_b == 0) & (loss_a == 1))),
+            )
+        return probability_a_better_regression(loss_a, loss_b)
+
+    def mean_over_repetitions(dataset: str, a: str, b: str) -> float:
+        of_b = outcomes[(dataset, b)]
+        return float(
+            np.mean(
+                [
+                    probability(losses, of_b[repetition])
+                    for repetition, losses in sorted(outcomes[(dataset, a)].items())
+                ]
+            )
+        )
+
+    return {
+        (a, b): [mean_over_repetitions(dataset, a, b) for dataset in datasets]
+        for a in methods
+        for b in methods
+        if a < b
+    }
+
+
 def pb_significance_mark(probability: float) -> str:
     """'**' above 0.9 (highly significant), '*' above 0.8 (significant), else ''."""
     if not 0.0 <= probability <= 1.0:

@@ -1,26 +1,17 @@
 """benchmark: run the grid of `params:benchmark` cell by cell, then the comparison report.
 
-The pipeline prepares each cell's data itself (the data_processing node
-functions with the repetition's seed), so it runs on its own:
-`kedro run --pipeline=benchmark`.
+The pipeline prepares each cell's data itself (core.preparation.prepare with
+the repetition's seed), so it runs on its own: `kedro run --pipeline=benchmark`.
+Its parameter inputs are every block a method of the registry reads
+(core.grid.parameter_blocks).
 """
 
 from kedro.pipeline import Node, Pipeline
 
-from .nodes import benchmark_report, run_benchmark
+from ensemble_bo.core.grid import parameter_blocks
+from ensemble_bo.reporting import benchmark_report
 
-# The project parameter blocks the benchmark's methods read (see nodes.METHODS).
-METHOD_PARAMETERS = (
-    "smbo",
-    "random_search",
-    "posthoc",
-    "esmbo",
-    "ers",
-    "segor",
-    "ensemble",
-    "sego",
-    "voting",
-)
+from .nodes import run_benchmark
 
 
 def create_pipeline(**kwargs) -> Pipeline:
@@ -33,9 +24,7 @@ def create_pipeline(**kwargs) -> Pipeline:
                     "cell_store": "benchmark_cells",
                     "benchmark": "params:benchmark",
                     "data_processing": "params:data_processing",
-                    "models": "params:models",
-                    "default_models": "params:default_models",
-                    **{name: f"params:{name}" for name in METHOD_PARAMETERS},
+                    **{name: f"params:{name}" for name in parameter_blocks()},
                 },
                 outputs="benchmark_cell_records",
                 name="run_benchmark_cells",
@@ -43,11 +32,7 @@ def create_pipeline(**kwargs) -> Pipeline:
             Node(
                 benchmark_report,
                 inputs="benchmark_cell_records",
-                outputs=[
-                    "benchmark_tables",
-                    "benchmark_reports",
-                    "benchmark_figures",
-                ],
+                outputs=["benchmark_tables", "benchmark_reports", "benchmark_figures"],
                 name="benchmark_report",
             ),
         ]

@@ -1,0 +1,443 @@
+"""The benchmark's grid: datasets x model spaces x methods x repetitions, and one cell's run.
+
+A cell is one (dataset, model space, method, repetition). Its data is prepared
+with the repetition's seed (the same test split and folds for every method),
+its method runs with the benchmark's budget on the cell's model space, and the
+ensemble is refit and scored on the test split (design.md s.5). A cell's key
+names its coordinates and hashes everything else that changes its result, so a
+store of finished cells can be reused across runs.
+
+Pure: no Kedro, no MLflow, no files; the methods come from the registry
+(core/methods.py).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+import re
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import pandas as pd
+
+from ensemble_bo.core.methods import (
+    ANY_TASK,
+    METHODS,
+    SHARED_PARAMS,
+    method_settings,
+    parse_method,
+    run_method,
+)
+from ensemble_bo.core.preparation import dataset_fingerprint, prepare, validate_dataset
+from ensemble_bo.core.refit import refit_and_score
+from ensemble_bo.core.zoo import model_task
+
+# Parameters every cell reads besides its method's: the final model's combiner.
+REFIT_PARAMS = ("voting",)
+# Characters a cell key may hold (it is a file name and an MLflow run name).
+_UNSAFE_KEY_CHARACTERS = re.compile(r"[^A-Za-z0-9_.+=-]")
+# Length of the parameter hash in a cell key (hex digits of sha256).
+_HASH_LENGTH = 12
+# The test metric each task is compared on (design.md s.5).
+TEST_LOSS_METRICS = {
+    "regression": "test_mse_ensemble",
+    "classification": "test_error_ensemble",
+}
+
+
+def parameter_blocks() -> tuple[str, ...]:
+    """The project parameter blocks a cell may read: every method's
+    (`Method.params`) but `budget`, which the benchmark sets, and the refit's."""
+    names = dict.fromkeys(name for method in METHODS.values() for name in method.params)
+    names.pop("budget", None)
+    return (*names, *REFIT_PARAMS)
+
+
+# --- settings ----------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class BenchmarkSettings:
+    datasets: list[str]
+    models: dict[str, list[str]]  # task -> model spaces
+    methods: list[str]  # method specs, `name` or `name:variant`
+    repetitions: int
+    budget: int
+    n_jobs: int
+    seed: int
+    # Seconds per configuration in every cell (None: each method's own time_limit).
+    time_limit: float | None = None
+
+
+def _names(value: Any, name: str) -> list[str]:
+    """A list of names; a string is split on whitespace (handy on the command line)."""
+    if value is None:
+        return []
+    if isinstance(value, str):
+        return value.split()
+    if not isinstance(value, list | tuple) or not all(
+        isinstance(item, str) for item in value
+    ):
+        raise ValueError(f"benchmark.{name} must be a list of names, got {value!r}")
+    return list(value)
+
+
+def _count(value: Any, name: str, minimum: int) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
+        raise ValueError(
+            f"benchmark.{name} must be an integer >= {minimum}, got {value!r}"
+        )
+    return value
+
+
+def _time_limit(value: Any) -> float | None:
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int | float) or value <= 0:
+        raise ValueError(
+            f"benchmark.time_limit must be a positive number of seconds or null, "
+            f"got {value!r}"
+        )
+    return float(value)
+
+
+def _method_spec(spec: Any) -> str:
+    """The spec stripped, its method known and its suffix allowed (the registry's rules)."""
+    try:
+        parse_method(spec)
+    except ValueError as error:
+        raise ValueError(f"benchmark.methods: {error}") from error
+    return spec.strip()
+
+
+def parse_settings(benchmark: Mapping[str, Any]) -> BenchmarkSettings:
+    """Check `params:benchmark` and its method specs (errors name the value)."""
+    models = benchmark.get("models") or {}
+    if not isinstance(models, Mapping) or set(models) - ANY_TASK:
+        raise ValueError(
+            f"benchmark.models must map a task ({sorted(ANY_TASK)}) to a list of "
+            f"model spaces, got {models!r}"
+        )
+    methods = [
+        _method_spec(spec) for spec in _names(benchmark.get("methods"), "methods")
+    ]
+    datasets = _names(benchmark.get("datasets"), "datasets")
+    for name, values in (("datasets", datasets), ("methods", methods)):
+        if not values:
+            raise ValueError(f"benchmark.{name} is empty")
+        duplicated = sorted({v for v in values if values.count(v) > 1})
+        if duplicated:
+            raise ValueError(f"benchmark.{name} lists {duplicated} more than once")
+    n_jobs = benchmark.get("n_jobs", 1)
+    if isinstance(n_jobs, bool) or not isinstance(n_jobs, int) or n_jobs == 0:
+        raise ValueError(f"benchmark.n_jobs must be a non-zero integer, got {n_jobs!r}")
+    return BenchmarkSettings(
+        datasets=datasets,
+        models={
+            task: _names(spaces, f"models.{task}") for task, spaces in models.items()
+        },
+        methods=methods,
+        repetitions=_count(benchmark.get("repetitions"), "repetitions", 1),
+        budget=_count(benchmark.get("budget"), "budget", 1),
+        n_jobs=n_jobs,
+        seed=_count(benchmark.get("seed", 0), "seed", 0),
+        time_limit=_time_limit(benchmark.get("time_limit")),
+    )
+
+
+# --- cells ---------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Cell:
+    """One run of the grid; `settings` are the parameter blocks it reads (cell_settings)."""
+
+    key: str
+    dataset: str
+    task: str
+    model: str
+    method: str  # the spec, e.g. "segor:f-m"
+    repetition: int
+    seed: int
+    budget: int
+    settings: dict[str, Any] = field(compare=False, hash=False)
+
+    @property
+    def coordinates(self) -> dict[str, Any]:
+        """What names the cell in its record: key, dataset, ..., budget."""
+        return {
+            "key": self.key,
+            "dataset": self.dataset,
+            "task": self.task,
+            "model": self.model,
+            "method": self.method,
+            "repetition": self.repetition,
+            "seed": self.seed,
+            "budget": self.budget,
+        }
+
+
+def repetition_seed(seed: int, repetition: int) -> int:
+    """Repetition r runs with seed + r for every method: the same test split and
+    folds for all (design.md s.5), the split and folds that `kedro run
+    --params dataset=D,seed=<seed + r>` gives a single method's pipeline."""
+    return seed + repetition
+
+
+def cell_settings(
+    spec: str,
+    parameters: Mapping[str, Any],
+    model: str,
+    budget: int,
+    time_limit: float | None = None,
+) -> dict[str, Any]:
+    """The parameter blocks a cell reads, as `run_method` takes them.
+
+    The blocks its method reads (`method_settings`), with the search block's
+    `model` set to the cell's model space, its `time_limit` set when given,
+    `budget` the benchmark's, `models` narrowed to the cell's space and the
+    method's variant applied; plus the refit's blocks (REFIT_PARAMS).
+    """
+    method, _ = parse_method(spec)
+    needed = [name for name in method.params if name != "budget"]
+    missing = [name for name in (*needed, *REFIT_PARAMS) if name not in parameters]
+    if missing:
+        raise ValueError(
+            f"method {spec!r} reads params:{missing[0]}, which the benchmark node "
+            f"was not given; given: {sorted(parameters)}"
+        )
+    search = {**parameters[method.search_params], "model": model}
+    if time_limit is not None:
+        search["time_limit"] = time_limit
+    settings = method_settings(
+        spec,
+        {
+            **parameters,
+            method.search_params: search,
+            "models": {model: parameters["models"][model]},
+            "budget": budget,
+        },
+    )
+    return {**settings, **{name: parameters[name] for name in REFIT_PARAMS}}
+
+
+def _digest(content: Any) -> str:
+    text = json.dumps(content, sort_keys=True, default=str, separators=(",", ":"))
+    return hashlib.sha256(text.encode()).hexdigest()[:_HASH_LENGTH]
+
+
+def cell_key(
+    dataset: str,
+    model: str,
+    method: str,
+    repetition: int,
+    seed: int,
+    budget: int,
+    fingerprint: Mapping[str, Any],
+) -> str:
+    """`dataset__model__method__r0__s0__b50__<hash>`, `fingerprint` hashed."""
+    readable = "__".join(
+        [dataset, model, method, f"r{repetition}", f"s{seed}", f"b{budget}"]
+    )
+    return _UNSAFE_KEY_CHARACTERS.sub("=", readable) + "__" + _digest(fingerprint)
+
+
+def cell_fingerprint(
+    settings: Mapping[str, Any],
+    model: str,
+    data_processing: Mapping[str, Any],
+    data_sha256: str,
+) -> dict[str, Any]:
+    """What the key hashes besides its readable part: the cell's parameter blocks
+    (but `models`, `default_models` and `budget`), the model space, the
+    data_processing parameters and the data's sha256."""
+    return {
+        "params": {
+            name: block for name, block in settings.items() if name not in SHARED_PARAMS
+        },
+        "space": settings["models"][model],
+        "data_processing": data_processing,
+        "data_sha256": data_sha256,
+    }
+
+
+def _check_model_spaces(
+    settings: BenchmarkSettings, tasks: Mapping[str, str], models: Mapping[str, Any]
+) -> None:
+    for task in sorted(set(tasks.values())):
+        for model in settings.models.get(task, []):
+            if model not in models:
+                raise ValueError(
+                    f"benchmark.models.{task}: unknown model space {model!r}; "
+                    f"available under `models`: {sorted(models)}"
+                )
+            if model_task(model) != task:
+                raise ValueError(
+                    f"benchmark.models.{task}: {model!r} is a {model_task(model)} "
+                    "model space"
+                )
+
+
+def expand_grid(
+    settings: BenchmarkSettings,
+    tasks: Mapping[str, str],
+    data_sha256: Mapping[str, str],
+    data_processing: Mapping[str, Any],
+    parameters: Mapping[str, Any],
+) -> list[Cell]:
+    """Every cell of the grid, in grid order.
+
+    tasks, data_sha256: each dataset's task and content hash; parameters: the
+    project parameter blocks by name (`models`, `default_models`, each
+    method's, `voting`). A method is left out where its `Method.tasks` do not
+    hold the dataset's task.
+    """
+    _check_model_spaces(settings, tasks, parameters.get("models", {}))
+    cells = []
+    for dataset in settings.datasets:
+        task = tasks[dataset]
+        spaces = settings.models.get(task, [])
+        if not spaces:
+            raise ValueError(
+                f"dataset {dataset!r} is a {task} task but benchmark.models.{task} "
+                "lists no model space"
+            )
+        for model in spaces:
+            for spec in settings.methods:
+                if task not in parse_method(spec)[0].tasks:
+                    continue
+                blocks = cell_settings(
+                    spec, parameters, model, settings.budget, settings.time_limit
+                )
+                fingerprint = cell_fingerprint(
+                    blocks, model, data_processing, data_sha256[dataset]
+                )
+                for repetition in range(settings.repetitions):
+                    seed = repetition_seed(settings.seed, repetition)
+                    key = cell_key(
+                        dataset,
+                        model,
+                        spec,
+                        repetition,
+                        seed,
+                        settings.budget,
+                        fingerprint,
+                    )
+                    cells.append(
+                        Cell(
+                            key,
+                            dataset,
+                            task,
+                            model,
+                            spec,
+                            repetition,
+                            seed,
+                            settings.budget,
+                            blocks,
+                        )
+                    )
+    if not cells:
+        raise ValueError(
+            "the benchmark grid is empty: no method in benchmark.methods applies to "
+            f"the tasks of the datasets ({dict(tasks)})"
+        )
+    return cells
+
+
+def grid_cells(
+    settings: BenchmarkSettings,
+    frames: Mapping[str, pd.DataFrame],
+    data_processing: Mapping[str, Any],
+    parameters: Mapping[str, Any],
+) -> list[Cell]:
+    """`expand_grid` over the raw tables: each is validated (its task) and hashed."""
+    tasks = {
+        name: validate_dataset(
+            frame,
+            data_processing["target"],
+            data_processing["task"],
+            data_processing["test_size"],
+            data_processing["n_folds"],
+            name,
+        )
+        for name, frame in frames.items()
+    }
+    fingerprints = {name: dataset_fingerprint(frame) for name, frame in frames.items()}
+    return expand_grid(settings, tasks, fingerprints, data_processing, parameters)
+
+
+# --- running a cell ------------------------------------------------------------------
+
+
+def loss_on_test_split(metrics: Mapping[str, float], task: str) -> float:
+    """The cell's test loss: standardized MSE (regression) or error rate."""
+    return float(metrics[TEST_LOSS_METRICS[task]])
+
+
+def _finite_or_none(value: float) -> float | None:
+    return float(value) if math.isfinite(value) else None
+
+
+def run_cell(
+    cell: Cell,
+    raw: pd.DataFrame,
+    data_processing: Mapping[str, Any],
+) -> dict[str, Any]:
+    """Prepare the data with the cell's seed, run its method, refit, score: its record.
+
+    A cell that raises is a record with status
+    "failed" and the error text, so the other cells go on.
+    """
+    start = time.perf_counter()
+    try:
+        record = _finished_cell(cell, raw, data_processing)
+    except Exception as error:  # noqa: BLE001 - one broken cell must not stop the grid
+        record = {
+            **cell.coordinates,
+            "status": "failed",
+            "error": f"{type(error).__name__}: {error}",
+            "cv_loss_curve": [],
+        }
+    return {**record, "wall_seconds": time.perf_counter() - start}
+
+
+def _finished_cell(
+    cell: Cell,
+    raw: pd.DataFrame,
+    data_processing: Mapping[str, Any],
+) -> dict[str, Any]:
+    split, data = prepare(raw, cell.dataset, data_processing, cell.seed)
+    result = run_method(cell.method, data, cell.settings, cell.seed)
+    _, metrics, test_losses = refit_and_score(
+        result,
+        split.train_features,
+        split.train_target,
+        split.test_features,
+        split.test_target,
+        split.info["categorical_columns"],
+        data.target_scaling,
+        cell.settings["voting"],
+        cell.seed,
+    )
+    curve = [_finite_or_none(record.ensemble_loss) for record in result.history]
+    return {
+        **cell.coordinates,
+        "status": "ok",
+        "test_loss": loss_on_test_split(metrics, cell.task),
+        # For the Poisson-binomial test's per-dataset Pr(A better) (design.md s.4).
+        "test_sample_losses": test_losses.tolist(),
+        "test_metrics": {name: float(value) for name, value in metrics.items()},
+        "cv_loss": curve[-1] if curve else None,
+        "cv_loss_curve": curve,
+        "ensemble_size": int(result.history[-1].ensemble_size)
+        if result.history
+        else len(result.members),
+        "ensemble_members_distinct": len(result.member_weights),
+        # regression: ensemble_mutual_information; classification: ensemble_disagreement
+        **{name: float(value) for name, value in result.diversity().items()},
+        "trials_failed": int((~result.pool.ok).sum()),
+    }
