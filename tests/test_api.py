@@ -1,0 +1,162 @@
+"""EnsembleSearch: the methods as a scikit-learn estimator, outside Kedro."""
+
+import re
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+from sklearn.base import clone
+from sklearn.exceptions import NotFittedError
+from sklearn.model_selection import GroupKFold, KFold, ShuffleSplit
+
+from ensemble_bo import METHODS, EnsembleSearch
+from ensemble_bo.api import default_parameters, merged
+
+PROJECT = Path(__file__).resolve().parents[1]
+RAW = PROJECT / "data" / "01_raw"
+FAST = {"segor": {"optimizer": {"n_initial": 3}, "time_limit": None}}
+
+
+@pytest.fixture(scope="module")
+def concrete():
+    raw = pd.read_csv(RAW / "concrete.csv").sample(300, random_state=0)
+    return raw.drop(columns="target"), raw["target"]
+
+
+@pytest.fixture(scope="module")
+def fitted(concrete):
+    X, y = concrete
+    return EnsembleSearch(budget=6, random_state=1, params=FAST).fit(X, y)
+
+
+def test_it_is_a_scikit_learn_estimator():
+    search = EnsembleSearch(method="esmbo", budget=7, cv=3, random_state=2)
+    copy = clone(search)
+    assert copy.get_params() == search.get_params()
+    assert copy.set_params(budget=9).budget == 9 and search.budget == 7
+    with pytest.raises(NotFittedError):
+        search.predict(np.zeros((2, 3)))
+
+
+def test_a_fit_gives_the_ensemble_its_attributes_and_target_units(fitted, concrete):
+    X, y = concrete
+    assert fitted.task_ == "regression" and fitted.seed_ == 1
+    assert fitted.result_.algorithm == "decision_tree_regressor"
+    assert len(fitted.result_.pool) == 6
+    assert fitted.cv_loss_ == fitted.result_.history[-1].ensemble_loss
+    assert fitted.members_["weight"].sum() == pytest.approx(1.0)
+    assert set(fitted.members_["trial"]) == set(fitted.result_.member_weights)
+    predictions = fitted.predict(X)
+    # in the target's units (MPa), not standardized
+    assert abs(predictions.mean() - y.mean()) < 0.2 * y.std()
+    assert fitted.score(X, y) == pytest.approx(
+        1 - np.sum((y - predictions) ** 2) / np.sum((y - y.mean()) ** 2)
+    )
+    assert list(fitted.feature_names_in_) == list(X.columns)
+
+
+def test_same_seed_same_ensemble_and_arrays_work_like_frames(fitted, concrete):
+    X, y = concrete
+    again = EnsembleSearch(budget=6, random_state=1, params=FAST).fit(
+        X.to_numpy(), y.to_numpy()
+    )
+    assert again.result_.pool.configs == fitted.result_.pool.configs
+    np.testing.assert_allclose(again.predict(X.to_numpy()), fitted.predict(X))
+
+
+def test_no_random_state_draws_a_seed_it_keeps(concrete):
+    X, y = concrete
+    search = EnsembleSearch(method="random_search", budget=3).fit(X, y)
+    again = EnsembleSearch(method="random_search", budget=3, random_state=search.seed_)
+    assert again.fit(X, y).result_.pool.configs == search.result_.pool.configs
+
+
+def test_classification_predicts_labels_and_probabilities():
+    raw = pd.read_csv(RAW / "wine.csv")
+    X, y = raw.drop(columns="target"), raw["target"]
+    search = EnsembleSearch(
+        method="sego",
+        model="decision_tree_classifier",
+        budget=5,
+        random_state=0,
+        params={"sego": {"optimizer": {"n_initial": 3}, "time_limit": None}},
+    ).fit(X, y)
+    assert search.task_ == "classification"
+    np.testing.assert_array_equal(search.classes_, np.unique(y))
+    probabilities = search.predict_proba(X)
+    assert probabilities.shape == (len(X), len(search.classes_))
+    np.testing.assert_allclose(probabilities.sum(axis=1), 1.0)
+    assert set(search.predict(X)) <= set(y)
+    assert search.score(X, y) == pytest.approx(np.mean(search.predict(X) == y))
+
+
+def test_a_splitter_sets_the_folds_with_its_groups(concrete):
+    X, y = concrete
+    groups = np.arange(len(y)) % 7
+    search = EnsembleSearch(budget=3, cv=GroupKFold(3), random_state=0, params=FAST)
+    folds = search.fit(X, y, groups=groups).fold_ids_
+    assert sorted(np.unique(folds)) == [0, 1, 2]
+    for group in range(7):  # a group never straddles two folds
+        assert len(np.unique(folds[groups == group])) == 1
+    three = EnsembleSearch(budget=3, cv=KFold(3), random_state=0, params=FAST)
+    assert np.bincount(three.fit(X, y).fold_ids_).tolist() == [100, 100, 100]
+
+
+@pytest.mark.parametrize(
+    ("cv", "message"),
+    [
+        (1, "cv must be an integer >= 2 or a splitter, got 1"),
+        ("five", "cv must be an integer >= 2 or a scikit-learn splitter, got 'five'"),
+        (ShuffleSplit(3, random_state=0), "more than one fold"),
+    ],
+)
+def test_bad_folds_are_named(concrete, cv, message):
+    X, y = concrete
+    with pytest.raises(ValueError, match=re.escape(message)):
+        EnsembleSearch(budget=3, cv=cv, params=FAST).fit(X, y)
+
+
+@pytest.mark.parametrize(
+    ("arguments", "message"),
+    [
+        ({"method": "segro"}, "unknown method 'segro'"),
+        ({"params": {"ensembel": {"size": 3}}}, "unknown parameter 'ensembel'"),
+        ({"params": {"ensemble": {"sise": 3}}}, "unknown parameter 'sise'"),
+        ({"budget": "ten"}, "budget must be a positive integer, got 'ten'"),
+        ({"model": "xgboost"}, "model='xgboost' has no search space"),
+        ({"method": "sego"}, "methods for regression"),
+    ],
+)
+def test_bad_arguments_are_named(concrete, arguments, message):
+    X, y = concrete
+    with pytest.raises(ValueError, match=re.escape(message)):
+        EnsembleSearch(**{"budget": 3, "params": FAST, **arguments}).fit(X, y)
+
+
+def test_params_override_the_project_s_defaults_key_by_key():
+    defaults = default_parameters()
+    chosen = merged(defaults, {"ensemble": {"variant": "g-m"}})
+    assert chosen["ensemble"] == {**defaults["ensemble"], "variant": "g-m"}
+    assert chosen["segor"] == defaults["segor"]
+
+
+def test_the_readme_s_python_api_example_runs():
+    readme = (PROJECT / "README.md").read_text()
+    section = readme.split("## Python API", 1)[1]
+    code = re.search(r"```python\n(.*?)```", section, re.DOTALL).group(1)
+    namespace: dict = {}
+    exec(compile(code, "README.md", "exec"), namespace)  # noqa: S102 - our own docs
+    assert np.isfinite(namespace["test_mse"])
+
+
+def test_the_readme_lists_every_method_with_its_summary():
+    readme = (PROJECT / "README.md").read_text()
+    rows = {
+        line.split("|")[1].strip().strip("`"): line
+        for line in readme.splitlines()
+        if line.startswith("| `")
+    }
+    for name, method in METHODS.items():
+        assert name in rows, name
+        assert method.summary in rows[name], name
