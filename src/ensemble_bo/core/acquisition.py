@@ -182,10 +182,7 @@ def lower_confidence_bound(mean, std, beta) -> np.ndarray:
 def _sobol(dim: int, n: int, rng: np.random.Generator) -> np.ndarray:
     # whole powers of two keep the Sobol net balanced (and avoid scipy's warning)
     m = max(0, math.ceil(math.log2(n)))
-    try:
-        engine = qmc.Sobol(dim, scramble=True, rng=rng)
-    except TypeError:  # scipy < 1.15 only knows `seed`
-        engine = qmc.Sobol(dim, scramble=True, seed=rng)
+    engine = qmc.Sobol(dim, scramble=True, rng=rng)
     return engine.random_base2(m)[:n]
 
 
