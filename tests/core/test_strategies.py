@@ -6,6 +6,7 @@ import pytest
 from ensemble_bo.core.losses import squared_error
 from ensemble_bo.core.optimizer import GPEIOptimizer, RandomSearch
 from ensemble_bo.core.pool import Pool, TrialResult
+from ensemble_bo.core.results import EnsembleSearchResult, SearchInterrupted
 from ensemble_bo.core.selection import (
     greedy_selection_with_replacement,
     greedy_vote_selection,
@@ -13,9 +14,7 @@ from ensemble_bo.core.selection import (
 )
 from ensemble_bo.core.space import SearchSpace
 from ensemble_bo.core.strategies import (
-    EnsembleSearchResult,
     EsmboSearch,
-    SearchInterrupted,
     SegorSearch,
     SegoSearch,
     SingleBestSearch,
@@ -226,6 +225,141 @@ def test_growing_and_dynamic_sizing_match_a_brute_force_reading_of_s32(sizing):
         assert sizes == sorted(sizes)  # a growing ensemble never shrinks
 
 
+# A pool built by hand for the sizing rules of SEGOR s.3.2. Each model's
+# residual (prediction - Y) is a multiple of an orthonormal direction (mean
+# square 1, mutually orthogonal), so with the equal folds here the CV MSE of a
+# mean ensemble is |mean of its residuals|^2, e.g. L(r0, r1) = (1 + 0.64) / 4.
+DIRECTIONS = (
+    np.sqrt(N_SAMPLES)
+    * np.linalg.qr(np.random.default_rng(11).normal(size=(N_SAMPLES, 5)))[0].T
+)
+U, V, S, W, Z = DIRECTIONS
+HAND_RESIDUALS = [
+    U,  # 0: alone loss 1
+    0.8 * V,  # 1: better alone (0.64), best next to 0 (0.41)
+    -U + 0.3 * S,  # 2: nearly cancels 0: 0, 1, 2 together lose only 0.73 / 9
+    3.0 * W,  # 3: useless
+    2.0 * Z,  # 4: useless; by now 1 spoils the pair 0, 2 (0.09 / 4 alone)
+]
+
+
+def hand_built_search(variant, ensemble_size=12):
+    """Run SEGOR `variant` on the hand-built pool; the evaluator ignores the
+    configuration and hands out the pool's predictions in order."""
+    rows = iter([Y + r for r in HAND_RESIDUALS])
+
+    def evaluator(config):
+        return TrialResult(next(rows), 0.0)
+
+    sizing, loss = segor_variant(variant)
+    result = SegorSearch(
+        RandomSearch(SPACE, seed=0),
+        evaluator,
+        Y,
+        FOLDS,
+        ensemble_size=ensemble_size,
+        loss=loss,
+        sizing=sizing,
+    ).run(len(HAND_RESIDUALS))
+    np.testing.assert_allclose(
+        result.pool.predictions, Y + np.array(HAND_RESIDUALS), rtol=0, atol=1e-12
+    )
+    return result
+
+
+def test_hand_built_pool_losses_are_what_the_design_says():
+    rows = Y + np.array(HAND_RESIDUALS)
+    for members, loss in [
+        ([0], 1.0),
+        ([1], 0.64),
+        ([0, 1], 0.41),
+        ([0, 1, 2], 0.73 / 9),
+        ([0, 2], 0.09 / 4),
+        ([0, 1, 2, 0], 1.73 / 16),
+    ]:
+        assert brute_force_loss(rows, members) == pytest.approx(loss, rel=1e-12)
+
+
+def assert_history(result, expected):
+    """expected: (action, members after the step) per iteration; losses by hand."""
+    rows = result.pool.predictions
+    assert [r.action for r in result.history] == [a for a, _ in expected]
+    assert [r.ensemble_size for r in result.history] == [len(m) for _, m in expected]
+    for record, (_, members) in zip(result.history, expected, strict=True):
+        assert record.ensemble_loss == pytest.approx(
+            brute_force_loss(rows, members), rel=1e-12
+        ), record.iteration
+    assert result.members == expected[-1][1]
+
+
+def test_best_dynamic_shrinks_when_dropping_a_member_beats_every_other_move():
+    result = hand_built_search("d-m")
+    assert_history(
+        result,
+        [
+            ("replace", [0]),  # the first member of an empty ensemble
+            ("grow", [0, 1]),
+            ("grow", [0, 1, 2]),
+            ("replace", [0, 1, 2]),  # j = 0 is refilled with model 0 itself
+            ("shrink", [0, 2]),  # j = 1: model 1 leaves
+        ],
+    )
+    # iteration 4, j = 1: by hand, removing model 1 (0.09 / 4) beats replacing
+    # it by any model of the pool (best: itself, 0.73 / 9) and adding any model
+    # (best: 1.73 / 16), and lowers the loss the ensemble had (0.73 / 9)
+    rows = result.pool.predictions
+    shrink = brute_force_loss(rows, [0, 2])
+    replace = min(brute_force_loss(rows, [0, h, 2]) for h in range(5))
+    grow = min(brute_force_loss(rows, [0, 1, 2, h]) for h in range(5))
+    assert shrink == pytest.approx(0.09 / 4)
+    assert replace == pytest.approx(0.73 / 9) and grow == pytest.approx(1.73 / 16)
+    assert shrink < 0.5 * min(replace, grow)
+    assert result.history[4].ensemble_loss < result.history[3].ensemble_loss
+    assert result.history[4].slot == 1
+
+
+def test_best_growing_grows_when_adding_beats_replacing_and_never_shrinks():
+    result = hand_built_search("g-m")
+    assert_history(
+        result,
+        [
+            ("replace", [0]),
+            ("grow", [0, 1]),
+            ("grow", [0, 1, 2]),
+            ("replace", [0, 1, 2]),
+            ("replace", [0, 1, 2]),  # j = 1 refilled with model 1: no shrinking
+        ],
+    )
+    rows = result.pool.predictions
+    # iteration 1: replacing model 0 by model 1 would already lower the loss
+    # from 1 to 0.64, but adding model 1 lowers it further, to 0.41
+    assert brute_force_loss(rows, [1]) == pytest.approx(0.64)
+    assert result.history[1].ensemble_loss == pytest.approx(0.41)
+    # iteration 2: the best replacement keeps 0.41, adding model 2 gives 0.73 / 9
+    assert min(brute_force_loss(rows, [h, 1]) for h in range(3)) == pytest.approx(0.41)
+    assert result.history[2].ensemble_loss == pytest.approx(0.73 / 9)
+    # iteration 4: dropping model 1 would give 0.09 / 4, yet growing keeps it
+    assert result.history[4].ensemble_loss == pytest.approx(0.73 / 9)
+
+
+def test_fixed_size_only_replaces_and_never_exceeds_m():
+    result = hand_built_search("f-m", ensemble_size=2)
+    assert [r.slot for r in result.history] == [0, 1, 0, 1, 0]
+    assert_history(
+        result,
+        [
+            ("replace", [0]),  # slot 0 filled, slot 1 still empty
+            ("replace", [0, 1]),
+            ("replace", [0, 1]),  # slot 0: model 0 is still the best next to 1
+            ("replace", [0, 2]),  # slot 1: model 2 cancels model 0
+            ("replace", [0, 2]),
+        ],
+    )
+    # at iteration 2 growing to [0, 1, 2] would give 0.73 / 9 < 0.41: m = 2 holds
+    assert result.history[2].ensemble_loss == pytest.approx(0.41)
+    assert brute_force_loss(result.pool.predictions, [0, 1, 2]) < 0.41
+
+
 def test_unknown_sizing_is_named():
     optimizer = GPEIOptimizer(SPACE, seed=0)
     with pytest.raises(ValueError, match="unknown ensemble size method 'random'"):
@@ -280,8 +414,16 @@ def test_single_best_search_tells_each_models_own_cv_loss(optimizer_class):
     np.testing.assert_allclose(result.single_losses, own, rtol=1e-10)
     best = int(np.nanargmin(own))
     assert result.members == [best] and result.member_weights == {best: 1.0}
-    assert result.history[-1].ensemble_loss == pytest.approx(own[best])
-    assert {r.action for r in result.history} <= {"select", "none"}
+    # each iteration selects the best model so far ("none" until one succeeds)
+    for i, record in enumerate(result.history):
+        so_far = own[: i + 1]
+        if np.isfinite(so_far).any():
+            assert record.action == "select", i
+            assert record.ensemble_loss == pytest.approx(np.nanmin(so_far)), i
+            assert record.ensemble_size == 1, i
+        else:
+            assert record.action == "none", i
+            assert math.isnan(record.ensemble_loss) and record.ensemble_size == 0, i
 
 
 def smbo_pool(budget=14):

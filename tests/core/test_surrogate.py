@@ -520,7 +520,8 @@ def test_sampled_gp_continues_chain_without_reinitialize() -> None:
     first = _thetas(cont.fit(X, y))
     second = _thetas(cont.fit(X, y))
     np.testing.assert_array_equal(first, one_chain[:5])
-    np.testing.assert_array_equal(cont.chain_start, first[-1])
+    # samples[-1].theta is log(exp(theta)) of the chain's state: equal up to rounding
+    np.testing.assert_allclose(cont.chain_start, first[-1], rtol=1e-14, atol=0)
     np.testing.assert_array_equal(second, one_chain[5:])
 
     # reinitialize=True restarts at the ML-II point: same first half, different second
@@ -645,3 +646,52 @@ def test_map_fit_is_pulled_towards_the_prior_mode():
     # with its mode at l = 1, keeps it nearer
     assert map_.length_scales[1] < ml2.length_scales[1]
     assert abs(np.log(map_.length_scales[1])) < abs(np.log(ml2.length_scales[1]))
+
+
+def test_ml2_map_and_slice_are_each_the_answer_of_their_own_criterion():
+    """Same 10 noisy points: ML-II maximizes the likelihood, MAP likelihood x prior,
+    and slice sampling spreads around the ML-II point it starts from."""
+    rng = np.random.default_rng(0)
+    X = rng.random((10, 2))
+    y = np.sin(5 * X[:, 0]) + 0.5 * X[:, 1] + 0.2 * rng.normal(size=10)
+    ml2 = GaussianProcess(seed=0).fit(X, y)
+    map_ = GaussianProcess(seed=0, prior=True).fit(X, y)
+    sampled = SampledGaussianProcess(seed=0).fit(X, y)
+    theta_ml2, theta_map = ml2.hyperparameters.theta, map_.hyperparameters.theta
+    # every optimum is interior here, so the gradients must vanish there
+    lo = np.log([1e-3, 1e-2, 1e-2, 1e-6])
+    hi = np.log([1e2, 1e1, 1e1, 1e1])
+    for theta in (theta_ml2, theta_map):
+        assert np.all((theta[:4] > lo + 0.1) & (theta[:4] < hi - 0.1))
+    _, grad_at_ml2 = ml2.log_marginal_likelihood(theta_ml2, eval_gradient=True)
+    assert np.abs(grad_at_ml2).max() < 1e-3
+    _, grad_at_map = ml2.log_marginal_likelihood(theta_map, eval_gradient=True)
+    prior_grad = map_log_prior(theta_map, 2)[1]
+    # MAP is not a likelihood optimum: the prior's pull balances the likelihood's
+    assert np.abs(grad_at_map).max() > 0.1
+    assert np.abs(grad_at_map + prior_grad).max() < 1e-3
+    assert ml2.log_marginal_likelihood(theta_ml2) > ml2.log_marginal_likelihood(
+        theta_map
+    )
+    # and the two answers differ by more than optimizer noise: the amplitude by
+    # over 25 %, the weakly relevant second length scale by over 30 %
+    assert ml2.hyperparameters.amplitude > 1.25 * map_.hyperparameters.amplitude
+    assert (
+        ml2.hyperparameters.length_scales[1]
+        > 1.3 * map_.hyperparameters.length_scales[1]
+    )
+    # slice: the chain starts at the ML-II optimum and moves off it; no sample is
+    # more likely than that optimum, and the samples spread over every coordinate,
+    # their noise over more than a factor 5
+    np.testing.assert_allclose(sampled.chain_start, theta_ml2, atol=1e-3)
+    thetas = _thetas(sampled)
+    assert len(np.unique(thetas, axis=0)) == 10
+    assert np.all(thetas.std(axis=0) > 0.1)
+    assert max(ml2.log_marginal_likelihood(t) for t in thetas) < (
+        ml2.log_marginal_likelihood(theta_ml2)
+    )
+    assert np.ptp(thetas[:, 3]) > math.log(5.0)
+    # 10 points say little about the noise below ~0.05: integrated over, with the
+    # horseshoe prior (mode 0.05), it sits well above both point estimates (~0.01)
+    mean_log_noise = thetas[:, 3].mean()
+    assert mean_log_noise > max(theta_ml2[3], theta_map[3]) + 0.5
