@@ -1,10 +1,11 @@
-"""End to end: `kedro run --pipeline=benchmark`, killed after the first cells and resumed.
+"""End to end: `kedro run --pipeline=benchmark`, killed inside a cell and resumed.
 
 A tiny grid (2 regression datasets x 2 methods x 2 repetitions, budget 8) runs
-in two copies of the project, each with its own data folder (cell store and
-report) and MLflow store: once uninterrupted, and once killed (SIGKILL to the
-process group) when some but not all cells are stored, then rerun. The resumed
-report must equal the uninterrupted one byte for byte.
+in two copies of the project, each with its own data folder (cell store, trial
+journals and report) and MLflow store: once uninterrupted, and once killed
+(SIGKILL to the process group) when some cells are stored and the next one has
+journaled a few trials, then rerun. The resumed report must equal the
+uninterrupted one byte for byte, and the cut cell must not retrain its trials.
 """
 
 import os
@@ -108,6 +109,16 @@ def stored_cells(project: Path) -> list[Path]:
     return sorted((project / "data/07_model_output/benchmark_cells").glob("*.json"))
 
 
+def journaled_trials(project: Path) -> dict[str, int]:
+    """Cell key -> trials its search journaled so far."""
+    folder = project / "data" / "07_model_output" / "checkpoints"
+    return {
+        journal.name: len(list(journal.glob("trial_*.pkl")))
+        for journal in folder.glob("*")
+        if journal.is_dir()
+    }
+
+
 def report_files(project: Path) -> dict[str, bytes]:
     folder = project / "data" / "08_reporting" / "benchmark"
     return {
@@ -130,7 +141,11 @@ def resumed(tmp_path_factory):
     process = subprocess.Popen(**kedro_command(project), start_new_session=True)
     try:
         deadline = time.monotonic() + 240
-        while len(stored_cells(project)) < 2:
+        # two cells stored, the third three trials into its search
+        while (
+            len(stored_cells(project)) < 2
+            or sum(journaled_trials(project).values()) < 3
+        ):
             assert process.poll() is None, process.communicate()[1][-3000:]
             assert time.monotonic() < deadline, "no cell finished in time"
             time.sleep(0.01)
@@ -141,9 +156,11 @@ def resumed(tmp_path_factory):
         process.communicate()
     killed_with = len(stored_cells(project))
     assert 2 <= killed_with < CELLS, f"killed with {killed_with} cells stored"
+    stored = {p.stem for p in stored_cells(project)}
+    cut = {key: n for key, n in journaled_trials(project).items() if key not in stored}
     assert not (project / "data" / "08_reporting" / "benchmark").exists()
-    completed = run_to_completion(project)
-    return project, killed_with, completed
+    run_to_completion(project)
+    return project, killed_with, cut
 
 
 def test_the_resumed_report_equals_the_uninterrupted_one(uninterrupted, resumed):
@@ -186,7 +203,10 @@ def children_of_latest_parent(project: Path):
 
 
 def test_the_parent_run_has_one_child_run_per_cell(uninterrupted, resumed):
-    project, killed_with, _ = resumed
+    project, killed_with, cut = resumed
+    assert sum(cut.values()) >= 3
+    # stored cells drop their journals
+    assert journaled_trials(project) == {}
     client, parent, children = children_of_latest_parent(project)
     assert parent.info.status == "FINISHED"
     assert parent.data.tags["kedro.pipeline"] == "benchmark"
@@ -197,6 +217,8 @@ def test_the_parent_run_has_one_child_run_per_cell(uninterrupted, resumed):
     assert len(reused) == killed_with
     for child in children:
         assert CELL_METRICS <= set(child.data.metrics)
+        # the cell cut by the kill answered its journaled trials from the journal
+        assert child.data.metrics["trials_reused"] == cut.get(child.info.run_name, 0)
         assert child.data.params["budget"] == "8"
         assert child.data.params["method"] in METHODS
         curve = client.get_metric_history(child.info.run_id, "cv_loss_curve")

@@ -1,7 +1,8 @@
 """Events of a run, published by the pipelines and heard by trackers (tracking.py).
 
-A search's node publishes each iteration as it ends (`IterationEnded`), the
-benchmark each finished cell (`CellEnded`). Trackers subscribe for the span of
+A search's node publishes each iteration as it ends (`IterationEnded`) and
+where its trials are journaled (`SearchResumable`), the benchmark each finished
+cell (`CellEnded`). Trackers subscribe for the span of
 a run. Publishing with no subscriber does nothing, so nodes run the same with
 or without MLflow.
 """
@@ -52,7 +53,16 @@ class CellEnded:
     reused: bool
 
 
-Event = IterationEnded | CellEnded
+@dataclass(frozen=True)
+class SearchResumable:
+    """A search records its trials in `journal` (a folder), which already holds
+    `recorded` trials of an earlier, stopped run of the same search."""
+
+    journal: str
+    recorded: int
+
+
+Event = IterationEnded | CellEnded | SearchResumable
 Listener = Callable[[Event], None]
 _listeners: list[Listener] = []
 

@@ -19,6 +19,7 @@ from kedro.framework.startup import bootstrap_project
 
 from ensemble_bo import events
 from ensemble_bo.core.grid import parameter_blocks, parse_settings
+from ensemble_bo.core.journal import JournalFolder
 from ensemble_bo.core.methods import METHODS
 from ensemble_bo.datasets import BenchmarkCellStore, BenchmarkCellStoreDataset
 from ensemble_bo.pipeline_registry import register_pipelines
@@ -61,6 +62,7 @@ def run(raw, store, benchmark, parameters=None):
     return run_benchmark(
         raw,
         store,
+        JournalFolder(store.path.parent / "checkpoints"),
         {**GRID, **benchmark},
         CONF["data_processing"],
         **(parameters or PARAMETERS),

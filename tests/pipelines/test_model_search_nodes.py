@@ -6,6 +6,7 @@ import pytest
 
 from ensemble_bo import events
 from ensemble_bo.api import default_parameters
+from ensemble_bo.core.journal import JournalFolder, TrialJournal
 from ensemble_bo.core.methods import METHODS, POSTHOC, run_method
 from ensemble_bo.core.preparation import make_model_input
 from ensemble_bo.pipelines.model_search.nodes import (
@@ -54,17 +55,29 @@ def heard():
     events.unsubscribe(received.append)
 
 
-def test_the_search_node_runs_the_method_and_publishes_each_iteration(heard):
+def test_the_search_node_runs_the_method_and_publishes_each_iteration(heard, tmp_path):
     method = METHODS["smbo_posthoc"]
     data = model_input(VALUES, "regression")
     settings = blocks_of(method, budget=6)
-    result = search_node(method)(model_input=data, seed=2, **settings)
+    checkpoints = JournalFolder(tmp_path)
+    search = search_node(method)
+    result = search(data, 2, checkpoints, True, **settings)
     again = run_method(method, data, settings, 2)
     assert result.members == again.members
-    steps = [event.step for event in heard]
-    assert steps == [0, 1, 2, 3, 4, 5, 5]  # the selection repeats the last step
-    assert heard[-1].metrics["cv_loss_ensemble"] == result.history[-1].ensemble_loss
-    assert search_node(method).__name__ == "search_smbo_posthoc"
+    (resumable,) = [e for e in heard if isinstance(e, events.SearchResumable)]
+    assert resumable.recorded == 0
+    iterations = [e for e in heard if isinstance(e, events.IterationEnded)]
+    assert [e.step for e in iterations] == [0, 1, 2, 3, 4, 5, 5]  # selection: 5 again
+    assert (
+        iterations[-1].metrics["cv_loss_ensemble"] == result.history[-1].ensemble_loss
+    )
+    assert search.__name__ == "search_smbo_posthoc"
+
+    # the journal holds the 6 trials: the same search again trains none of them
+    assert len(TrialJournal(resumable.journal).entries()) == 6
+    assert search(data, 2, checkpoints, True, **settings).trials_reused == 6
+    # resume=False drops them and trains afresh
+    assert search(data, 2, checkpoints, False, **settings).trials_reused == 0
 
 
 def test_a_selection_node_names_its_source_when_the_pool_does_not_fit():

@@ -24,6 +24,7 @@ from typing import Any
 
 import pandas as pd
 
+from ensemble_bo.core.journal import JournalFolder
 from ensemble_bo.core.methods import (
     ANY_TASK,
     METHODS,
@@ -386,15 +387,19 @@ def run_cell(
     cell: Cell,
     raw: pd.DataFrame,
     data_processing: Mapping[str, Any],
+    journals: JournalFolder | None = None,
 ) -> dict[str, Any]:
     """Prepare the data with the cell's seed, run its method, refit, score: its record.
+
+    journals: where the cell's search journals its trials (under the cell's
+    key), so a cell stopped mid-search resumes without retraining them.
 
     A cell that raises is a record with status
     "failed" and the error text, so the other cells go on.
     """
     start = time.perf_counter()
     try:
-        record = _finished_cell(cell, raw, data_processing)
+        record = _finished_cell(cell, raw, data_processing, journals)
     except Exception as error:  # noqa: BLE001 - one broken cell must not stop the grid
         record = {
             **cell.coordinates,
@@ -409,9 +414,11 @@ def _finished_cell(
     cell: Cell,
     raw: pd.DataFrame,
     data_processing: Mapping[str, Any],
+    journals: JournalFolder | None,
 ) -> dict[str, Any]:
     split, data = prepare(raw, cell.dataset, data_processing, cell.seed)
-    result = run_method(cell.method, data, cell.settings, cell.seed)
+    journal = None if journals is None else journals.journal(cell.key)
+    result = run_method(cell.method, data, cell.settings, cell.seed, journal=journal)
     _, metrics, test_losses = refit_and_score(
         result,
         split.train_features,
@@ -440,4 +447,5 @@ def _finished_cell(
         # regression: ensemble_mutual_information; classification: ensemble_disagreement
         **{name: float(value) for name, value in result.diversity().items()},
         "trials_failed": int((~result.pool.ok).sum()),
+        "trials_reused": result.trials_reused,
     }

@@ -94,5 +94,7 @@ def refit_and_score(
         f"{name}_single_best": float(single_losses.mean()),
         "ensemble_members_distinct": float(len(result.member_weights)),
         "trials_failed": float((~result.pool.ok).sum()),
+        # answered from the journal of a stopped run instead of trained again
+        "trials_reused": float(result.trials_reused),
     }
     return ensemble, metrics, ensemble_losses

@@ -11,12 +11,13 @@ from __future__ import annotations
 import json
 import os
 import re
-import tempfile
 from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
 from kedro.io import AbstractDataset
+
+from ensemble_bo.core.journal import atomic_write_bytes
 
 _SUFFIX = ".json"
 # What a key may contain: it is a file name (and an MLflow run name).
@@ -49,21 +50,8 @@ class BenchmarkCellStore:
 
     def put(self, key: str, record: Mapping[str, Any]) -> None:
         """Write the record atomically: a temporary file, then os.replace."""
-        file = self._file(key)
-        self.path.mkdir(parents=True, exist_ok=True)
         text = json.dumps(dict(record), indent=1, sort_keys=True)
-        descriptor, temporary = tempfile.mkstemp(
-            prefix=f".{key}.", suffix=".tmp", dir=self.path
-        )
-        try:
-            with os.fdopen(descriptor, "w", encoding="utf-8") as handle:
-                handle.write(text)
-                handle.flush()
-                os.fsync(handle.fileno())
-            os.replace(temporary, file)
-        except BaseException:
-            Path(temporary).unlink(missing_ok=True)
-            raise
+        atomic_write_bytes(self._file(key), text.encode("utf-8"))
 
     def keys(self) -> list[str]:
         """Keys of the stored cells, sorted (temporary files are not cells)."""

@@ -17,6 +17,7 @@ import pandas as pd
 from joblib import Parallel, delayed
 
 from ensemble_bo.core.grid import grid_cells, parse_settings, run_cell
+from ensemble_bo.core.journal import JournalFolder
 from ensemble_bo.events import CellEnded, publish
 
 logger = logging.getLogger(__name__)
@@ -52,13 +53,16 @@ def announce_cell(record: Mapping[str, Any], reused: bool) -> None:
 def run_benchmark(
     raw_datasets: Mapping[str, Callable[[], pd.DataFrame]],
     cell_store,
+    checkpoints: JournalFolder,
     benchmark: Mapping[str, Any],
     data_processing: Mapping[str, Any],
     **parameters: Any,
 ) -> list[dict[str, Any]]:
     """Run the grid's unfinished cells (in parallel), storing each as it finishes.
 
-    parameters: the blocks the cells read (core.grid.parameter_blocks). Returns
+    checkpoints: where each running cell journals its trials (dropped once the
+    cell is stored). parameters: the blocks the cells read
+    (core.grid.parameter_blocks). Returns
     every cell's record, sorted by key; a failed cell's record is not stored,
     so a rerun tries it again.
     """
@@ -74,9 +78,11 @@ def run_benchmark(
         settings.n_jobs,
     )
     for key in sorted(stored):
+        # a kill between storing a cell and dropping its journal leaves one behind
+        checkpoints.journal(key).discard()
         announce_cell(cell_store.get(key), reused=True)
     finished = Parallel(n_jobs=settings.n_jobs, return_as="generator_unordered")(
-        delayed(run_cell)(cell, frames[cell.dataset], data_processing)
+        delayed(run_cell)(cell, frames[cell.dataset], data_processing, checkpoints)
         for cell in pending
     )
     failed = {}
@@ -85,6 +91,7 @@ def run_benchmark(
             failed[record["key"]] = record
         else:
             cell_store.put(record["key"], record)
+            checkpoints.journal(record["key"]).discard()
         announce_cell(record, reused=False)
     return sorted(
         (failed.get(cell.key) or cell_store.get(cell.key) for cell in cells),

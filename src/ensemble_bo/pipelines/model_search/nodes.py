@@ -14,11 +14,13 @@ import pandas as pd
 from matplotlib.figure import Figure
 from sklearn.base import BaseEstimator
 
+import ensemble_bo
 from ensemble_bo.core import refit
+from ensemble_bo.core.journal import JournalFolder, journal_key
 from ensemble_bo.core.methods import Method, Selection, run_method
 from ensemble_bo.core.preparation import ModelInput
 from ensemble_bo.core.results import EnsembleSearchResult
-from ensemble_bo.events import publish_iteration
+from ensemble_bo.events import SearchResumable, publish, publish_iteration
 from ensemble_bo.pipelines.progress import progress_bar
 from ensemble_bo.reporting import (
     convergence_plot,
@@ -41,15 +43,36 @@ def _label(blocks: Mapping[str, Any], names: tuple[str, ...]) -> str:
 
 
 def search_node(method: Method) -> Callable[..., EnsembleSearchResult]:
-    """The node function running `method`: model input and parameter blocks in."""
+    """The node function running `method`: model input and parameter blocks in.
+
+    Its trials are journaled under `checkpoints`, keyed by everything that
+    makes the search, so rerunning a stopped run resumes it; `resume=False`
+    drops the journal and starts afresh.
+    """
 
     def search(
-        model_input: ModelInput, seed: int, **settings: Any
+        model_input: ModelInput,
+        seed: int,
+        checkpoints: JournalFolder,
+        resume: bool,
+        **settings: Any,
     ) -> EnsembleSearchResult:
+        key = journal_key(
+            method.name, settings, seed, model_input, ensemble_bo.__version__
+        )
+        journal = checkpoints.journal(key)
+        if not resume:
+            journal.discard()
+        publish(SearchResumable(str(journal.directory), len(journal.entries())))
         label = f"{_label(settings, label_blocks(method))} on {model_input.name}"
         with progress_bar(settings["budget"], label) as on_iteration:
             return run_method(
-                method, model_input, settings, seed, [on_iteration, publish_iteration]
+                method,
+                model_input,
+                settings,
+                seed,
+                [on_iteration, publish_iteration],
+                journal,
             )
 
     search.__name__ = search.__qualname__ = f"search_{method.name}"

@@ -29,6 +29,8 @@ def create_pipeline(method: Method, **kwargs) -> Pipeline:
         inputs={
             "model_input": "model_input",
             "seed": "params:seed",
+            "checkpoints": "search_checkpoints",
+            "resume": "params:resume",
             **_params(method.params),
         },
         outputs=f"{method.name}_search_result",

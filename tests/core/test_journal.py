@@ -1,0 +1,124 @@
+"""Trial journals: a stopped search resumes without retraining and ends the same."""
+
+import numpy as np
+import pytest
+
+from ensemble_bo.api import default_parameters
+from ensemble_bo.core.journal import (
+    ReplayingEvaluator,
+    TrialJournal,
+    journal_key,
+)
+from ensemble_bo.core.methods import run_method
+from ensemble_bo.core.pool import TrialResult
+from ensemble_bo.core.preparation import ModelInput
+from ensemble_bo.core.results import SearchInterrupted
+
+CONF = default_parameters()
+RNG = np.random.default_rng(0)
+X = RNG.normal(size=(50, 3))
+DATA = ModelInput(
+    X,
+    X[:, 0] + 0.2 * RNG.normal(size=50),
+    np.arange(50) % 5,
+    "regression",
+    {"mean": 0.0, "std": 1.0},
+    {"name": "toy", "categorical_columns": []},
+)
+
+
+def settings(budget=8):
+    segor = {
+        **CONF["segor"],
+        "time_limit": None,
+        "optimizer": {**CONF["segor"]["optimizer"], "n_initial": 3},
+    }
+    return {
+        **CONF,
+        "segor": segor,
+        "ensemble": {**CONF["ensemble"], "size": 3},
+        "budget": budget,
+    }
+
+
+class Stop(Exception):
+    pass
+
+
+def stop_after(iteration):
+    def callback(record):
+        if record.iteration == iteration:
+            raise Stop
+
+    return callback
+
+
+@pytest.mark.parametrize("stopped_at", [0, 3, 7])
+def test_a_resumed_search_retrains_nothing_and_ends_as_an_uninterrupted_one(
+    tmp_path, stopped_at
+):
+    uninterrupted = run_method("segor", DATA, settings(), 5)
+    journal = TrialJournal(tmp_path / "journal")
+    with pytest.raises(SearchInterrupted):
+        run_method("segor", DATA, settings(), 5, [stop_after(stopped_at)], journal)
+    assert len(journal.entries()) == stopped_at + 1
+
+    resumed = run_method("segor", DATA, settings(), 5, journal=journal)
+    assert resumed.trials_reused == stopped_at + 1
+    assert resumed.members == uninterrupted.members
+    assert resumed.pool.configs == uninterrupted.pool.configs
+    np.testing.assert_array_equal(
+        resumed.pool.predictions, uninterrupted.pool.predictions
+    )
+    assert [r.ensemble_loss for r in resumed.history] == [
+        r.ensemble_loss for r in uninterrupted.history
+    ]
+    # every trial is in the journal now: a third run trains nothing
+    assert run_method("segor", DATA, settings(), 5, journal=journal).trials_reused == 8
+
+
+def test_a_journal_that_no_longer_matches_is_dropped_from_where_it_differs(tmp_path):
+    journal = TrialJournal(tmp_path / "j")
+    calls = []
+
+    def evaluate(config):
+        calls.append(config)
+        return TrialResult(np.full(4, float(config["x"])), 0.1)
+
+    first = ReplayingEvaluator(evaluate, journal)
+    for x in (1, 2, 3):
+        first({"x": x})
+    assert first.trained == 3 and len(journal.entries()) == 3
+
+    second = ReplayingEvaluator(evaluate, journal)
+    assert second({"x": 1}).oof_predictions.tolist() == [1.0] * 4
+    second({"x": 9})  # the search went another way at trial 1
+    assert (second.reused, second.trained) == (1, 1)
+    assert [entry.config for entry in journal.entries()] == [{"x": 1}, {"x": 9}]
+    assert calls == [{"x": 1}, {"x": 2}, {"x": 3}, {"x": 9}]
+
+
+def test_a_torn_or_missing_trial_ends_the_journal_there(tmp_path):
+    journal = TrialJournal(tmp_path / "j")
+    for index in (0, 1, 3):
+        journal.record(index, {"x": index}, TrialResult(None, 0.0, "boom"))
+    (tmp_path / "j" / ".trial_2.pkl.123.tmp").write_bytes(b"half a write")
+    assert [entry.config for entry in journal.entries()] == [{"x": 0}, {"x": 1}]
+    journal.discard()
+    assert journal.entries() == [] and not (tmp_path / "j").exists()
+
+
+def test_the_key_changes_with_anything_that_changes_the_search():
+    base = journal_key("segor", settings(), 5, DATA, "0.1")
+    assert base == journal_key("segor", settings(), 5, DATA, "0.1")
+    other_data = ModelInput(
+        DATA.features, DATA.target + 1.0, DATA.fold_ids, "regression", {}, {}
+    )
+    for changed in (
+        journal_key("smbo", settings(), 5, DATA, "0.1"),
+        journal_key("segor", settings(budget=9), 5, DATA, "0.1"),
+        journal_key("segor", settings(), 6, DATA, "0.1"),
+        journal_key("segor", settings(), 5, other_data, "0.1"),
+        journal_key("segor", settings(), 5, DATA, "0.2"),
+    ):
+        assert changed != base
