@@ -124,7 +124,7 @@ def test_bad_folds_are_named(concrete, cv, message):
         ({"params": {"ensembel": {"size": 3}}}, "unknown parameter 'ensembel'"),
         ({"params": {"ensemble": {"sise": 3}}}, "unknown parameter 'sise'"),
         ({"budget": "ten"}, "budget must be a positive integer, got 'ten'"),
-        ({"model": "xgboost"}, "model='xgboost' has no search space"),
+        ({"model": "xgboost"}, "segor.model='xgboost' is not a model space"),
         ({"method": "sego"}, "methods for regression"),
     ],
 )
@@ -160,3 +160,27 @@ def test_the_readme_lists_every_method_with_its_summary():
     for name, method in METHODS.items():
         assert name in rows, name
         assert method.summary in rows[name], name
+
+
+@pytest.mark.parametrize(
+    ("change", "message"),
+    [
+        (lambda X, y: (X.assign(cement=np.inf), y), "['cement'] hold infinite values"),
+        (lambda X, y: (X.assign(cement=np.nan), y), "['cement'] have no value at all"),
+        (lambda X, y: (X, y * 0.0), "has the same value (0.0) in every row"),
+        (lambda X, y: (X.iloc[:0], y.iloc[:0]), "no rows"),
+    ],
+)
+def test_bad_data_is_refused_before_any_training(concrete, change, message):
+    X, y = change(*concrete)
+    with pytest.raises(ValueError, match=re.escape(message)):
+        EnsembleSearch(budget=3, params=FAST).fit(X, y)
+
+
+def test_missing_feature_values_are_imputed(concrete):
+    X, y = concrete
+    holes = X.mask(np.random.default_rng(0).random(X.shape) < 0.1)
+    search = EnsembleSearch(method="smbo", model="svr", budget=3, random_state=0)
+    search.set_params(params={"smbo": {"time_limit": None}})
+    assert search.fit(holes, y).result_.pool.ok.all()
+    assert np.isfinite(search.predict(holes)).all()

@@ -62,6 +62,8 @@ def test_each_method_s_pipeline_searches_with_its_own_blocks(name):
     assert set(search.inputs) == {
         "model_input",
         "params:seed",
+        "params:resume",
+        "search_checkpoints",
         *(f"params:{block}" for block in method.params),
     }
     assert search.outputs == [f"{name}_search_result"]

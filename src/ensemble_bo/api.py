@@ -34,8 +34,10 @@ from ensemble_bo.core.preparation import (
     ModelInput,
     assign_folds,
     categorical_columns,
-    infer_task,
+    check_table,
     make_model_input,
+    validate_features,
+    validate_target,
 )
 from ensemble_bo.core.refit import ensemble_estimator
 from ensemble_bo.core.results import EnsembleSearchResult
@@ -213,7 +215,9 @@ class EnsembleSearch(BaseEstimator):
             else self.random_state
         )
         settings = self._settings()
-        task = infer_task(target, settings["data_processing"]["task"])
+        check_table(features, "X")
+        validate_features(features, "X")
+        task = validate_target(target, settings["data_processing"]["task"], "y")
         dataset = {
             "name": "X",
             "task": task,

@@ -6,6 +6,7 @@ import numpy as np
 import pytest
 
 from ensemble_bo.api import default_parameters
+from ensemble_bo.core import methods
 from ensemble_bo.core.methods import (
     METHODS,
     method_settings,
@@ -114,7 +115,9 @@ def test_sego_refuses_regression():
 
 def test_a_model_without_a_search_space_is_named():
     with pytest.raises(
-        ValueError, match="model='xgboost' has no search space under `models`"
+        ValueError,
+        match=r"segor.model='xgboost' is not a model space of `models` "
+        r"\(conf/base/parameters_models.yml\)",
     ):
         run_method("segor", REGRESSION, settings(segor={"model": "xgboost"}), 0)
 
@@ -122,7 +125,7 @@ def test_a_model_without_a_search_space_is_named():
 def test_a_model_space_of_the_other_task_is_named_with_the_fitting_ones():
     with pytest.raises(
         ValueError,
-        match=r"model='svr' is a regression model space but the data is a "
+        match=r"smbo.model='svr' is a regression model space but the data is a "
         r"classification task; choose one of \[.*'sego_sklearn'",
     ):
         run_method("smbo", CLASSES, settings(smbo={"model": "svr"}), 0)
@@ -157,11 +160,28 @@ def test_a_selection_method_ends_its_search_curve_with_the_selected_ensemble():
     assert heard[-1] == last
 
 
-def test_a_failing_selection_keeps_the_search_s_pool():
-    bad = settings(budget=4, posthoc={"weighting": "nonsense"})
-    with pytest.raises(SearchInterrupted, match="weighting='nonsense'") as stopped:
-        run_method("smbo_posthoc", REGRESSION, bad, 0)
+def test_a_failing_selection_keeps_the_search_s_pool(monkeypatch):
+    def broken(*args, **kwargs):
+        raise RuntimeError("selection broke")
+
+    monkeypatch.setattr(methods, "posthoc_selection", broken)
+    with pytest.raises(SearchInterrupted, match="selection broke") as stopped:
+        run_method("smbo_posthoc", REGRESSION, settings(budget=4), 0)
     assert len(stopped.value.result.pool) == 4
+
+
+def test_bad_settings_are_refused_before_any_training(monkeypatch):
+    def no_training(*args, **kwargs):
+        raise AssertionError("a model was trained")
+
+    monkeypatch.setattr(methods, "CrossValidationEvaluator", no_training)
+    bad = settings(budget=4, posthoc={"weighting": "nonsense"})
+    with pytest.raises(ValueError, match="posthoc.weighting='nonsense' is not one of"):
+        run_method("smbo_posthoc", REGRESSION, bad, 0)
+    with pytest.raises(ValueError, match="budget='ten' is not an integer >= 1"):
+        run_method("segor", REGRESSION, {**settings(), "budget": "ten"}, 0)
+    with pytest.raises(ValueError, match="seed=-1 is not an integer >= 0"):
+        run_method("segor", REGRESSION, settings(), -1)
 
 
 @pytest.mark.parametrize("model", sorted(CONF["models"]))

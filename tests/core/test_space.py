@@ -78,7 +78,7 @@ def test_log_scale_midpoint_is_geometric_mean():
     [
         (
             {"type": "float", "low": 2.0, "high": 1.0},
-            "low=2.0 is greater than high=1.0",
+            "low=2.0 is greater than high=1.0; swap them",
         ),
         (
             {"type": "float", "low": 0.0, "high": 1.0, "log": True},
@@ -88,6 +88,10 @@ def test_log_scale_midpoint_is_geometric_mean():
         ({"type": "categorical", "choices": []}, "empty choice list"),
         ({"type": "gaussian", "low": 0, "high": 1}, "unknown type 'gaussian'"),
         ({"type": "float", "low": 0.0}, "missing high"),
+        ({"type": "float", "low": "tiny", "high": 1.0}, "low='tiny' is not a number"),
+        ({"type": "int", "low": 1, "hi": 4}, "unknown keys ['hi'] for an int"),
+        ({"type": "categorical", "choice": [1]}, "unknown keys ['choice']"),
+        ({"type": "float", "low": 1, "high": 2, "log": "no"}, "log='no' is not"),
     ],
 )
 def test_bad_specs_name_the_parameter_and_value(spec, message):

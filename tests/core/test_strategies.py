@@ -6,7 +6,11 @@ import pytest
 from ensemble_bo.core.losses import squared_error
 from ensemble_bo.core.optimizer import GPEIOptimizer, RandomSearch
 from ensemble_bo.core.pool import Pool, TrialResult
-from ensemble_bo.core.results import EnsembleSearchResult, SearchInterrupted
+from ensemble_bo.core.results import (
+    AllTrialsFailed,
+    EnsembleSearchResult,
+    SearchInterrupted,
+)
 from ensemble_bo.core.selection import (
     greedy_selection_with_replacement,
     greedy_vote_selection,
@@ -14,6 +18,7 @@ from ensemble_bo.core.selection import (
 )
 from ensemble_bo.core.space import SearchSpace
 from ensemble_bo.core.strategies import (
+    MAX_INITIAL_FAILURES,
     EsmboSearch,
     SegorSearch,
     SegoSearch,
@@ -741,3 +746,96 @@ def test_segor_variant_reads_the_papers_shorthand(variant, expected):
 def test_segor_variant_rejects_bad_names(variant, message):
     with pytest.raises(ValueError, match=message):
         segor_variant(variant)
+
+
+def test_a_bad_variant_names_both_parts_and_shows_the_grammar():
+    with pytest.raises(ValueError) as error:
+        segor_variant("zz-q")
+    message = str(error.value)
+    assert "unknown ensemble size method 'zz' and unknown regression loss 'q'" in (
+        message
+    )
+    assert "<sizing>-<loss>: sizing f (fixed, F), g (best-growing, BG)" in message
+
+
+# --- searches whose trials fail ------------------------------------------------------
+
+
+def failing_evaluator(errors):
+    """Fails every trial, cycling through `errors`; counts its calls."""
+
+    def evaluate(config):
+        evaluate.calls += 1
+        return TrialResult(None, 0.0, errors[(evaluate.calls - 1) % len(errors)])
+
+    evaluate.calls = 0
+    return evaluate
+
+
+def random_segor(evaluate, **kwargs):
+    return SegorSearch(RandomSearch(SPACE, seed=0), evaluate, Y, FOLDS, 3, **kwargs)
+
+
+def test_a_search_whose_first_trials_all_fail_stops_listing_their_errors():
+    evaluate = failing_evaluator(
+        ["ValueError: Input X contains infinity", "RuntimeError: boom"]
+    )
+    with pytest.raises(AllTrialsFailed) as error:
+        random_segor(evaluate).run(30, algorithm="svr")
+    assert evaluate.calls == MAX_INITIAL_FAILURES == 10
+    message = str(error.value)
+    assert (
+        "the first 10 trials of model space 'svr' all failed, so the search stopped "
+        "before its budget of 30 (max_initial_failures=10)" in message
+    )
+    assert (
+        "Distinct errors: (1) ValueError: Input X contains infinity [5 trials]; "
+        "(2) RuntimeError: boom [5 trials]." in message
+    )
+    # the failed trials travel with the error, for the trial history
+    assert isinstance(error.value, SearchInterrupted)
+    result = error.value.result
+    assert len(result.pool) == len(result.history) == 10
+    assert not result.pool.ok.any() and result.members == []
+    assert error.value.errors == [
+        "ValueError: Input X contains infinity",
+        "RuntimeError: boom",
+    ]
+
+
+def test_the_number_of_initial_failures_is_a_parameter():
+    evaluate = failing_evaluator(["RuntimeError: boom"])
+    with pytest.raises(AllTrialsFailed, match="the first 3 trials all failed"):
+        random_segor(evaluate).run(30, max_initial_failures=3)
+    assert evaluate.calls == 3
+
+
+def test_a_search_that_ends_without_a_success_raises_instead_of_returning():
+    for budget, limit in [(5, 10), (12, None)]:
+        evaluate = failing_evaluator(["RuntimeError: boom"])
+        with pytest.raises(
+            AllTrialsFailed, match=f"all {budget} trials failed; there is no model"
+        ):
+            random_segor(evaluate).run(budget, max_initial_failures=limit)
+        assert evaluate.calls == budget
+
+
+def test_one_success_among_the_first_trials_lets_the_search_go_on():
+    def ninth_succeeds(config):
+        ninth_succeeds.calls += 1
+        if ninth_succeeds.calls == 9 or ninth_succeeds.calls > 12:
+            return synthetic_evaluator({**config, "a": min(config["a"], 0.8)})
+        return TrialResult(None, 0.0, "RuntimeError: boom")
+
+    ninth_succeeds.calls = 0
+    result = random_segor(ninth_succeeds).run(20)
+    assert ninth_succeeds.calls == 20 and result.pool.ok.sum() == 9
+
+
+@pytest.mark.parametrize("value", [0, -1, 2.5, "10", True])
+def test_bad_max_initial_failures_and_budgets_are_named(value):
+    with pytest.raises(ValueError, match="max_initial_failures must be an integer"):
+        random_segor(synthetic_evaluator).run(5, max_initial_failures=value)
+    if value != 0:
+        with pytest.raises(ValueError, match="budget must be a positive integer"):
+            random_segor(synthetic_evaluator).run(value)

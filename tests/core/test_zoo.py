@@ -19,6 +19,7 @@ from sklearn.ensemble import (
     RandomForestClassifier,
     RandomForestRegressor,
 )
+from sklearn.impute import SimpleImputer
 from sklearn.naive_bayes import GaussianNB
 from sklearn.neighbors import KNeighborsClassifier
 from sklearn.neural_network import MLPClassifier, MLPRegressor
@@ -35,7 +36,14 @@ from ensemble_bo.core.zoo import (
     make_model,
     model_task,
     qda_reg_param,
+    takes_missing_values,
 )
+
+
+def step_types(model):
+    """The classes of a model's steps, in order (one for a bare estimator)."""
+    steps = model.steps if isinstance(model, Pipeline) else [(None, model)]
+    return [type(step) for _, step in steps]
 
 
 def test_mlp_layers_follow_the_conditional_configuration():
@@ -47,7 +55,7 @@ def test_mlp_layers_follow_the_conditional_configuration():
     }
     one = make_model("mlp_regressor", {**common, "n_hidden_layers": 1}, 0)
     two = make_model("mlp_regressor", {**common, "n_hidden_layers": 2, "units_2": 3}, 0)
-    assert isinstance(one, Pipeline) and isinstance(one.steps[0][1], StandardScaler)
+    assert step_types(one) == [SimpleImputer, StandardScaler, MLPRegressor]
     assert one[-1].hidden_layer_sizes == (7,) and two[-1].hidden_layer_sizes == (7, 3)
     assert two[-1].activation == "tanh" and two[-1].random_state == 0
 
@@ -78,7 +86,8 @@ def test_gradient_boosting_takes_the_huber_quantile():
         },
         2,
     )
-    assert isinstance(model, GradientBoostingRegressor)
+    assert step_types(model) == [SimpleImputer, GradientBoostingRegressor]
+    model = model[-1]
     assert (model.loss, model.alpha, model.n_estimators) == ("huber", 0.8, 100)
 
 
@@ -87,7 +96,11 @@ def test_scale_sensitive_models_are_scaled():
         ("svr", {"C": 1.0, "gamma": 0.1, "epsilon": 0.1}),
         ("elastic_net", {"alpha": 0.1, "l1_ratio": 0.5, "max_iter": 1000}),
     ]:
-        assert isinstance(make_model(name, params, 0).steps[0][1], StandardScaler)
+        # missing values are imputed first, then the scaler, then the estimator
+        assert step_types(make_model(name, params, 0))[:2] == [
+            SimpleImputer,
+            StandardScaler,
+        ]
 
 
 # --- classification --------------------------------------------------------
@@ -197,11 +210,16 @@ def test_each_sego_sklearn_classifier_is_reachable_with_its_own_parameters(choic
     model = make_model("sego_sklearn", config, 3)
     estimator = final_step(model)
     assert type(estimator) is SEGO_CLASSES[choice]
-    # scale-sensitive classifiers are scaled inside the pipeline
+    # scale-sensitive classifiers are scaled inside the pipeline; the trees take
+    # missing values as they are, every other classifier imputes them first
     scaled = choice in {"knn", "rbf_svm", "linear_svm", "qda"}
-    assert isinstance(model, Pipeline) == scaled
-    if scaled:
-        assert isinstance(model.steps[0][1], StandardScaler)
+    native_nan = choice in {"decision_tree", "random_forest"}
+    expected = [
+        *([] if native_nan else [SimpleImputer]),
+        *([StandardScaler] if scaled else []),
+        SEGO_CLASSES[choice],
+    ]
+    assert step_types(model) == expected
     if "random_state" in estimator.get_params():
         assert estimator.random_state == 3
     fits_and_predicts_labels(model)
@@ -292,14 +310,15 @@ def test_esmbo_classifiers_share_the_regression_spaces_and_factories():
         },
         4,
     )
-    assert type(boosting) is GradientBoostingClassifier
+    assert step_types(boosting) == [SimpleImputer, GradientBoostingClassifier]
+    boosting = boosting[-1]
     assert (boosting.loss, boosting.n_estimators, boosting.random_state) == (
         "log_loss",
         100,
         4,
     )
     svm = make_model("svm", {"C": 1.0, "gamma": 0.1, "max_iter": 1_000_000}, 4)
-    assert isinstance(svm.steps[0][1], StandardScaler)
+    assert step_types(svm) == [SimpleImputer, StandardScaler, SVC]
     assert (svm[-1].kernel, svm[-1].max_iter) == ("rbf", 1_000_000)
 
 
@@ -429,3 +448,63 @@ def test_constants_add_no_dimension_to_the_conf_spaces():
     for name, specs in MODELS.items():
         searched = {k: v for k, v in specs.items() if v["type"] != "constant"}
         assert SearchSpace.from_dict(specs).dim == SearchSpace.from_dict(searched).dim
+
+
+# --- missing feature values ----------------------------------------------------
+
+
+def missing_value_data(name, rows=90, seed=5):
+    """Features (rows, 4) with ~15% NaN (none in a whole column) and a target of
+    the space's task (three classes for classification)."""
+    rng = np.random.default_rng(seed)
+    X = rng.normal(size=(rows, 4))
+    y = X[:, 0] - 2 * X[:, 1] + 0.1 * rng.normal(size=rows)
+    if model_task(name) == "classification":
+        y = np.digitize(y, np.quantile(y, [1 / 3, 2 / 3]))
+    X[rng.random(X.shape) < 0.15] = np.nan
+    return X, y
+
+
+def branch_configurations(name, random_points=1):
+    """The midpoint of every branch of a space's categoricals, and random points."""
+    space = SearchSpace.from_dict(MODELS[name])
+    points = np.random.default_rng(0).random((random_points, space.dim))
+    return space.grid(1) + [space.decode(point) for point in points]
+
+
+@pytest.mark.filterwarnings("ignore::sklearn.exceptions.ConvergenceWarning")
+@pytest.mark.parametrize("name", sorted(MODELS))
+def test_every_model_space_fits_and_predicts_with_missing_feature_values(name):
+    X, y = missing_value_data(name)
+    for config in branch_configurations(name):
+        model = make_model(name, config, 0)
+        predictions = model.fit(X[:60], y[:60]).predict(X[60:])
+        assert predictions.shape == (30,) and np.isfinite(predictions).all(), config
+        # an estimator that cannot take NaN imputes them first (median), inside
+        # the model, so each fold and the final refit learn their own medians
+        if not takes_missing_values(final_step(model)):
+            first = model.steps[0][1]
+            assert isinstance(first, SimpleImputer) and first.strategy == "median"
+
+
+@pytest.mark.parametrize(
+    ("name", "config"),
+    [
+        ("svr", {"C": 1.0, "gamma": 0.1, "epsilon": 0.1}),
+        (
+            "gradient_boosting_regressor",
+            {
+                "max_depth": 2,
+                "learning_rate": 0.1,
+                "loss": "squared_error",
+                "n_estimators": 20,
+            },
+        ),
+    ],
+)
+def test_the_imputer_changes_nothing_on_complete_data(name, config):
+    X, y = missing_value_data(name)
+    X = np.nan_to_num(X)
+    imputed = make_model(name, config, 0).fit(X, y).predict(X)
+    bare = MODEL_FACTORIES[name](config, 0).fit(X, y).predict(X)
+    np.testing.assert_array_equal(imputed, bare)

@@ -153,15 +153,25 @@ def test_bad_options_are_named(options, message):
         split(regression_frame(), **options)
 
 
-def test_constant_regression_target():
+def test_constant_target_is_refused_before_the_split():
     data = regression_frame().assign(target=3.0)
+    with pytest.raises(
+        ValueError,
+        match=r"target column 'target' has the same value \(3.0\) in every row: "
+        "there is nothing to predict",
+    ):
+        split(data, task="regression")
+
+
+def test_constant_regression_target_on_the_training_part():
+    data = regression_frame()
     parts = split(data, task="regression")
     with pytest.raises(
         ValueError, match="target 'target' is constant on the training part"
     ):
         make_model_input(
             parts["train_features"],
-            parts["train_target"],
+            parts["train_target"].map(lambda _: 3.0),
             parts["dataset_info"],
             OPTIONS,
             0,

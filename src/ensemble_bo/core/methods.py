@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ensemble_bo.core.evaluation import CrossValidationEvaluator
+from ensemble_bo.core.journal import ReplayingEvaluator, TrialJournal
 from ensemble_bo.core.optimizer import Optimizer, make_optimizer
 from ensemble_bo.core.preparation import ModelInput
 from ensemble_bo.core.results import (
@@ -39,17 +40,17 @@ from ensemble_bo.core.strategies import (
     posthoc_selection,
     segor_variant,
 )
-from ensemble_bo.core.zoo import model_task
+from ensemble_bo.core.validation import check_settings
 
 REGRESSION = frozenset({"regression"})
 CLASSIFICATION = frozenset({"classification"})
 ANY_TASK = REGRESSION | CLASSIFICATION
 
 # Parameters: the project's parameter blocks by name, as in conf/base
-# (`segor`, `ensemble`, `posthoc`, ...), plus `models`, `default_models` and
-# `budget`, which every method reads.
+# (`segor`, `ensemble`, `posthoc`, ...), plus SHARED_PARAMS, which every
+# method reads.
 Settings = Mapping[str, Any]
-SHARED_PARAMS = ("models", "default_models", "budget")
+SHARED_PARAMS = ("models", "default_models", "budget", "max_initial_failures")
 
 
 @dataclass(frozen=True)
@@ -322,24 +323,11 @@ def method_settings(spec: str | Method, settings: Settings) -> dict[str, Any]:
 
 
 def resolve_model(block: Mapping[str, Any], task: str, settings: Settings) -> str:
-    """The search's model space: its `model`, or the task's default for `auto`."""
-    models = settings["models"]
-    model = (
-        settings["default_models"][task] if block["model"] == "auto" else block["model"]
-    )
-    label = block.get("label", "the method")
-    if model not in models:
-        raise ValueError(
-            f"{label}: model={model!r} has no search space under `models` "
-            f"(conf/base/parameters_models.yml); available: {sorted(models)}"
-        )
-    if model_task(model) != task:
-        fitting = sorted(name for name in models if model_task(name) == task)
-        raise ValueError(
-            f"{label}: model={model!r} is a {model_task(model)} model space but the "
-            f"data is a {task} task; choose one of {fitting}"
-        )
-    return model
+    """The search's model space: its `model`, or the task's default for `auto`
+    (both checked by `check_settings` first)."""
+    if block["model"] == "auto":
+        return settings["default_models"][task]
+    return block["model"]
 
 
 Callback = Callable[[IterationRecord], None]
@@ -351,6 +339,7 @@ def run_method(
     settings: Settings,
     seed: int,
     callbacks: Iterable[Callback] = (),
+    journal: TrialJournal | None = None,
 ) -> EnsembleSearchResult:
     """Run a method on `data`: search, then its selection stage if it has one.
 
@@ -361,10 +350,14 @@ def run_method(
     Each callback gets every iteration's record as the search runs; after a
     selection stage, the last iteration's record again, carrying the selected
     ensemble. A stopped search raises SearchInterrupted holding its pool.
+    With a `journal`, every finished trial is recorded in it, and the trials it
+    already holds (from a search that was stopped) are not trained again: the
+    result is the one an uninterrupted search gives (`trials_reused` counts them).
     """
     chosen, _ = parse_method(method)
     settings = method_settings(method, settings)
     chosen.check_task(data.task, data.name)
+    check_settings(chosen, settings, seed, data.task)
     block = settings[chosen.search_params]
     model = resolve_model(block, data.task, settings)
     optimizer = make_optimizer(
@@ -381,13 +374,28 @@ def run_method(
         time_limit=block["time_limit"],
     )
     callbacks = list(callbacks)
+    replay = None if journal is None else ReplayingEvaluator(evaluate, journal)
     try:
         search = chosen.build_search(
-            SearchParts(optimizer, evaluate, data, settings, seed, chosen.search_params)
+            SearchParts(
+                optimizer,
+                evaluate if replay is None else replay,
+                data,
+                settings,
+                seed,
+                chosen.search_params,
+            )
         )
-        result = search.run(settings["budget"], callbacks, algorithm=model)
+        result = search.run(
+            settings["budget"],
+            callbacks,
+            algorithm=model,
+            max_initial_failures=settings["max_initial_failures"],
+        )
     finally:
         evaluate.close()
+    if replay is not None:
+        result.trials_reused = replay.reused
     if chosen.selection is None:
         return result
     selection = chosen.selection

@@ -4,13 +4,15 @@ from __future__ import annotations
 
 import hashlib
 import math
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass
+from numbers import Integral, Real
 from typing import Any
 
 import numpy as np
 import pandas as pd
-from pandas.api.types import is_numeric_dtype
+from pandas.api.types import is_bool_dtype, is_numeric_dtype
 from sklearn.compose import ColumnTransformer
 from sklearn.model_selection import KFold, StratifiedKFold, train_test_split
 from sklearn.preprocessing import OneHotEncoder
@@ -18,8 +20,20 @@ from sklearn.preprocessing import OneHotEncoder
 from ensemble_bo.core.seeding import derive_seed
 
 TASKS = ("regression", "classification")
-# A numeric target with at most this many distinct values is taken for class labels.
+# What `data_processing.task` may be: a task, or auto (decided from the target).
+TASK_OPTIONS = (*TASKS, "auto")
+# task auto: a numeric target whose values are all integers, with at most this
+# many distinct values, is taken for class labels.
 MAX_CLASSES_FOR_AUTO = 20
+# task auto: a text target with more than MAX_CLASSES_FOR_AUTO distinct values is
+# refused when more than this share of its values look like numbers with a unit
+# ("79.9 MPa"), or when more than this share of the rows has a value of its own
+# (identifiers, free text): such a column is neither numbers nor class labels.
+UNCLEAR_TEXT_TARGET_SHARE = 0.5
+_LEADING_NUMBER = re.compile(r"^\s*[-+]?(\d+(\.\d*)?|\.\d+)([eE][-+]?\d+)?")
+_SET_THE_TASK = (
+    "set data_processing.task (e.g. --params data_processing.task=regression)"
+)
 
 
 def dataset_fingerprint(data: pd.DataFrame) -> str:
@@ -30,15 +44,214 @@ def dataset_fingerprint(data: pd.DataFrame) -> str:
     return digest.hexdigest()
 
 
-def infer_task(target: pd.Series, task: str = "auto") -> str:
-    """'regression' or 'classification': as given, or inferred from the target."""
+def target_numbers(target: pd.Series) -> pd.Series | None:
+    """The target as floats when every value is a number, else None.
+
+    A numeric column, or text whose every value parses as a number ("79.9" but
+    not "79.9 MPa"); booleans are not numbers here (they are two classes).
+    """
+    if is_bool_dtype(target):
+        return None
+    if is_numeric_dtype(target):
+        return target.astype(float)
+    parsed = pd.to_numeric(target, errors="coerce")
+    return parsed.astype(float) if parsed.notna().all() else None
+
+
+def _plain(value: Any) -> Any:
+    """A numpy scalar as the Python value it holds, for messages (3.0, not np.float64(3.0))."""
+    return value.item() if isinstance(value, np.generic) else value
+
+
+def _examples(values: pd.Series, count: int = 3) -> list[Any]:
+    return [_plain(value) for value in values.drop_duplicates().head(count)]
+
+
+def infer_task(target: pd.Series, task: str = "auto", name: str = "dataset") -> str:
+    """'regression' or 'classification': `task` as given, or decided from the target.
+
+    task auto decides from the target's values (missing values ignored):
+
+    - booleans: classification;
+    - numbers (a numeric column, or text whose every value parses as a number):
+      classification when every value is an integer and there are at most
+      MAX_CLASSES_FOR_AUTO distinct values, else regression;
+    - other text: classification (the values are class labels), unless it has
+      more than MAX_CLASSES_FOR_AUTO distinct values that mostly look like numbers
+      with a unit ("79.9 MPa") or mostly occur once: that is refused, naming an
+      example, since it is neither a numeric target nor class labels.
+
+    `data_processing.task: regression | classification` overrides the decision.
+    """
     if task in TASKS:
         return task
     if task != "auto":
-        raise ValueError(f"unknown task {task!r}; expected one of {[*TASKS, 'auto']}")
-    if not is_numeric_dtype(target) or target.nunique() <= MAX_CLASSES_FOR_AUTO:
+        raise ValueError(
+            f"data_processing.task: unknown task {task!r}; expected one of "
+            f"{list(TASK_OPTIONS)}"
+        )
+    values = target.dropna()
+    if is_bool_dtype(values) or all(
+        isinstance(value, bool | np.bool_) for value in values.unique()
+    ):
         return "classification"
-    return "regression"
+    numbers = target_numbers(values)
+    if numbers is not None:
+        integers = bool((numbers == np.round(numbers)).all())
+        few = numbers.nunique() <= MAX_CLASSES_FOR_AUTO
+        return "classification" if integers and few else "regression"
+    distinct = values.nunique()
+    if distinct <= MAX_CLASSES_FOR_AUTO:
+        return "classification"
+    text = values.astype(str)
+    with_unit = text[text.str.match(_LEADING_NUMBER)]
+    column = f"{name}: target column {target.name!r}"
+    if len(with_unit) > UNCLEAR_TEXT_TARGET_SHARE * len(text):
+        raise ValueError(
+            f"{column} holds text that looks like numbers with a unit "
+            f"(e.g. {_examples(with_unit)}), so it is neither numbers nor class "
+            "labels; make the column numeric (strip the unit) for regression, or "
+            f"{_SET_THE_TASK.replace('=regression', '=classification')} if these "
+            "are classes"
+        )
+    if distinct > UNCLEAR_TEXT_TARGET_SHARE * len(text):
+        raise ValueError(
+            f"{column} has {distinct} distinct text values in {len(text)} rows "
+            f"(e.g. {_examples(text)}), too many to be class labels; choose the "
+            "column to predict with data_processing.target, or "
+            f"{_SET_THE_TASK.replace('=regression', '=classification')} to take "
+            "them as classes anyway"
+        )
+    return "classification"
+
+
+def uniform_labels(target: pd.Series) -> pd.Series:
+    """Class labels of one kind, as scikit-learn's stratified splits need them.
+
+    A text column of Python objects holding only booleans becomes a boolean
+    column; one mixing kinds (1 and "a") becomes text. Others are unchanged.
+    """
+    if target.dtype != object:
+        return target
+    kinds = {type(value) for value in target.dropna()}
+    if kinds <= {bool, np.bool_}:
+        return target.astype(bool)
+    if len(kinds) > 1:
+        return target.astype(str)
+    return target
+
+
+def check_split_options(task: Any, test_size: Any, n_folds: Any) -> None:
+    """The `data_processing` options `task`, `test_size` and `n_folds`, or ValueError."""
+    if task not in TASK_OPTIONS:
+        raise ValueError(
+            f"data_processing.task: unknown task {task!r}; expected one of "
+            f"{list(TASK_OPTIONS)}"
+        )
+    if (
+        isinstance(test_size, bool)
+        or not isinstance(test_size, Real)
+        or not 0.0 < test_size < 1.0
+    ):
+        raise ValueError(
+            f"data_processing.test_size must be in (0, 1), got {test_size!r} (the "
+            "share of rows held out for the test, e.g. 0.33)"
+        )
+    if isinstance(n_folds, bool) or not isinstance(n_folds, Integral) or n_folds < 2:
+        raise ValueError(
+            f"data_processing.n_folds must be an integer >= 2, got {n_folds!r} (the "
+            "number of cross-validation folds, e.g. 5)"
+        )
+
+
+def check_table(data: pd.DataFrame, name: str = "dataset") -> None:
+    """A table with rows and distinct column names, or ValueError naming the problem."""
+    if data.shape[1] == 0:
+        raise ValueError(
+            f"{name}: the table has no columns (is the CSV file empty?); it needs a "
+            "header line naming the columns, then one line per example"
+        )
+    if len(data) == 0:
+        raise ValueError(
+            f"{name}: the table has a header ({list(data.columns)}) but no rows; add "
+            "the examples, one line each"
+        )
+    duplicated = sorted(set(data.columns[data.columns.duplicated()]), key=str)
+    if duplicated:
+        raise ValueError(
+            f"{name}: column name(s) {duplicated} appear more than once; give every "
+            "column its own name"
+        )
+
+
+def validate_features(features: pd.DataFrame, name: str = "dataset") -> None:
+    """Features the model spaces can take, or ValueError naming the columns.
+
+    Missing values are allowed (every model space imputes them or splits on
+    them, see zoo.py), but not a column with no value at all, nor infinities.
+    """
+    empty = [column for column in features.columns if features[column].isna().all()]
+    if empty:
+        raise ValueError(
+            f"{name}: feature column(s) {empty} have no value at all (every row "
+            "missing); drop them from the table"
+        )
+    numeric = [
+        column
+        for column in features.columns
+        if is_numeric_dtype(features[column]) and not is_bool_dtype(features[column])
+    ]
+    infinite = {
+        column: int(np.isinf(features[column].to_numpy(dtype=float)).sum())
+        for column in numeric
+    }
+    infinite = {column: count for column, count in infinite.items() if count}
+    if infinite:
+        raise ValueError(
+            f"{name}: feature column(s) {list(infinite)} hold infinite values "
+            f"(inf or -inf; count per column: {infinite}); replace them with finite "
+            "numbers, or leave the cells empty (missing values are imputed)"
+        )
+
+
+def validate_target(y: pd.Series, task: str = "auto", name: str = "dataset") -> str:
+    """The task (auto decided by `infer_task`) of a usable target, or ValueError.
+
+    A usable target has no missing value, more than one distinct value and,
+    for regression, finite numbers (numeric text such as "79.9" included).
+    """
+    column = f"{name}: target column {y.name!r}"
+    missing = y.isna().to_numpy()
+    if missing.any():
+        rows = np.flatnonzero(missing)
+        raise ValueError(
+            f"{column} has {missing.sum()} missing value(s), first at row(s) "
+            f"{rows[:5].tolist()}; drop or fill those rows"
+        )
+    if y.nunique() == 1:
+        raise ValueError(
+            f"{column} has the same value ({_plain(y.iloc[0])!r}) in every row: there is "
+            "nothing to predict (one class, or a constant); choose another target "
+            "column (data_processing.target) or dataset"
+        )
+    task = infer_task(y, task, name)
+    if task == "regression":
+        numbers = target_numbers(y)
+        if numbers is None:
+            bad = y[pd.to_numeric(y, errors="coerce").isna()].iloc[0]
+            raise ValueError(
+                f"{name}: regression needs a numeric target, but column {y.name!r} "
+                f"has dtype {y.dtype} (e.g. value {_plain(bad)!r}); make the column numeric "
+                "(strip units, fix typos), or set data_processing.task=classification "
+                "if it holds class labels"
+            )
+        infinite = np.flatnonzero(~np.isfinite(numbers.to_numpy()))
+        if infinite.size:
+            raise ValueError(
+                f"{column} has {infinite.size} infinite value(s), first at row(s) "
+                f"{infinite[:5].tolist()}; replace or drop them"
+            )
+    return task
 
 
 def validate_dataset(
@@ -49,53 +262,48 @@ def validate_dataset(
     n_folds: int,
     name: str = "dataset",
 ) -> str:
-    """The resolved task ('auto' is inferred from the target).
+    """The resolved task ('auto' is decided from the target, see `infer_task`).
 
-    Raises ValueError naming the offending column or value if `data` can't be used.
+    Raises ValueError naming the offending option, column, value or rows, and
+    what to do, if `data` can't be used: options out of range, an empty table,
+    duplicate column names, no target column or no feature column, a target
+    with missing values, one value or (regression) non-numbers or infinities,
+    a feature column without any value or with infinities, too few rows for the
+    folds, a class too small for stratified folds.
     """
+    check_split_options(task, test_size, n_folds)
+    check_table(data, name)
     if target not in data.columns:
         raise ValueError(
-            f"{name}: target column {target!r} not found; columns are {list(data.columns)}"
+            f"{name}: target column {target!r} not found; columns are "
+            f"{list(data.columns)}; set data_processing.target to the column to predict"
         )
     if data.shape[1] < 2:
-        raise ValueError(f"{name}: no feature columns besides the target {target!r}")
-    if not 0.0 < test_size < 1.0:
-        raise ValueError(f"test_size must be in (0, 1), got {test_size!r}")
-    if int(n_folds) != n_folds or n_folds < 2:
-        raise ValueError(f"n_folds must be an integer >= 2, got {n_folds!r}")
-    y = data[target]
-    task = infer_task(y, task)
-    missing = y.isna().to_numpy()
-    if missing.any():
-        rows = np.flatnonzero(missing)
         raise ValueError(
-            f"{name}: target column {target!r} has {missing.sum()} missing value(s), "
-            f"first at row(s) {rows[:5].tolist()}"
+            f"{name}: no feature columns besides the target {target!r}; the table "
+            "needs at least one column to predict from"
         )
-    if task == "regression":
-        if not is_numeric_dtype(y):
-            bad = y[pd.to_numeric(y, errors="coerce").isna()].iloc[0]
-            raise ValueError(
-                f"{name}: regression needs a numeric target, but column {target!r} has "
-                f"dtype {y.dtype} (e.g. value {bad!r})"
-            )
-        if not np.isfinite(y.to_numpy(dtype=float)).all():
-            raise ValueError(f"{name}: target column {target!r} has infinite values")
+    y = data[target]
+    task = validate_target(y, task, name)
+    validate_features(data.drop(columns=target), name)
     n_train = len(data) - math.ceil(test_size * len(data))
     if n_train < 2 * n_folds:
         raise ValueError(
             f"{name}: {len(data)} rows leave {n_train} for training after the "
-            f"{test_size:g} test split, too few for {n_folds} folds (need {2 * n_folds})"
+            f"{test_size:g} test split, too few for {n_folds} folds (need "
+            f"{2 * n_folds}); lower data_processing.n_folds or use more rows"
         )
     if task == "classification":
         counts = y.value_counts()
         # Both the stratified test split and the stratified folds need each class
         # present in every fold of the training part.
-        smallest = counts.idxmin()
+        smallest = _plain(counts.idxmin())
         if math.floor(counts.min() * (1 - test_size)) < n_folds:
             raise ValueError(
                 f"{name}: class {smallest!r} of {target!r} has only {counts.min()} rows, "
-                f"too few for {n_folds} stratified folds after the {test_size:g} test split"
+                f"too few for {n_folds} stratified folds after the {test_size:g} test "
+                "split; lower data_processing.n_folds, merge or drop rare classes, or "
+                "set data_processing.task=regression if the target is a quantity"
             )
     return task
 
@@ -115,6 +323,8 @@ def assign_folds(y: pd.Series, task: str, n_folds: int, seed: int) -> np.ndarray
     """Fold index (0..k-1) of every training row, shape (n,); stratified for classification."""
     splitter_class = StratifiedKFold if task == "classification" else KFold
     splitter = splitter_class(n_splits=n_folds, shuffle=True, random_state=seed)
+    if task == "classification":
+        y = uniform_labels(y)
     fold_ids = np.empty(len(y), dtype=int)
     for fold, (_, held_out) in enumerate(splitter.split(np.zeros(len(y)), y)):
         fold_ids[held_out] = fold
@@ -206,6 +416,12 @@ def split_dataset(
     task = validate_dataset(
         raw, target, options["task"], options["test_size"], options["n_folds"], name
     )
+    sha256 = dataset_fingerprint(raw)  # of the table as given
+    if task == "regression" and not is_numeric_dtype(raw[target]):
+        # Text whose every value is a number ("79.9"): the numbers are the target.
+        raw = raw.assign(**{target: target_numbers(raw[target])})
+    if task == "classification":
+        raw = raw.assign(**{target: uniform_labels(raw[target])})
     train_set, test_set = split_train_test(
         raw, target, task, options["test_size"], derive_seed(seed, "test split")
     )
@@ -216,7 +432,7 @@ def split_dataset(
         "rows": len(raw),
         "features": raw.shape[1] - 1,
         "categorical_columns": categorical_columns(raw.drop(columns=target)),
-        "sha256": dataset_fingerprint(raw),
+        "sha256": sha256,
         "train_rows": len(train_set),
         "test_rows": len(test_set),
     }
@@ -245,6 +461,14 @@ def make_model_input(
     )
     scaling = {"mean": 0.0, "std": 1.0}
     if task == "regression":
+        if not is_numeric_dtype(target) or is_bool_dtype(target):
+            numbers = target_numbers(target)
+            if numbers is None:
+                raise ValueError(
+                    f"{dataset['name']}: regression needs a numeric target, but "
+                    f"{target.name!r} holds values that are not numbers"
+                )
+            target = numbers
         # Population std (ddof=0), the same as StandardScaler in the final model.
         scaling = {"mean": float(target.mean()), "std": float(target.std(ddof=0))}
         if scaling["std"] == 0.0:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from collections import Counter
 from dataclasses import dataclass, field, replace
 
@@ -49,6 +50,8 @@ class EnsembleSearchResult:
     # The learning algorithm (model space) whose configurations the pool holds;
     # strategies are algorithm-agnostic, so whoever runs them names it (run()).
     algorithm: str = ""
+    # Trials answered from a journal instead of trained (a resumed search).
+    trials_reused: int = 0
 
     @property
     def member_weights(self) -> dict[int, float]:
@@ -104,6 +107,70 @@ class SearchInterrupted(RuntimeError):
         self.result = result
 
 
+class AllTrialsFailed(SearchInterrupted):
+    """Every trial of a search failed: at the start (`max_initial_failures` in a
+    row, the search stopped early) or to the end of its budget.
+
+    `result` holds the failed trials (their configurations and error texts, for
+    the trial history); `errors` lists their distinct error texts in the order
+    they first occurred, errors that differ only in their numbers (the value
+    of a hyperparameter) counted as one. A run that raises it never reaches
+    the refit.
+    """
+
+    # Distinct error texts shown in the message, and characters kept of each.
+    SHOWN_ERRORS = 5
+    SHOWN_CHARACTERS = 300
+
+    def __init__(
+        self,
+        result: EnsembleSearchResult,
+        budget: int,
+        max_initial_failures: int | None = None,
+    ):
+        self.result = result
+        self.budget = budget
+        groups: dict[str, list[str]] = {}
+        for error in result.pool.errors:
+            if error:
+                groups.setdefault(_NUMBER.sub("#", str(error)), []).append(str(error))
+        self.errors = [texts[0] for texts in groups.values()]
+        trials = len(result.pool)
+        where = f" of model space {result.algorithm!r}" if result.algorithm else ""
+        if trials < budget:
+            what = (
+                f"the first {trials} trials{where} all failed, so the search stopped "
+                f"before its budget of {budget} (max_initial_failures="
+                f"{max_initial_failures})"
+            )
+        else:
+            what = f"all {trials} trials{where} failed; there is no model to refit"
+        shown = "; ".join(
+            f"({number}) {_shortened(texts[0], self.SHOWN_CHARACTERS)}"
+            + (f" [{len(texts)} trials]" if len(texts) > 1 else "")
+            for number, texts in enumerate(
+                list(groups.values())[: self.SHOWN_ERRORS], 1
+            )
+        )
+        more = len(groups) - self.SHOWN_ERRORS
+        RuntimeError.__init__(
+            self,
+            f"{what}. Distinct errors: {shown}"
+            + (f" (and {more} more)" if more > 0 else "")
+            + ". Fix the data or the model space's ranges; the failed trials are "
+            "kept in the exception's result (the trial history)",
+        )
+
+
+# A number in an error text (a hyperparameter's value): masked to group errors.
+_NUMBER = re.compile(r"[-+]?(\d+\.?\d*|\.\d+)([eE][-+]?\d+)?")
+
+
+def _shortened(text: str, characters: int) -> str:
+    text = " ".join(text.split())
+    return text if len(text) <= characters else text[: characters - 3] + "..."
+
+
 def join_selection(
     search: EnsembleSearchResult, selection: EnsembleSearchResult
 ) -> EnsembleSearchResult:
@@ -126,4 +193,8 @@ def join_selection(
         ensemble_loss=chosen.ensemble_loss,
         ensemble_size=chosen.ensemble_size,
     )
-    return replace(selection, history=[*search.history[:-1], last])
+    return replace(
+        selection,
+        history=[*search.history[:-1], last],
+        trials_reused=search.trials_reused,
+    )

@@ -45,6 +45,7 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from numbers import Real
 from typing import Any
 
 import numpy as np
@@ -90,11 +91,12 @@ class NumericParameter:
         if self.low > self.high:
             raise ValueError(
                 f"parameter {self.name!r}: low={self.low!r} is greater than "
-                f"high={self.high!r}"
+                f"high={self.high!r}; swap them (low is the smallest value searched)"
             )
         if self.log and self.low <= 0:
             raise ValueError(
-                f"parameter {self.name!r}: log scale needs low > 0, got low={self.low!r}"
+                f"parameter {self.name!r}: log scale needs low > 0, got "
+                f"low={self.low!r}; give a positive low or drop `log: true`"
             )
         if self.kind == "int" and (
             self.low != int(self.low) or self.high != int(self.high)
@@ -211,7 +213,34 @@ class ConstantParameter:
 
 Parameter = NumericParameter | CategoricalParameter | ConstantParameter
 
+# The keys each type of spec may have; any other is refused (a typo would
+# otherwise be ignored silently).
 _CONSTANT_KEYS = ("type", "value", "condition")
+_NUMERIC_KEYS = ("type", "low", "high", "log", "condition")
+_CATEGORICAL_KEYS = ("type", "choices", "condition")
+
+
+def _refuse_unknown_keys(name: str, spec: Mapping[str, Any], kind: str, keys) -> None:
+    unknown = [key for key in spec if key not in keys]
+    if unknown:
+        raise ValueError(
+            f"parameter {name!r}: unknown keys {unknown} for "
+            f"{'an' if kind[0] in 'aeiou' else 'a'} {kind} (expected {list(keys)})"
+        )
+
+
+def _bound(name: str, spec: Mapping[str, Any], key: str) -> float:
+    """`spec[key]` as a float; text such as "1.0e3" counts (plain YAML reads it so)."""
+    value = spec[key]
+    try:
+        if isinstance(value, bool) or not isinstance(value, Real | str):
+            raise TypeError
+        return float(value)
+    except (TypeError, ValueError):
+        raise ValueError(
+            f"parameter {name!r}: {key}={value!r} is not a number; give {key} as a "
+            "number, e.g. 1.0e-3"
+        ) from None
 
 
 def _condition_from_spec(name: str, spec: Any) -> Condition | None:
@@ -235,6 +264,7 @@ def parameter_from_spec(name: str, spec: Mapping[str, Any]) -> Parameter:
     kind = spec.get("type")
     condition = _condition_from_spec(name, spec.get("condition"))
     if kind == "categorical":
+        _refuse_unknown_keys(name, spec, "categorical", _CATEGORICAL_KEYS)
         choices = spec.get("choices")
         if not isinstance(choices, Sequence) or isinstance(choices, str):
             raise ValueError(
@@ -242,25 +272,24 @@ def parameter_from_spec(name: str, spec: Mapping[str, Any]) -> Parameter:
             )
         return CategoricalParameter(name, tuple(choices), condition)
     if kind == "constant":
-        unknown = [key for key in spec if key not in _CONSTANT_KEYS]
-        if unknown:
-            raise ValueError(
-                f"parameter {name!r}: unknown keys {unknown} for a constant "
-                f"(expected {list(_CONSTANT_KEYS)})"
-            )
+        _refuse_unknown_keys(name, spec, "constant", _CONSTANT_KEYS)
         if "value" not in spec:
             raise ValueError(f"parameter {name!r}: a constant needs a 'value'")
         return ConstantParameter(name, spec["value"], condition)
     if kind in _NUMERIC_TYPES:
+        _refuse_unknown_keys(name, spec, kind, _NUMERIC_KEYS)
         missing = [key for key in ("low", "high") if key not in spec]
         if missing:
             raise ValueError(f"parameter {name!r}: missing {', '.join(missing)}")
+        log = spec.get("log", False)
+        if not isinstance(log, bool):
+            raise ValueError(f"parameter {name!r}: log={log!r} is not true or false")
         return NumericParameter(
             name,
             kind,
-            float(spec["low"]),
-            float(spec["high"]),
-            bool(spec.get("log", False)),
+            _bound(name, spec, "low"),
+            _bound(name, spec, "high"),
+            log,
             condition,
         )
     raise ValueError(

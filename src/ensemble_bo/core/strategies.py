@@ -34,6 +34,7 @@ from ensemble_bo.core.losses import (
 from ensemble_bo.core.optimizer import Optimizer
 from ensemble_bo.core.pool import Pool, TrialResult
 from ensemble_bo.core.results import (
+    AllTrialsFailed,
     EnsembleSearchResult,
     IterationRecord,
     SearchInterrupted,
@@ -60,6 +61,13 @@ SIZE_METHODS = {
 }
 
 
+# The grammar of a SEGOR variant (SEGOR s.4's shorthand), for messages.
+SEGOR_VARIANT_GRAMMAR = (
+    "<sizing>-<loss>: sizing f (fixed, F), g (best-growing, BG) or d (best-dynamic, "
+    "BD); loss m (mse), h (huber) or t (tukey); e.g. f-m, g-h, d-t"
+)
+
+
 def size_method(name: str) -> str:
     """'fixed', 'growing' or 'dynamic' for a sizing name or shorthand (F, BG, BD)."""
     try:
@@ -74,15 +82,49 @@ def segor_variant(variant: str) -> tuple[str, str]:
     """(sizing, loss) of a SEGOR variant in the paper's shorthand (s.4).
 
     'f-m' is fixed size with MSE, 'g-h' best-growing with Huber, 'd-t'
-    best-dynamic with Tukey; long names work too ('dynamic-huber').
+    best-dynamic with Tukey; long names work too ('dynamic-huber'). A bad
+    variant is refused naming every bad part and showing the grammar.
     """
     sizing, _, loss = str(variant).rpartition("-")
     if not sizing:
         raise ValueError(
-            f"SEGOR variant {variant!r} is not <sizing>-<loss>, e.g. 'f-m', 'g-h', 'd-t'"
+            f"SEGOR variant {variant!r} is not <sizing>-<loss>; a variant is "
+            f"{SEGOR_VARIANT_GRAMMAR}"
         )
-    regression_loss(loss)  # raises for an unknown loss, naming it
+    problems = []
+    if str(sizing).lower() not in SIZE_METHODS:
+        problems.append(f"unknown ensemble size method {sizing!r}")
+    try:
+        regression_loss(loss)
+    except ValueError:
+        problems.append(f"unknown regression loss {loss!r}")
+    if problems:
+        raise ValueError(
+            f"SEGOR variant {variant!r}: {' and '.join(problems)}; a variant is "
+            f"{SEGOR_VARIANT_GRAMMAR}"
+        )
     return size_method(sizing), loss
+
+
+# A search whose first trials all fail stops after this many (the
+# `max_initial_failures` parameter, conf/base/parameters.yml).
+MAX_INITIAL_FAILURES = 10
+
+
+def check_max_initial_failures(value: object) -> int | None:
+    """`max_initial_failures` as an int >= 1, or None (never stop early)."""
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int | np.integer) or value < 1:
+        raise ValueError(
+            f"max_initial_failures must be an integer >= 1 or null, got {value!r} "
+            "(after that many failed trials with no success yet, the search stops)"
+        )
+    return int(value)
+
+
+class _InitialTrialsFailed(Exception):
+    """Internal: the first trials all failed; `run` raises AllTrialsFailed."""
 
 
 class PoolSearch:
@@ -129,14 +171,24 @@ class PoolSearch:
         budget: int,
         callbacks: Iterable[Callable[[IterationRecord], None]] = (),
         algorithm: str = "",
+        max_initial_failures: int | None = MAX_INITIAL_FAILURES,
     ) -> EnsembleSearchResult:
         """Train `budget` configurations; `algorithm` names the model space searched.
 
         Each callback gets every iteration's record as it ends. Any exception
         (Ctrl-C included) is re-raised as SearchInterrupted holding the pool.
+        When the first `max_initial_failures` trials all fail (None: never stop
+        early), or the budget ends without one success, AllTrialsFailed (a
+        SearchInterrupted) is raised instead of returning, listing the distinct
+        errors, so that no refit is ever tried on an empty ensemble.
         """
-        if int(budget) != budget or budget < 1:
+        if (
+            isinstance(budget, bool)
+            or not isinstance(budget, int | np.integer)
+            or budget < 1
+        ):
             raise ValueError(f"budget must be a positive integer, got {budget!r}")
+        max_initial_failures = check_max_initial_failures(max_initial_failures)
         result = EnsembleSearchResult(
             Pool(len(self.y), labels=self.labels),
             [],
@@ -146,11 +198,22 @@ class PoolSearch:
         )
         single_losses: list[float] = []
         try:
-            self._iterate(int(budget), list(callbacks), result, single_losses)
+            self._iterate(
+                int(budget),
+                list(callbacks),
+                result,
+                single_losses,
+                max_initial_failures,
+            )
+        except _InitialTrialsFailed:
+            self._finalize(result, single_losses)
+            raise AllTrialsFailed(result, int(budget), max_initial_failures) from None
         except BaseException as error:  # also Ctrl-C: nothing trained is lost
             self._finalize(result, single_losses)
             raise SearchInterrupted(result, int(budget), error) from error
         self._finalize(result, single_losses)
+        if not result.pool.ok.any():
+            raise AllTrialsFailed(result, int(budget), max_initial_failures)
         return result
 
     def _finalize(
@@ -168,6 +231,7 @@ class PoolSearch:
         callbacks: list[Callable[[IterationRecord], None]],
         result: EnsembleSearchResult,
         single_losses: list[float],
+        max_initial_failures: int | None = None,
     ) -> None:
         pool = result.pool
         self._start()
@@ -206,6 +270,12 @@ class PoolSearch:
             result.history.append(record)
             for callback in callbacks:
                 callback(record)
+            if (
+                max_initial_failures is not None
+                and len(pool) >= max_initial_failures
+                and not pool.ok.any()
+            ):
+                raise _InitialTrialsFailed
 
     def _cv_loss(self, prediction: np.ndarray) -> float:
         """k-fold CV loss of one prediction vector (n,)."""

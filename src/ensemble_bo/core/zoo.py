@@ -13,6 +13,13 @@ that lacks them (`MissingSettingError`).
 Every algorithm is a regressor or a classifier (`model_task`); classifiers are
 given integer class codes 0..K-1 and predict labels (no probabilities: the
 ensembles vote with labels).
+
+Missing feature values (NaN) are taken by every model space: an estimator
+whose scikit-learn tags say it accepts them (decision trees, random forests
+and extra trees, which send missing values down the side that fits best) gets
+them as they are; every other one gets a median SimpleImputer in front of it
+(and of its scaler), fitted inside each fold like the scaler (`make_model`).
+On data without missing values the imputer changes nothing.
 """
 
 from __future__ import annotations
@@ -34,14 +41,16 @@ from sklearn.ensemble import (
     RandomForestClassifier,
     RandomForestRegressor,
 )
+from sklearn.impute import SimpleImputer
 from sklearn.linear_model import ElasticNet
 from sklearn.naive_bayes import GaussianNB
 from sklearn.neighbors import KNeighborsClassifier
 from sklearn.neural_network import MLPClassifier, MLPRegressor
-from sklearn.pipeline import make_pipeline
+from sklearn.pipeline import Pipeline, make_pipeline
 from sklearn.preprocessing import StandardScaler
 from sklearn.svm import SVC, SVR
 from sklearn.tree import DecisionTreeClassifier, DecisionTreeRegressor
+from sklearn.utils import get_tags
 
 Factory = Callable[[dict[str, Any], int], BaseEstimator]
 Task = Literal["regression", "classification"]
@@ -237,12 +246,39 @@ def model_task(algorithm: str) -> Task:
         raise _unknown(algorithm) from None
 
 
+def takes_missing_values(model: BaseEstimator) -> bool:
+    """Whether `model` (an estimator or a pipeline ending in one) fits on data with NaN.
+
+    A pipeline is judged by its last step: a scaler passes NaN through, the
+    estimator after it decides.
+    """
+    estimator = model[-1] if isinstance(model, Pipeline) else model
+    return bool(get_tags(estimator).input_tags.allow_nan)
+
+
+def with_imputation(model: BaseEstimator) -> BaseEstimator:
+    """`model`, with a median SimpleImputer first unless it takes missing values.
+
+    The imputer keeps a column that is all missing in a training fold (as 0),
+    so every fold's model sees the same columns.
+    """
+    if takes_missing_values(model):
+        return model
+    imputer = SimpleImputer(strategy="median", keep_empty_features=True)
+    if isinstance(model, Pipeline):
+        return Pipeline([("simpleimputer", imputer), *model.steps])
+    return make_pipeline(imputer, model)
+
+
 def make_model(
     algorithm: str, params: dict[str, Any], random_state: int
 ) -> BaseEstimator:
-    """An unfitted estimator of `algorithm` with hyperparameters `params`."""
+    """An unfitted estimator of `algorithm` with hyperparameters `params`.
+
+    It takes features with missing values (see the module's docstring).
+    """
     try:
         factory = MODEL_FACTORIES[algorithm]
     except KeyError:
         raise _unknown(algorithm) from None
-    return factory(params, random_state)
+    return with_imputation(factory(params, random_state))

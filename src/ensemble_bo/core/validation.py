@@ -1,0 +1,406 @@
+"""Checks of a run's parameters, made before anything is trained.
+
+Every check raises `InvalidInput` (a ValueError) whose message names the bad
+value, the parameter's path as in conf/base (`budget`, `ensemble.variant`,
+`models.svr.C` in conf/base/parameters_models.yml) and what to do. They are
+cheap (no model is fitted), so every caller can make them first:
+`check_settings` for a method's parameter blocks (what `run_method` reads),
+`check_seed`, `check_data_processing` for the data preparation's options.
+The dataset itself is checked by `preparation.validate_dataset`.
+
+Pure: no Kedro, no MLflow, no files.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from numbers import Integral, Real
+from typing import TYPE_CHECKING, Any
+
+from ensemble_bo.core.estimator import VOTING
+from ensemble_bo.core.losses import objective_loss
+from ensemble_bo.core.optimizer import make_optimizer
+from ensemble_bo.core.preparation import TASKS, check_split_options
+from ensemble_bo.core.space import SearchSpace, parameter_from_spec
+from ensemble_bo.core.strategies import (
+    AB_WEIGHTINGS,
+    WEIGHTINGS,
+    check_max_initial_failures,
+    segor_variant,
+)
+from ensemble_bo.core.zoo import MODEL_FACTORIES, make_model, model_task
+
+if TYPE_CHECKING:
+    from ensemble_bo.core.methods import Method
+
+# Where the model spaces are declared, for messages.
+MODELS_FILE = "conf/base/parameters_models.yml"
+# Parameters every method reads besides its blocks (core.methods.SHARED_PARAMS,
+# not imported: core.methods imports this module), checked on their own.
+_SHARED = ("models", "default_models", "budget", "max_initial_failures")
+
+
+class InvalidInput(ValueError):
+    """A parameter or a dataset that a run cannot use; the message says which and why."""
+
+
+def _is_int(value: Any) -> bool:
+    return isinstance(value, Integral) and not isinstance(value, bool)
+
+
+def check_count(
+    value: Any, path: str, minimum: int, meaning: str, example: int | None = None
+) -> int:
+    """`value` as an int >= minimum, or InvalidInput naming `path` and its meaning."""
+    if not _is_int(value) or value < minimum:
+        example = max(minimum, 5) if example is None else example
+        raise InvalidInput(
+            f"{path}={value!r} is not an integer >= {minimum} ({meaning}); give e.g. "
+            f"--params {path}={example}"
+        )
+    return int(value)
+
+
+def check_budget(budget: Any) -> int:
+    """The number of configurations a search trains: an int >= 1."""
+    return check_count(
+        budget, "budget", 1, "the number of configurations trained", example=50
+    )
+
+
+def check_seed(seed: Any) -> int:
+    """The run's seed: an int >= 0 (every random choice derives from it)."""
+    return check_count(seed, "seed", 0, "every random choice derives from it", 0)
+
+
+def check_data_processing(options: Any) -> None:
+    """The `data_processing` block: target, task, test_size, n_folds."""
+    if not isinstance(options, Mapping):
+        raise InvalidInput(
+            f"data_processing must be a mapping (target, task, test_size, n_folds), "
+            f"got {options!r}"
+        )
+    missing = [
+        key for key in ("target", "task", "test_size", "n_folds") if key not in options
+    ]
+    if missing:
+        raise InvalidInput(
+            f"data_processing lacks {missing}; see conf/base/parameters_data_processing.yml"
+        )
+    target = options["target"]
+    if not isinstance(target, str) or not target:
+        raise InvalidInput(
+            f"data_processing.target={target!r} is not a column name; give the name "
+            "of the column to predict"
+        )
+    try:
+        check_split_options(options["task"], options["test_size"], options["n_folds"])
+    except ValueError as error:
+        raise InvalidInput(str(error)) from None
+
+
+def check_voting(voting: Any) -> None:
+    """The classification ensemble's combiner: hard or soft."""
+    if voting not in VOTING:
+        raise InvalidInput(
+            f"voting={voting!r} is not one of {list(VOTING)} (hard: weighted majority "
+            "vote; soft: mean of the members' probabilities)"
+        )
+
+
+# --- model spaces ------------------------------------------------------------------
+
+
+def _space_error(space: str, where: str, error: Exception) -> InvalidInput:
+    return InvalidInput(
+        f"{where} in {MODELS_FILE} (model space {space!r}): {error}; fix it there, or "
+        "in the `models` you override"
+    )
+
+
+def check_model_space(name: str, specs: Any) -> SearchSpace:
+    """One model space of `models`: every parameter's spec, the space as a whole,
+    and (for a space the zoo knows) one configuration of each branch builds its
+    estimator, so a misspelt hyperparameter is caught before any training."""
+    if not isinstance(specs, Mapping) or not specs:
+        raise _space_error(
+            name, f"models.{name}", ValueError("a space is a mapping of parameters")
+        )
+    for parameter, spec in specs.items():
+        try:
+            parameter_from_spec(str(parameter), spec)
+        except ValueError as error:
+            raise _space_error(name, f"models.{name}.{parameter}", error) from None
+    try:
+        space = SearchSpace.from_dict(specs)
+    except ValueError as error:
+        raise _space_error(name, f"models.{name}", error) from None
+    if name in MODEL_FACTORIES:
+        for config in space.grid(1):  # the midpoint of every categorical branch
+            try:
+                make_model(name, config, 0)
+            except (TypeError, ValueError) as error:
+                raise _space_error(
+                    name,
+                    f"models.{name}",
+                    ValueError(
+                        f"the configuration {config} does not build the estimator "
+                        f"({type(error).__name__}: {error}); the space's parameter "
+                        "names must be the estimator's"
+                    ),
+                ) from None
+    return space
+
+
+def check_model_spaces(models: Any) -> dict[str, SearchSpace]:
+    """Every model space of `models` (all of them, used by this run or not)."""
+    if not isinstance(models, Mapping) or not models:
+        raise InvalidInput(
+            f"models must map model space names to search spaces ({MODELS_FILE}), "
+            f"got {models!r}"
+        )
+    return {name: check_model_space(str(name), specs) for name, specs in models.items()}
+
+
+def check_default_models(default_models: Any, models: Mapping[str, Any]) -> None:
+    """`default_models`: for each task, a model space of `models` for that task."""
+    if not isinstance(default_models, Mapping):
+        raise InvalidInput(
+            f"default_models must map a task to a model space ({MODELS_FILE}), got "
+            f"{default_models!r}"
+        )
+    for task, model in default_models.items():
+        if task not in TASKS:
+            raise InvalidInput(
+                f"default_models.{task}: unknown task {task!r}; expected {list(TASKS)}"
+            )
+        _check_model_name(f"default_models.{task}", model, models, task)
+
+
+def _check_model_name(
+    path: str, model: Any, models: Mapping[str, Any], task: str | None
+) -> None:
+    if not isinstance(model, str) or model not in models:
+        raise InvalidInput(
+            f"{path}={model!r} is not a model space of `models` ({MODELS_FILE}); "
+            f"available: {sorted(models)}"
+        )
+    if model not in MODEL_FACTORIES:
+        raise InvalidInput(
+            f"{path}={model!r}: no learning algorithm of that name in "
+            f"ensemble_bo.core.zoo; known: {sorted(MODEL_FACTORIES)}"
+        )
+    if task is not None and model_task(model) != task:
+        fitting = sorted(name for name in models if model_task(name) == task)
+        raise InvalidInput(
+            f"{path}={model!r} is a {model_task(model)} model space but the data is a "
+            f"{task} task; choose one of {fitting}"
+        )
+
+
+# --- a method's parameter blocks ------------------------------------------------------
+
+
+def _check_time_limit(path: str, value: Any, tasks: tuple[str, ...]) -> None:
+    if value is None:
+        return
+    if (
+        isinstance(value, bool)
+        or not isinstance(value, Real)
+        or not math.isfinite(value)
+        or value <= 0
+    ):
+        raise InvalidInput(
+            f"{path}={value!r} is not a positive number of seconds or null (the "
+            "time one configuration's k-fold evaluation may take)"
+        )
+
+
+def _check_label(path: str, value: Any, tasks: tuple[str, ...]) -> None:
+    if not isinstance(value, str):
+        raise InvalidInput(f"{path}={value!r} is not a text (it names the method)")
+
+
+def _check_variant(path: str, value: Any, tasks: tuple[str, ...]) -> None:
+    try:
+        segor_variant(value)
+    except ValueError as error:
+        raise InvalidInput(f"{path}: {error} (--params {path}=g-h)") from None
+
+
+def _check_loss(path: str, value: Any, tasks: tuple[str, ...]) -> None:
+    """A loss that applies to one of `tasks` (to the data's task once it is known)."""
+    problems = []
+    for task in tasks:
+        try:
+            objective_loss(task, value)
+        except ValueError as error:
+            problems.append(str(error))
+    if len(problems) == len(tasks):
+        raise InvalidInput(f"{path}={value!r}: {'; '.join(problems)}")
+
+
+def _one_of(allowed: tuple[str, ...]):
+    def check(path: str, value: Any, tasks: tuple[str, ...]) -> None:
+        if value not in allowed:
+            raise InvalidInput(f"{path}={value!r} is not one of {list(allowed)}")
+
+    return check
+
+
+def _count(minimum: int, meaning: str):
+    def check(path: str, value: Any, tasks: tuple[str, ...]) -> None:
+        check_count(value, path, minimum, meaning)
+
+    return check
+
+
+# How each key of a method's parameter blocks is checked (keys not named here,
+# such as `model` and `optimizer`, are checked by check_settings itself).
+_BLOCK_KEYS = {
+    "size": _count(1, "the number of ensemble slots"),
+    "ensemble_size": _count(1, "the number of ensemble slots"),
+    "n_replicas": _count(1, "the number of bootstrap replicas"),
+    "n_samples": _count(1, "the number of posterior samples"),
+    "max_size": _count(1, "the number of greedy selection steps"),
+    "warm_start": _count(0, "the best single models to start from; 0: none"),
+    "label": _check_label,
+    "time_limit": _check_time_limit,
+    "variant": _check_variant,
+    "loss": _check_loss,
+    "posterior": _one_of(AB_WEIGHTINGS),
+    "weighting": _one_of(WEIGHTINGS),
+}
+
+
+def check_block(name: str, block: Any, tasks: tuple[str, ...]) -> None:
+    """A parameter block of a method (`segor`, `ensemble`, `posthoc`, ...), key by key.
+
+    tasks: the tasks its losses must apply to (one of them, or the data's task).
+    """
+    if not isinstance(block, Mapping):
+        raise InvalidInput(
+            f"{name} must be a mapping of parameters (conf/base/parameters_{name}.yml "
+            f"or its method's file), got {block!r}"
+        )
+    for key, value in block.items():
+        check = _BLOCK_KEYS.get(str(key))
+        if check is not None:
+            check(f"{name}.{key}", value, tasks)
+
+
+def check_optimizer(name: str, options: Any, space: SearchSpace) -> None:
+    """`<name>.optimizer`: builds an optimizer over `space` (cheap: no GP is fit)."""
+    path = f"{name}.optimizer"
+    if not isinstance(options, Mapping):
+        raise InvalidInput(
+            f"{path} must be a mapping such as {{kind: gp, n_initial: 10}}, got "
+            f"{options!r}"
+        )
+    try:
+        make_optimizer(space, 0, **options)
+    except (TypeError, ValueError) as error:
+        raise InvalidInput(
+            f"{path}={dict(options)!r}: {error}; see the optimizer block of "
+            "conf/base/parameters_segor.yml for the options"
+        ) from None
+
+
+def _as_method(method: str | Method) -> Method:
+    if isinstance(method, str):
+        # Imported here: core.methods calls these checks.
+        from ensemble_bo.core.methods import parse_method  # noqa: PLC0415
+
+        try:
+            return parse_method(method)[0]
+        except ValueError as error:
+            raise InvalidInput(str(error)) from None
+    return method
+
+
+def check_settings(
+    method: str | Method,
+    settings: Mapping[str, Any],
+    seed: Any = None,
+    task: str | None = None,
+) -> None:
+    """Every parameter `method` reads from `settings`, before anything is trained.
+
+    Checks `budget` (int >= 1), `max_initial_failures` if given (int >= 1 or
+    null), `seed` if given (int >= 0), every model space of `models`, each of the method's blocks key by key (counts, losses for
+    the method's tasks, `ensemble.variant`'s grammar, posterior, weighting,
+    time_limit), its `model` (a space of `models` for its tasks, or for `task`
+    when the data's task is known; for `auto`, the `default_models` entries it
+    uses) and its `optimizer` (built over that space).
+    Raises InvalidInput naming the first bad value.
+    """
+    method = _as_method(method)
+    missing = [name for name in method.params if name not in settings]
+    if missing:
+        raise InvalidInput(
+            f"method {method.name!r} reads the parameters {missing}, which were not "
+            f"given; given: {sorted(settings)}"
+        )
+    if seed is not None:
+        check_seed(seed)
+    check_budget(settings["budget"])
+    if "max_initial_failures" in settings:
+        try:
+            check_max_initial_failures(settings["max_initial_failures"])
+        except ValueError as error:
+            raise InvalidInput(str(error)) from None
+    if "voting" in settings:
+        check_voting(settings["voting"])
+    if task is not None and task not in method.tasks:
+        raise InvalidInput(
+            f"{method.name} builds {' or '.join(sorted(method.tasks))} ensembles and "
+            f"the data is a {task} task"
+        )
+    tasks = (task,) if task is not None else tuple(sorted(method.tasks))
+    spaces = check_model_spaces(settings["models"])
+    for name in method.params:
+        if name not in _SHARED:
+            check_block(name, settings[name], tasks)
+    _check_search_model(method, settings, tasks, task, spaces)
+
+
+def _check_search_model(
+    method: Method,
+    settings: Mapping[str, Any],
+    tasks: tuple[str, ...],
+    task: str | None,
+    spaces: Mapping[str, SearchSpace],
+) -> None:
+    """The search block's `model` (and `auto`'s defaults) and its `optimizer`."""
+    block = settings[method.search_params]
+    for key in ("model", "optimizer"):
+        if key not in block:
+            raise InvalidInput(
+                f"{method.search_params}.{key} is missing; see "
+                f"conf/base/parameters_{method.search_params}.yml"
+            )
+    model = block["model"]
+    path = f"{method.search_params}.model"
+    if model == "auto":
+        if not isinstance(settings["default_models"], Mapping):
+            raise InvalidInput(
+                f"{path}='auto' takes the task's space from default_models, which is "
+                f"not a mapping: {settings['default_models']!r} ({MODELS_FILE})"
+            )
+        for each in tasks:
+            _check_model_name(
+                f"default_models.{each}",
+                settings["default_models"].get(each),
+                settings["models"],
+                each,
+            )
+        model = settings["default_models"][tasks[0]]
+    else:
+        _check_model_name(path, model, settings["models"], task)
+        if task is None and model_task(model) not in method.tasks:
+            raise InvalidInput(
+                f"{path}={model!r} is a {model_task(model)} model space and "
+                f"{method.name} builds {' or '.join(sorted(method.tasks))} ensembles"
+            )
+    check_optimizer(method.search_params, block["optimizer"], spaces[model])

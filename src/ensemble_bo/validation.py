@@ -1,0 +1,302 @@
+"""Checks of a `kedro run`'s inputs, before an MLflow run is opened or a model trained.
+
+`check_run_inputs(pipelines, parameters, project_path)` is what the tracking
+hook calls first in `before_pipeline_run`: for the pipelines about to run, it
+checks the parameters they read (core.validation: budget, seed, the method's
+blocks, every model space, the SEGOR variant grammar, ...), loads their raw
+datasets from data/01_raw and checks them as the data_processing pipeline
+will (core.preparation.validate_dataset: empty file, duplicate columns,
+missing target, a target that is constant or neither numbers nor labels,
+features without values or with infinities, folds and classes too small...),
+checks that the method serves the data's task and its model space fits it,
+and for `posthoc` that the saved pool it selects from exists. The first
+problem raises `InvalidInput`, whose message names the bad value, where it is
+(parameter path or file) and what to do. Nothing is trained: a few CSV reads
+and parameter checks, well under a second for the bundled datasets.
+
+The file locations are the catalog's (conf/base/catalog.yml): raw datasets
+are data/01_raw/<name>.csv, a method's saved pool is
+data/06_models/<method>_search_result.pkl.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from ensemble_bo.core.grid import grid_cells, parse_settings
+from ensemble_bo.core.methods import (
+    DEFAULT_METHOD,
+    METHODS,
+    SAVED_POOL_SELECTIONS,
+    method_settings,
+    parse_method,
+)
+from ensemble_bo.core.preparation import validate_dataset
+from ensemble_bo.core.validation import (
+    InvalidInput,
+    check_block,
+    check_data_processing,
+    check_default_models,
+    check_seed,
+    check_settings,
+    check_voting,
+)
+
+RAW_DATA = Path("data") / "01_raw"
+SAVED_POOLS = Path("data") / "06_models"
+# Pipelines that are neither a method nor a saved-pool selection.
+DATA_PROCESSING = "data_processing"
+BENCHMARK = "benchmark"
+DEFAULT = "__default__"
+
+
+def known_pipelines() -> list[str]:
+    """Every pipeline the project registers (pipeline_registry.py)."""
+    return sorted(
+        {
+            *METHODS,
+            *(selection.name for selection in SAVED_POOL_SELECTIONS),
+            DATA_PROCESSING,
+            BENCHMARK,
+            DEFAULT,
+        }
+    )
+
+
+def available_datasets(raw_data: Path) -> list[str]:
+    """Names of the CSV files in `raw_data` (what `dataset=` may be)."""
+    return sorted(path.stem for path in raw_data.glob("*.csv"))
+
+
+def _shown(path: Path, project_path: Path) -> str:
+    """`path` relative to the project where it is inside it, for messages."""
+    try:
+        return str(path.relative_to(project_path))
+    except ValueError:
+        return str(path)
+
+
+def load_raw_dataset(
+    name: Any, raw_data: Path, parameter: str = "dataset", project_path: Path = Path()
+) -> pd.DataFrame:
+    """data/01_raw/<name>.csv as the catalog loads it, or InvalidInput saying why not.
+
+    Refuses a name without a file (listing the available ones), an empty file,
+    a file pandas cannot parse, and a header naming a column twice (pandas
+    would silently rename the second to `name.1`).
+    """
+    available = available_datasets(raw_data)
+    if not isinstance(name, str) or not name or os.sep in name:
+        raise InvalidInput(
+            f"{parameter}={name!r} is not a dataset name; available datasets (CSV "
+            f"files in {_shown(raw_data, project_path)}): {available}"
+        )
+    path = raw_data / f"{name}.csv"
+    shown = _shown(path, project_path)
+    if not path.is_file():
+        raise InvalidInput(
+            f"{parameter}={name!r}: there is no {shown}; available datasets: "
+            f"{available} (or put a CSV file with a `target` column there)"
+        )
+    if path.stat().st_size == 0:
+        raise InvalidInput(
+            f"{shown} is empty; it needs a header line naming the columns (one of "
+            "them the target), then one line per example"
+        )
+    try:
+        header = pd.read_csv(path, header=None, nrows=1).iloc[0].tolist()
+        frame = pd.read_csv(path)
+    except (pd.errors.ParserError, pd.errors.EmptyDataError, UnicodeDecodeError) as e:
+        raise InvalidInput(
+            f"{shown} is not a readable CSV file ({type(e).__name__}: {e}); it needs "
+            "a header line, then one comma-separated line per example"
+        ) from None
+    duplicated = sorted({str(c) for c in header if header.count(c) > 1})
+    if duplicated:
+        raise InvalidInput(
+            f"{shown}: column name(s) {duplicated} appear more than once in the "
+            "header; give every column its own name"
+        )
+    return frame
+
+
+def check_raw_dataset(
+    frame: pd.DataFrame,
+    name: str,
+    options: Mapping[str, Any],
+    shown_path: str,
+) -> str:
+    """The data's task, by the data_processing pipeline's own checks (file named)."""
+    try:
+        return validate_dataset(
+            frame,
+            options["target"],
+            options["task"],
+            options["test_size"],
+            options["n_folds"],
+            name,
+        )
+    except ValueError as error:
+        raise InvalidInput(f"{error} [{shown_path}]") from None
+
+
+def _pipeline_names(pipelines: str | Sequence[str] | None) -> list[str]:
+    if pipelines is None:
+        names = [DEFAULT]
+    elif isinstance(pipelines, str):
+        names = [name for name in pipelines.split(",") if name] or [DEFAULT]
+    else:
+        names = list(pipelines) or [DEFAULT]
+    unknown = [name for name in names if name not in known_pipelines()]
+    if unknown:
+        raise InvalidInput(
+            f"unknown pipeline {unknown[0]!r}; known pipelines: "
+            f"{[name for name in known_pipelines() if name != DEFAULT]} "
+            "(kedro run --pipelines=NAME)"
+        )
+    return [DEFAULT_METHOD if name == DEFAULT else name for name in names]
+
+
+def _require(parameters: Mapping[str, Any], *names: str) -> None:
+    missing = [name for name in names if name not in parameters]
+    if missing:
+        raise InvalidInput(
+            f"the parameters {missing} were not given; they live in "
+            "conf/base/parameters*.yml"
+        )
+
+
+def check_run_inputs(
+    pipelines: str | Sequence[str] | None,
+    parameters: Mapping[str, Any],
+    project_path: str | os.PathLike = ".",
+) -> None:
+    """Check everything `kedro run --pipelines=<pipelines>` will read, or InvalidInput.
+
+    pipelines: the pipeline name(s) being run (None or `__default__`: the
+    default method); parameters: the resolved Kedro parameters, by name (at
+    least those the pipelines read, as `params:<name>` inputs); project_path:
+    the Kedro project's root, where data/ is.
+    """
+    project_path = Path(project_path)
+    raw_data = project_path / RAW_DATA
+    names = _pipeline_names(pipelines)
+    if "seed" in parameters:
+        check_seed(parameters["seed"])
+    if "voting" in parameters:
+        check_voting(parameters["voting"])
+    if "data_processing" in parameters:
+        check_data_processing(parameters["data_processing"])
+    if "models" in parameters and "default_models" in parameters:
+        check_default_models(parameters["default_models"], parameters["models"])
+    methods = [name for name in names if name in METHODS]
+    for name in methods:
+        check_settings(name, parameters, parameters.get("seed"))
+    selections = [s for s in SAVED_POOL_SELECTIONS if s.name in names]
+    for selection in selections:
+        _require(parameters, selection.params)
+        check_block(
+            selection.params,
+            parameters[selection.params],
+            ("regression", "classification"),
+        )
+    task = None
+    if methods or selections or DATA_PROCESSING in names:
+        _require(parameters, "dataset", "data_processing")
+        dataset = parameters["dataset"]
+        frame = load_raw_dataset(dataset, raw_data, "dataset", project_path)
+        shown = _shown(raw_data / f"{dataset}.csv", project_path)
+        task = check_raw_dataset(frame, dataset, parameters["data_processing"], shown)
+    for name in methods:
+        method = METHODS[name]
+        if task not in method.tasks:
+            try:
+                method.check_task(task, parameters["dataset"])
+            except ValueError as error:
+                raise InvalidInput(
+                    f"{error}: run one of those (kedro run --pipelines=NAME), or set "
+                    "data_processing.task if the task was decided wrongly"
+                ) from None
+        check_settings(name, parameters, parameters.get("seed"), task)
+    for selection in selections:
+        check_block(selection.params, parameters[selection.params], (task,))
+        _check_saved_pool(selection.name, parameters, names, project_path)
+    if BENCHMARK in names:
+        _check_benchmark(parameters, raw_data, project_path)
+
+
+def _check_saved_pool(
+    name: str,
+    parameters: Mapping[str, Any],
+    pipelines: list[str],
+    project_path: Path,
+) -> None:
+    """The saved pool a selection pipeline reads exists (unless this run writes it)."""
+    parameter = f"{name}_source"
+    _require(parameters, parameter)
+    source = parameters[parameter]
+    if source not in METHODS:
+        raise InvalidInput(
+            f"{parameter}={source!r} is not a method whose pool could be saved; "
+            f"methods: {sorted(METHODS)}"
+        )
+    if source in pipelines:
+        return  # this very run saves it first
+    path = project_path / SAVED_POOLS / f"{source}_search_result.pkl"
+    if not path.is_file():
+        raise InvalidInput(
+            f"{name} selects from the pool a `{source}` run saved, but there is no "
+            f"{_shown(path, project_path)}: run `kedro run --pipelines={source}` "
+            "first (with the same dataset, seed and data_processing parameters), or "
+            f"choose another source with --params {parameter}=NAME"
+        )
+
+
+def _check_benchmark(
+    parameters: Mapping[str, Any], raw_data: Path, project_path: Path
+) -> None:
+    """The benchmark's settings, its datasets and every cell's parameters."""
+    _require(parameters, "benchmark", "data_processing")
+    try:
+        settings = parse_settings(parameters["benchmark"])
+    except ValueError as error:
+        raise InvalidInput(f"{error} (conf/base/parameters_benchmark.yml)") from None
+    for spec in settings.methods:
+        try:
+            method_settings(spec, parameters)  # applies a `:<variant>` suffix
+        except ValueError as error:
+            raise InvalidInput(
+                f"benchmark.methods: {spec!r}: {error} "
+                "(conf/base/parameters_benchmark.yml)"
+            ) from None
+    options = parameters["data_processing"]
+    frames = {}
+    for name in settings.datasets:
+        frame = load_raw_dataset(name, raw_data, "benchmark.datasets", project_path)
+        check_raw_dataset(
+            frame, name, options, _shown(raw_data / f"{name}.csv", project_path)
+        )
+        frames[name] = frame
+    try:
+        cells = grid_cells(settings, frames, options, parameters)
+    except ValueError as error:
+        raise InvalidInput(f"{error} (conf/base/parameters_benchmark.yml)") from None
+    checked = set()
+    for cell in cells:
+        if (cell.method, cell.model, cell.task) in checked:
+            continue
+        checked.add((cell.method, cell.model, cell.task))
+        try:
+            check_settings(
+                parse_method(cell.method)[0], cell.settings, cell.seed, cell.task
+            )
+        except InvalidInput as error:
+            raise InvalidInput(
+                f"benchmark cell {cell.method} x {cell.model} on {cell.dataset}: "
+                f"{error}"
+            ) from None

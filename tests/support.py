@@ -1,0 +1,188 @@
+"""Helpers for tests that run real processes: a project copy, process trees, permissions."""
+
+from __future__ import annotations
+
+import ctypes
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Iterable
+from pathlib import Path
+
+PROJECT = Path(__file__).resolve().parents[1]
+
+
+def copy_project(root: Path, datasets: Iterable[str] = ("concrete",)) -> Path:
+    """A runnable copy of the project at `root`: conf (no conf/local), a few datasets.
+
+    Kedro wants the source folder; the package itself is the installed one.
+    """
+    root.mkdir(parents=True, exist_ok=True)
+    shutil.copy(PROJECT / "pyproject.toml", root)
+    shutil.copytree(PROJECT / "conf" / "base", root / "conf" / "base")
+    for extra in (PROJECT / "conf").glob("*.yml"):
+        shutil.copy(extra, root / "conf")
+    (root / "conf" / "local").mkdir()
+    (root / "src").mkdir()
+    (root / "data" / "01_raw").mkdir(parents=True)
+    for name in datasets:
+        shutil.copy(
+            PROJECT / "data" / "01_raw" / f"{name}.csv", root / "data" / "01_raw"
+        )
+    return root
+
+
+def kedro_env(tracking_uri: str | None, **extra: str) -> dict[str, str]:
+    """The environment of a `kedro` subprocess: no telemetry, this store (None: the default)."""
+    env = {**os.environ, "DO_NOT_TRACK": "true", "KEDRO_DISABLE_TELEMETRY": "true"}
+    env.pop("MLFLOW_TRACKING_URI", None)
+    if tracking_uri is not None:
+        env["MLFLOW_TRACKING_URI"] = tracking_uri
+    env.update(extra)
+    return env
+
+
+KEDRO = [sys.executable, "-m", "kedro"]
+
+
+def kedro(
+    project: Path,
+    *args: str,
+    tracking_uri: str | None,
+    timeout: float = 600,
+    preexec_fn=None,
+) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [*KEDRO, *args],
+        cwd=project,
+        env=kedro_env(tracking_uri),
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        check=False,
+        preexec_fn=preexec_fn,
+    )
+
+
+# ---------------------------------------------------------------- process trees
+
+
+def _stat(pid: int) -> list[str] | None:
+    """Fields 3.. of /proc/<pid>/stat (state first), None if the process is gone."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return None
+    return stat[stat.rindex(")") + 2 :].split()
+
+
+def start_ticks(pid: int) -> str | None:
+    fields = _stat(pid)
+    return None if fields is None else fields[19]
+
+
+def is_running(pid: int, started: str | None) -> bool:
+    """The process `pid` that started at `started` still exists and is not a zombie."""
+    fields = _stat(pid)
+    return (
+        fields is not None
+        and fields[0] not in ("Z", "X")
+        and (started is None or fields[19] == started)
+    )
+
+
+def descendants(pid: int) -> dict[int, str]:
+    """Every process below `pid`, with its start time (so a reused PID is not counted)."""
+    parents = {}
+    for entry in Path("/proc").glob("[0-9]*"):
+        fields = _stat(int(entry.name))
+        if fields is not None:
+            parents[int(entry.name)] = int(fields[1])
+    found, pending = {}, [pid]
+    while pending:
+        parent = pending.pop()
+        for child, its_parent in parents.items():
+            if its_parent == parent and child not in found:
+                ticks = start_ticks(child)
+                if ticks is not None:
+                    found[child] = ticks
+                    pending.append(child)
+    return found
+
+
+def command_line(pid: int) -> str:
+    try:
+        return Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode()
+    except OSError:
+        return ""
+
+
+def kill_group(process: subprocess.Popen, grace: float = 5.0) -> None:
+    """Stop a process started with start_new_session=True, and its whole group."""
+    for sig in (signal.SIGTERM, signal.SIGKILL):
+        try:
+            os.killpg(process.pid, sig)
+        except ProcessLookupError:
+            break
+        try:
+            process.wait(timeout=grace)
+            break
+        except subprocess.TimeoutExpired:
+            continue
+    # Children that left the group's leader behind are still in its group.
+    try:
+        os.killpg(process.pid, signal.SIGKILL)
+    except ProcessLookupError:
+        pass
+
+
+def wait_until(condition, timeout: float, interval: float = 0.2) -> bool:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if condition():
+            return True
+        time.sleep(interval)
+    return bool(condition())
+
+
+# ---------------------------------------------------------------- permissions
+
+# Capabilities with which root ignores file permissions (linux/capability.h).
+_CAP_DAC_OVERRIDE, _CAP_DAC_READ_SEARCH, _CAP_FOWNER = 1, 2, 3
+_PR_CAPBSET_DROP = 24
+
+
+def respect_file_permissions() -> None:
+    """preexec_fn: the child, even as root, cannot write a read-only file.
+
+    Drops the capabilities that let root ignore file modes from the bounding
+    set, so the program the child executes never gets them.
+    """
+    if os.geteuid() != 0:
+        return
+    libc = ctypes.CDLL(None, use_errno=True)
+    for capability in (_CAP_DAC_OVERRIDE, _CAP_DAC_READ_SEARCH, _CAP_FOWNER):
+        if libc.prctl(_PR_CAPBSET_DROP, capability, 0, 0, 0) != 0:
+            os._exit(97)
+
+
+def read_only_files_are_enforced(folder: Path) -> bool:
+    """Whether a child started with respect_file_permissions is refused a 0444 file."""
+    probe = folder / "read-only-probe"
+    probe.write_text("")
+    probe.chmod(0o444)
+    try:
+        completed = subprocess.run(
+            [sys.executable, "-c", f"open({str(probe)!r}, 'a')"],
+            preexec_fn=respect_file_permissions,
+            capture_output=True,
+            timeout=60,
+            check=False,
+        )
+    finally:
+        probe.chmod(0o644)
+        probe.unlink()
+    return completed.returncode == 1 and b"PermissionError" in completed.stderr
