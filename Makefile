@@ -4,7 +4,8 @@ PYTHON ?= $(shell command -v python3.11 || command -v python3)
 VENV := .venv
 BIN := $(VENV)/bin
 UV_VERSION := 0.13.8
-# Kedro asks for telemetry consent on first run; nobody on this team opts in.
+# Kedro telemetry is off for every `kedro` command in the project (.telemetry:
+# consent: false); these also cover tools run from here outside it.
 export DO_NOT_TRACK := true
 export KEDRO_DISABLE_TELEMETRY := true
 export UV_PYTHON_DOWNLOADS := never
@@ -21,12 +22,10 @@ $(VENV)/.installed: requirements.lock pyproject.toml | $(BIN)/uv
 	$(BIN)/uv pip install --python $(BIN)/python --quiet --no-deps -e .
 	touch $@
 
+# Quiet: a progress bar, then the MLflow run, its test metrics and where to look.
+# More: make run ARGS=--verbose (Kedro's dataset lines, an error's traceback).
 run: $(VENV)/.installed
-	$(BIN)/kedro run --pipelines=segor
-	@echo
-	@echo "Results are in the MLflow store of this project. Open them with:"
-	@echo "  $(BIN)/mlflow ui --backend-store-uri sqlite:///$(CURDIR)/mlflow.db"
-	@echo "then browse http://127.0.0.1:5000 (experiment 'ensemble_bo')."
+	$(BIN)/kedro run --pipelines=segor $(ARGS)
 
 test: $(VENV)/.installed
 	$(BIN)/python -m pytest

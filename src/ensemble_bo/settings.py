@@ -1,13 +1,42 @@
-"""Project settings: configuration loading and the MLflow tracking hook."""
+"""Project settings: configuration loading, the hooks, and two warnings silenced."""
+
+import warnings
 
 from kedro.config import OmegaConfigLoader
 from omegaconf.resolvers import oc
 
+from ensemble_bo.checkpoints import JournalCleanupHook
 from ensemble_bo.tracking import MlflowTrackingHook
 
-HOOKS = (MlflowTrackingHook(),)
-# No usage data leaves a run, whether or not DO_NOT_TRACK is set (the Makefile sets it).
+HOOKS = (MlflowTrackingHook(), JournalCleanupHook())
+# No usage data leaves a run: `.telemetry` (consent: false) in the project root
+# turns kedro-telemetry off for every `kedro` command; its project hooks also go.
 DISABLE_HOOKS_FOR_PLUGINS = ("kedro-telemetry",)
+
+
+def silence_known_warnings() -> None:
+    """Filter the two warnings a run would print that are neither ours nor the user's.
+
+    - Kedro 1.7's OmegaConfigLoader registers its resolvers (globals,
+      runtime_params and the oc.env below) through OmegaConf 2.4's deprecated
+      register_new_resolver(): Kedro's call, silenced where Kedro makes it only.
+    - MLflow's hint on integer input columns when the tracking hook logs a model.
+    """
+    warnings.filterwarnings(
+        "ignore",
+        message=r"register_new_resolver\(\) is deprecated",
+        category=UserWarning,
+        module=r"kedro\.config\.omegaconf_config",
+    )
+    warnings.filterwarnings(
+        "ignore",
+        message="Hint: Inferred schema contains integer column",
+        category=UserWarning,
+        module=r"mlflow\.types\.utils",
+    )
+
+
+silence_known_warnings()
 
 CONFIG_LOADER_CLASS = OmegaConfigLoader
 CONFIG_LOADER_ARGS = {

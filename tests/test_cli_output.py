@@ -1,0 +1,425 @@
+"""What `kedro` prints in this project: quiet runs, errors once, no telemetry.
+
+The end-to-end tests run the real `kedro` CLI in a copy of the project (its
+conf/logging.yml and .telemetry included) with DO_NOT_TRACK and
+KEDRO_DISABLE_TELEMETRY unset, as after `source .venv/bin/activate`, and with
+every HTTP(S) request sent to a local trap that counts connection attempts.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import threading
+import warnings
+from pathlib import Path
+
+import click
+import pandas as pd
+import pytest
+import yaml
+from click.testing import CliRunner
+from kedro.config import OmegaConfigLoader
+from kedro.framework.project import LOGGING
+from kedro_telemetry.plugin import _check_for_telemetry_consent
+from mlflow.tracking import MlflowClient
+from omegaconf import OmegaConf
+from omegaconf.resolvers import oc
+
+import ensemble_bo.cli
+from ensemble_bo.cli import RunFailed, describe_error, run, verbose_logging
+from ensemble_bo.pipelines.progress import log_run_summary, run_summary, where_to_look
+from ensemble_bo.settings import silence_known_warnings
+
+PROJECT = Path(__file__).resolve().parents[1]
+TINY = (
+    "budget=6,ensemble.size=3,segor.optimizer.n_initial=3,segor.optimizer.gp_restarts=1"
+)
+MAX_LINES = 60
+BOX = ("╭", "╰", "│", "─")
+
+
+class Trap:
+    """A local TCP server counting the connections made to it (an HTTP(S) proxy)."""
+
+    def __init__(self) -> None:
+        self.connections = 0
+        self._server = socket.create_server(("127.0.0.1", 0))
+        self.address = f"http://127.0.0.1:{self._server.getsockname()[1]}"
+        threading.Thread(target=self._serve, daemon=True).start()
+
+    def _serve(self) -> None:
+        while True:
+            try:
+                connection, _ = self._server.accept()
+            except OSError:
+                return
+            self.connections += 1
+            connection.close()
+
+    def close(self) -> None:
+        self._server.close()
+
+
+@pytest.fixture(scope="module")
+def trap():
+    trap = Trap()
+    yield trap
+    trap.close()
+
+
+def copy_project(root: Path) -> Path:
+    """The project's configuration, .telemetry and one dataset; the package is the installed one."""
+    shutil.copy(PROJECT / "pyproject.toml", root)
+    shutil.copy(PROJECT / ".telemetry", root)
+    shutil.copytree(PROJECT / "conf" / "base", root / "conf" / "base")
+    shutil.copy(PROJECT / "conf" / "logging.yml", root / "conf")
+    (root / "conf" / "local").mkdir()
+    (root / "src").mkdir()
+    (root / "data" / "01_raw").mkdir(parents=True)
+    shutil.copy(PROJECT / "data" / "01_raw" / "concrete.csv", root / "data" / "01_raw")
+    (root / "store").mkdir()
+    return root
+
+
+@pytest.fixture(scope="module")
+def project(tmp_path_factory):
+    return copy_project(tmp_path_factory.mktemp("project"))
+
+
+def kedro(project: Path, trap: Trap, *args: str, cwd: Path | None = None):
+    """`kedro ARGS` as a user types it in the activated venv; stdout + stderr."""
+    env = {
+        name: value
+        for name, value in os.environ.items()
+        if name
+        not in (
+            "DO_NOT_TRACK",
+            "KEDRO_DISABLE_TELEMETRY",
+            "KEDRO_LOGGING_CONFIG",
+            "NO_PROXY",
+            "no_proxy",
+        )
+    }
+    env.update(
+        PATH=f"{Path(sys.executable).parent}{os.pathsep}{env.get('PATH', '')}",
+        MLFLOW_TRACKING_URI=f"sqlite:///{project / 'store' / 'mlflow.db'}",
+        # kedro-telemetry keeps a user id there: not in the user's home.
+        XDG_CONFIG_HOME=str(project / "xdg"),
+        **{name: trap.address for name in ("HTTP_PROXY", "HTTPS_PROXY")},
+        **{name.lower(): trap.address for name in ("HTTP_PROXY", "HTTPS_PROXY")},
+    )
+    completed = subprocess.run(
+        [sys.executable, "-m", "kedro", *args],
+        check=False,
+        cwd=cwd or project,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    return completed, completed.stdout + completed.stderr
+
+
+def lines(output: str) -> list[str]:
+    # A non-terminal tqdm bar redraws with \r on one line, as a terminal shows it.
+    return output.rstrip("\n").split("\n")
+
+
+def latest_run(project: Path):
+    uri = f"sqlite:///{project / 'store' / 'mlflow.db'}"
+    client = MlflowClient(uri)
+    experiment = client.get_experiment_by_name("ensemble_bo")
+    return client.search_runs(
+        [experiment.experiment_id], order_by=["attributes.start_time DESC"]
+    )[0]
+
+
+# --- telemetry --------------------------------------------------------------
+
+
+def test_kedro_telemetry_finds_no_consent_in_the_project(monkeypatch):
+    for name in ("DO_NOT_TRACK", "KEDRO_DISABLE_TELEMETRY", "GITHUB_REPOSITORY_OWNER"):
+        monkeypatch.delenv(name, raising=False)
+    assert _check_for_telemetry_consent(PROJECT) is False
+    assert yaml.safe_load((PROJECT / ".telemetry").read_text()) == {"consent": False}
+    # and git does not ignore it: every clone has it
+    ignored = subprocess.run(
+        ["git", "check-ignore", "-q", ".telemetry"], cwd=PROJECT, check=False
+    )
+    assert ignored.returncode == 1
+
+
+@pytest.mark.slow
+def test_kedro_commands_make_no_telemetry_attempt(project, trap, tmp_path):
+    before = trap.connections
+    # `kedro run` is checked the same way by the runs below.
+    completed, output = kedro(project, trap, "info")
+    assert completed.returncode == 0, output[-3000:]
+    # (`kedro info` lists the installed plugin as "kedro_telemetry: <version>")
+    said = [line for line in lines(output) if not line.startswith("kedro_telemetry:")]
+    assert not [line for line in said if "telemetry" in line.lower()], output
+    assert "usage data" not in output.lower()
+    assert trap.connections == before
+    assert not (project / "xdg" / "kedro").exists()  # no telemetry user id either
+    # The trap does see kedro-telemetry's attempt in a project without .telemetry.
+    bare = copy_project(tmp_path)
+    (bare / ".telemetry").unlink()
+    completed, output = kedro(bare, trap, "info")
+    assert completed.returncode == 0, output[-3000:]
+    assert trap.connections > before
+
+
+# --- a successful run ---------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def quiet_run(project, trap):
+    before = trap.connections
+    completed, output = kedro(
+        project, trap, "run", "--pipelines=segor", "--params", TINY
+    )
+    assert completed.returncode == 0, output[-3000:]
+    assert trap.connections == before
+    return output, latest_run(project)
+
+
+@pytest.mark.slow
+def test_a_successful_run_prints_under_60_lines_without_kedro_lines(quiet_run):
+    output, run = quiet_run
+    assert len(lines(output)) < MAX_LINES, output
+    assert "Loading data from" not in output and "Saving data to" not in output
+    assert "Running node" not in output
+    assert "warning" not in output.lower(), output  # Deprecation-, User-, MLflow's
+    assert "register_new_resolver" not in output and "Hint:" not in output
+    assert "telemetry" not in output.lower()
+    assert run.info.run_id in output
+    assert "SEGOR on concrete: 100%" in output  # the progress bar
+
+
+@pytest.mark.slow
+def test_a_successful_run_ends_with_its_summary(quiet_run):
+    """Needs the tracking hook to call progress.log_run_summary after the run."""
+    output, run = quiet_run
+    tail = "\n".join(lines(output)[-8:])
+    assert run.info.run_id in tail
+    for name in ("test_mse_ensemble", "test_mse_single_best"):
+        assert name in tail
+        assert f"{run.data.metrics[name]:.4g}" in tail
+    assert "ui --backend-store-uri" in tail
+
+
+@pytest.mark.slow
+def test_verbose_and_the_singular_pipeline_option_bring_kedro_lines_back(project, trap):
+    completed, output = kedro(
+        project, trap, "run", "--pipeline=segor", "--verbose", "--params", TINY
+    )
+    assert completed.returncode == 0, output[-3000:]
+    assert "Loading data from raw_dataset" in output
+    assert "Saving data to" in output and "Running node" in output
+    assert "register_new_resolver" not in output
+    run = latest_run(project)
+    assert run.data.tags["kedro.pipeline"] == "segor"
+    assert run.info.status == "FINISHED"
+
+
+# --- a failing run ------------------------------------------------------------
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(
+    ("params", "named", "folder"),
+    [
+        # fails loading the data; run from a subfolder of the project
+        ("dataset=nosuch", "nosuch", "data"),
+        # fails in a node (or, once checked upfront, before any)
+        ("ensemble.variant=zz-q", "zz-q", "."),
+    ],
+)
+def test_a_failing_run_prints_its_error_once_at_the_end(
+    project, trap, params, named, folder
+):
+    completed, output = kedro(
+        project,
+        trap,
+        "run",
+        "--pipelines=segor",
+        "--params",
+        f"{TINY},{params}",
+        cwd=project / folder,
+    )
+    assert completed.returncode == 1, output[-3000:]
+    assert "Traceback" not in output
+    assert not any(character in output for character in BOX), output
+    assert "Loading data from" not in output and "failed with error" not in output
+    errors = [line for line in lines(output) if line.startswith("Error: ")]
+    assert len(errors) == 1, output
+    message = errors[0].removeprefix("Error: ")
+    assert named in message
+    # the message is printed once, and nothing but the hint comes after it
+    assert output.count(message.split(": ", 1)[1]) == 1, output
+    after = lines(completed.stderr)[lines(completed.stderr).index(errors[0]) + 1 :]
+    assert len(after) <= 4 and "--verbose" in after[-1]
+    assert len(lines(output)) < MAX_LINES
+
+
+@pytest.mark.slow
+def test_verbose_shows_the_full_traceback_of_an_error(project, trap):
+    completed, output = kedro(
+        project, trap, "run", "--pipelines=segor", "-v", "--params", "dataset=nosuch"
+    )
+    assert completed.returncode == 1
+    assert "Traceback (most recent call last)" in output
+    assert "nosuch.csv" in lines(output)[-1]
+
+
+# --- the pieces, in process ---------------------------------------------------
+
+
+def test_describe_error_names_the_type_and_causes_not_already_in_the_message():
+    try:
+        try:
+            raise PermissionError("store is read-only: /x/mlflow.db")
+        except PermissionError as cause:
+            raise RuntimeError("cannot log the run") from cause
+    except RuntimeError as error:
+        text = describe_error(error)
+    assert text == (
+        "RuntimeError: cannot log the run\n"
+        "  caused by PermissionError: store is read-only: /x/mlflow.db"
+    )
+    try:
+        try:
+            raise FileNotFoundError("no such file: a.csv")
+        except FileNotFoundError as cause:
+            raise ValueError("dataset a: no such file: a.csv") from cause
+    except ValueError as error:
+        assert describe_error(error) == "ValueError: dataset a: no such file: a.csv"
+    assert isinstance(RunFailed(ValueError("x")), click.ClickException)
+    assert RunFailed(ValueError("bad budget")).exit_code == 1
+
+
+@pytest.mark.parametrize(
+    ("raised", "shown", "code"),
+    [
+        (
+            ValueError("budget must be a positive integer, got -1"),
+            "Error: ValueError: budget must be a positive integer, got -1\n"
+            "(`kedro run --verbose ...` shows the full traceback)\n",
+            1,
+        ),
+        (KeyboardInterrupt(), "Interrupted.\n", 130),
+    ],
+)
+def test_the_run_command_ends_an_error_with_its_message(
+    monkeypatch, raised, shown, code
+):
+    def kedro_run(**options):
+        raise raised
+
+    monkeypatch.setattr(
+        ensemble_bo.cli, "kedro_run", type("Run", (), {"callback": kedro_run})
+    )
+    result = CliRunner().invoke(run, ["--pipelines=segor"])
+    assert (result.exit_code, result.stderr) == (code, shown)
+
+
+def test_kedros_own_usage_errors_show_their_message():
+    result = CliRunner().invoke(run, ["--pipeline=a", "--pipelines=b"])
+    assert (result.exit_code, result.stderr) == (
+        1,
+        "Error: Options '--pipeline' and '--pipelines' cannot be used together\n",
+    )
+
+
+def test_the_logging_file_is_kedros_kind_and_verbose_restores_kedro_info():
+    config = yaml.safe_load((PROJECT / "conf" / "logging.yml").read_text())
+    LOGGING._validate_logging_config(config)  # the classes Kedro accepts
+    assert config["loggers"]["ensemble_bo"]["level"] == "INFO"
+    assert config["loggers"]["kedro"]["level"] == "WARNING"
+    verbose = verbose_logging(config)
+    kedro_levels = {
+        name: options["level"]
+        for name, options in verbose["loggers"].items()
+        if name.split(".")[0] == "kedro"
+    }
+    assert set(kedro_levels.values()) == {"INFO"} and "kedro.runner" in kedro_levels
+    assert verbose["loggers"]["ensemble_bo"]["level"] == "INFO"
+    assert verbose["loggers"]["mlflow.store.db.utils"]["level"] == "NOTSET"
+    assert {h["formatter"] for h in verbose["handlers"].values()} == {"verbose"}
+    assert config["loggers"]["kedro"]["level"] == "WARNING"  # not modified
+
+
+def test_kedros_resolver_deprecation_and_mlflows_integer_hint_are_silenced_alone(
+    tmp_path,
+):
+    from mlflow.models import infer_signature  # noqa: PLC0415
+
+    (tmp_path / "base").mkdir()
+    (tmp_path / "local").mkdir()
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        silence_known_warnings()
+        OmegaConfigLoader(
+            conf_source=str(tmp_path), custom_resolvers={"oc.env": oc.env}
+        )
+        infer_signature(pd.DataFrame({"a": [1, 2]}))
+        # the same warnings raised anywhere else still show
+        OmegaConf.register_new_resolver("ensemble_bo_test", lambda: 1, replace=True)
+        warnings.warn("Hint: Inferred schema contains integer column(s).", UserWarning)
+    messages = [str(w.message) for w in caught]
+    assert sum("register_new_resolver" in m for m in messages) == 1, messages
+    assert sum(m.startswith("Hint: Inferred schema") for m in messages) == 1
+    assert all(w.filename == __file__ for w in caught), messages
+    OmegaConf.clear_resolver("ensemble_bo_test")
+
+
+def test_run_summary_for_a_sqlite_store_names_the_command_and_the_page():
+    text = run_summary(
+        run_id="abc123",
+        run_name="segor-concrete-0",
+        tracking_uri="sqlite:////home/me/my project/mlflow.db",
+        experiment_id="1",
+        experiment_name="ensemble_bo",
+        metrics={
+            "test_mse_single_best": 0.248,
+            "test_mse_ensemble": 0.19514,
+            "cv_loss_ensemble": 0.2,
+        },
+    )
+    first, *rest = text.split("\n")
+    assert first == (
+        "MLflow run segor-concrete-0 (abc123) finished, experiment 'ensemble_bo'"
+    )
+    assert rest[:2] == [
+        "  test_mse_ensemble     0.1951",
+        "  test_mse_single_best  0.248",
+    ]
+    assert rest[2].endswith(
+        "ui --backend-store-uri 'sqlite:////home/me/my project/mlflow.db'"
+    )
+    assert rest[3] == "  then open http://127.0.0.1:5000/#/experiments/1/runs/abc123"
+    assert "cv_loss" not in text and len(rest) == 4
+
+
+def test_run_summary_for_a_server_links_the_run_and_logs_at_info(caplog):
+    assert where_to_look("http://mlflow.example:5000/", "7", "r1") == [
+        "Open http://mlflow.example:5000/#/experiments/7/runs/r1"
+    ]
+    with caplog.at_level(logging.INFO, logger="ensemble_bo.pipelines.progress"):
+        log_run_summary(
+            run_id="r1",
+            tracking_uri="http://mlflow.example:5000",
+            experiment_id="7",
+            experiment_name="team",
+            metrics={},
+            status="FAILED",
+        )
+    assert caplog.records[-1].getMessage() == (
+        "MLflow run r1 failed, experiment 'team'\n"
+        "Open http://mlflow.example:5000/#/experiments/7/runs/r1"
+    )
