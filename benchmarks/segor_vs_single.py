@@ -1,6 +1,6 @@
 """Test MSE of the SEGOR ensemble vs the single best model of the same run.
 
-Runs `kedro run --pipeline=segor` for every dataset x seed (each an MLflow run in
+Runs `kedro run --pipelines=segor` for every dataset x seed (each an MLflow run in
 experiment `segor_benchmark` of the project's store), prints a markdown table
 and writes it to benchmarks/results/segor_vs_single.md (and .csv).
 

@@ -1,4 +1,4 @@
-"""End to end: `kedro run --pipeline=benchmark`, killed inside a cell and resumed.
+"""End to end: `kedro run --pipelines=benchmark`, killed inside a cell and resumed.
 
 A tiny grid (2 regression datasets x 2 methods x 2 repetitions, budget 8) runs
 in two copies of the project, each with its own data folder (cell store, trial
@@ -86,7 +86,7 @@ def make_project(root: Path) -> Path:
 
 def kedro_command(project: Path) -> dict:
     return {
-        "args": [sys.executable, "-m", "kedro", "run", "--pipeline=benchmark"],
+        "args": [sys.executable, "-m", "kedro", "run", "--pipelines=benchmark"],
         "cwd": project,
         "env": {
             **os.environ,

@@ -106,7 +106,7 @@ def images(nb: nbformat.NotebookNode) -> int:
 
 
 def log_run(tracking_uri: str, artifacts: Path) -> None:
-    """A run as `kedro run --pipeline=segor` logs it, plus a nested child run."""
+    """A run as `kedro run --pipelines=segor` logs it, plus a nested child run."""
     client = MlflowClient(tracking_uri=tracking_uri)
     experiment_id = client.create_experiment(
         "ensemble_bo", artifact_location=artifacts.as_uri()

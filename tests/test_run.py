@@ -76,7 +76,7 @@ def latest_run(client):
 
 @pytest.fixture(scope="module")
 def concrete_run(project):
-    completed = kedro_run(project, "--pipeline=segor", "--params", f"{SMALL},seed=0")
+    completed = kedro_run(project, "--pipelines=segor", "--params", f"{SMALL},seed=0")
     assert completed.returncode == 0, completed.stderr[-3000:]
     return latest_run(client_for(project))
 
@@ -175,8 +175,9 @@ def test_run_logs_artifacts_and_a_loadable_model(project, concrete_run):
     assert 5 < predictions.mean() < 80
 
 
-def test_same_seed_same_result_and_new_pipelines_spelling(project, concrete_run):
-    completed = kedro_run(project, "--pipelines=segor", "--params", f"{SMALL},seed=0")
+def test_same_seed_same_result_and_the_old_pipeline_spelling(project, concrete_run):
+    # Kedro's deprecated singular --pipeline still runs the same pipeline
+    completed = kedro_run(project, "--pipeline=segor", "--params", f"{SMALL},seed=0")
     assert completed.returncode == 0, completed.stderr[-3000:]
     again = latest_run(client_for(project))
     assert again.info.run_id != concrete_run.info.run_id
@@ -186,7 +187,7 @@ def test_same_seed_same_result_and_new_pipelines_spelling(project, concrete_run)
 
 def test_other_dataset_and_seed_by_parameter(project):
     completed = kedro_run(
-        project, "--pipeline=segor", "--params", f"{SMALL},dataset=boston,seed=3"
+        project, "--pipelines=segor", "--params", f"{SMALL},dataset=boston,seed=3"
     )
     assert completed.returncode == 0, completed.stderr[-3000:]
     run = latest_run(client_for(project))
@@ -199,7 +200,7 @@ def test_classification_dataset_is_refused_by_segor_and_the_run_marked_failed(
     project,
 ):
     completed = kedro_run(
-        project, "--pipeline=segor", "--params", f"{SMALL},dataset=wine"
+        project, "--pipelines=segor", "--params", f"{SMALL},dataset=wine"
     )
     assert completed.returncode != 0
     message = " ".join(completed.stderr.split())  # rich wraps long lines
@@ -213,7 +214,7 @@ def test_classification_dataset_is_refused_by_segor_and_the_run_marked_failed(
 def test_sego_on_a_classification_dataset_logs_a_voting_model(project):
     completed = kedro_run(
         project,
-        "--pipeline=sego",
+        "--pipelines=sego",
         "--params",
         "dataset=wine,budget=8,sego.ensemble_size=4,segor.optimizer.n_initial=4",
     )
@@ -239,7 +240,7 @@ def test_sego_on_a_classification_dataset_logs_a_voting_model(project):
 def test_agnostic_bayes_pipelines_run_end_to_end(project, method):
     completed = kedro_run(
         project,
-        f"--pipeline={method}",
+        f"--pipelines={method}",
         "--params",
         "budget=8,segor.optimizer.n_initial=4,ers.n_samples=200",
     )
@@ -295,7 +296,7 @@ def test_the_logged_model_serves_with_mlflow_models_predict(
 def test_single_best_pipelines_log_their_own_run(project, method):
     completed = kedro_run(
         project,
-        f"--pipeline={method}",
+        f"--pipelines={method}",
         "--params",
         "budget=8,segor.optimizer.n_initial=4",
     )
@@ -319,12 +320,12 @@ def test_single_best_pipelines_log_their_own_run(project, method):
 
 
 def test_posthoc_selects_from_the_pool_an_earlier_run_saved(project):
-    smbo = kedro_run(project, "--pipeline=smbo", "--params", "budget=10,seed=7")
+    smbo = kedro_run(project, "--pipelines=smbo", "--params", "budget=10,seed=7")
     assert smbo.returncode == 0, smbo.stderr[-3000:]
     source = latest_run(client_for(project))
     completed = kedro_run(
         project,
-        "--pipeline=posthoc",
+        "--pipelines=posthoc",
         "--params",
         "seed=7,posthoc_source=smbo,posthoc.max_size=8,posthoc.weighting=bfgs",
     )

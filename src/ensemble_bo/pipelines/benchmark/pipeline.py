@@ -1,7 +1,7 @@
 """benchmark: run the grid of `params:benchmark` cell by cell, then the comparison report.
 
 The pipeline prepares each cell's data itself (core.preparation.prepare with
-the repetition's seed), so it runs on its own: `kedro run --pipeline=benchmark`.
+the repetition's seed), so it runs on its own: `kedro run --pipelines=benchmark`.
 Its parameter inputs are every block a method of the registry reads
 (core.grid.parameter_blocks).
 """
