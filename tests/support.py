@@ -186,3 +186,65 @@ def read_only_files_are_enforced(folder: Path) -> bool:
         probe.chmod(0o644)
         probe.unlink()
     return completed.returncode == 1 and b"PermissionError" in completed.stderr
+
+
+# ---------------------------------------------------------------- browser checks
+
+
+def load_browser_pages():
+    """scripts/browser_pages.py as a module (the helpers the docs screenshots use)."""
+    import importlib.util  # noqa: PLC0415 - only the browser tests need it
+
+    path = PROJECT / "scripts" / "browser_pages.py"
+    spec = importlib.util.spec_from_file_location("browser_pages", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def require_chromium(find_chromium) -> None:
+    """Skip without Chromium on a developer's machine; under CI, fail instead."""
+    import pytest  # noqa: PLC0415 - support is imported by tests only
+
+    if find_chromium() is not None:
+        return
+    if os.environ.get("CI", "").lower() not in ("", "0", "false", "no"):
+        pytest.fail(
+            "Chromium is not installed, and CI runs the browser checks: "
+            ".ci/run installs it (apt-get install chromium)"
+        )
+    pytest.skip(
+        "Chromium is not installed (apt-get install chromium); CI installs it "
+        "and runs this test"
+    )
+
+
+# ---------------------------------------------------------------- the tracking hook
+
+
+def start_hook_run(tracking_uri: str, pipeline_name: str = "segor", **changes):
+    """An MlflowTrackingHook that has run before_pipeline_run as Kedro calls it.
+
+    For the registered pipeline, reading the project's default parameters
+    (with `changes`) and its bundled data; the run is the active MLflow run.
+    """
+    from types import SimpleNamespace  # noqa: PLC0415
+
+    from ensemble_bo.api import default_parameters  # noqa: PLC0415
+    from ensemble_bo.pipeline_registry import register_pipelines  # noqa: PLC0415
+    from ensemble_bo.tracking import MlflowTrackingHook  # noqa: PLC0415
+
+    parameters = {**default_parameters(), **changes}
+    hook = MlflowTrackingHook()
+    hook._config = {
+        "tracking_uri": tracking_uri,
+        "experiment_name": "ensemble_bo",
+        "log_outputs": {"*_test_metrics": {"as": "metrics"}},
+    }
+    hook._project_path = PROJECT
+    hook.before_pipeline_run(
+        {"pipeline_names": [pipeline_name]},
+        register_pipelines()[pipeline_name],
+        SimpleNamespace(load=lambda name: parameters[name.removeprefix("params:")]),
+    )
+    return hook

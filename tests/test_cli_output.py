@@ -32,8 +32,8 @@ from omegaconf.resolvers import oc
 
 import ensemble_bo.cli
 from ensemble_bo.cli import RunFailed, describe_error, run, verbose_logging
-from ensemble_bo.pipelines.progress import log_run_summary, run_summary, where_to_look
 from ensemble_bo.settings import silence_known_warnings
+from ensemble_bo.summary import log_run_summary, run_summary, where_to_look
 
 PROJECT = Path(__file__).resolve().parents[1]
 TINY = (
@@ -203,10 +203,15 @@ def test_a_successful_run_prints_under_60_lines_without_kedro_lines(quiet_run):
 
 @pytest.mark.slow
 def test_a_successful_run_ends_with_its_summary(quiet_run):
-    """Needs the tracking hook to call progress.log_run_summary after the run."""
+    """The tracking hook logs the run's summary (summary.log_run_summary) at its end."""
     output, run = quiet_run
-    tail = "\n".join(lines(output)[-8:])
-    assert run.info.run_id in tail
+    # the summary: its first line names the finished run (the progress bar goes
+    # to stderr, so its lines may interleave with it in the captured output)
+    printed = [line for line in lines(output) if not line.startswith("SEGOR on")]
+    (start,) = [
+        i for i, line in enumerate(printed) if f"({run.info.run_id}) finished" in line
+    ]
+    tail = "\n".join(printed[start : start + 6])
     for name in ("test_mse_ensemble", "test_mse_single_best"):
         assert name in tail
         assert f"{run.data.metrics[name]:.4g}" in tail
@@ -402,15 +407,18 @@ def test_run_summary_for_a_sqlite_store_names_the_command_and_the_page():
     assert rest[2].endswith(
         "ui --backend-store-uri 'sqlite:////home/me/my project/mlflow.db'"
     )
-    assert rest[3] == "  then open http://127.0.0.1:5000/#/experiments/1/runs/abc123"
+    assert (
+        rest[3]
+        == "  then open http://127.0.0.1:5000/#/experiments/1/runs/abc123?workflowType=machine_learning"
+    )
     assert "cv_loss" not in text and len(rest) == 4
 
 
 def test_run_summary_for_a_server_links_the_run_and_logs_at_info(caplog):
     assert where_to_look("http://mlflow.example:5000/", "7", "r1") == [
-        "Open http://mlflow.example:5000/#/experiments/7/runs/r1"
+        "Open http://mlflow.example:5000/#/experiments/7/runs/r1?workflowType=machine_learning"
     ]
-    with caplog.at_level(logging.INFO, logger="ensemble_bo.pipelines.progress"):
+    with caplog.at_level(logging.INFO, logger="ensemble_bo.summary"):
         log_run_summary(
             run_id="r1",
             tracking_uri="http://mlflow.example:5000",
@@ -421,5 +429,5 @@ def test_run_summary_for_a_server_links_the_run_and_logs_at_info(caplog):
         )
     assert caplog.records[-1].getMessage() == (
         "MLflow run r1 failed, experiment 'team'\n"
-        "Open http://mlflow.example:5000/#/experiments/7/runs/r1"
+        "Open http://mlflow.example:5000/#/experiments/7/runs/r1?workflowType=machine_learning"
     )

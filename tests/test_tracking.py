@@ -1,6 +1,8 @@
 """The tracking hook on its own, against a temporary MLflow store."""
 
+import os
 import pickle
+import socket
 import subprocess
 import sys
 
@@ -19,7 +21,20 @@ from ensemble_bo.core.results import (
     IterationRecord,
     SearchInterrupted,
 )
-from ensemble_bo.tracking import MlflowTrackingHook, flatten, resolve_tracking_uri
+from ensemble_bo.core.validation import InvalidInput
+from ensemble_bo.tracking import (
+    HOST_TAG,
+    JOURNAL_TAG,
+    PID_TAG,
+    RESUMED_RUN_TAG,
+    RESUMED_TRIALS_TAG,
+    MlflowTrackingHook,
+    TrackingStoreError,
+    flatten,
+    open_experiment,
+    resolve_tracking_uri,
+)
+from tests.support import start_hook_run
 
 
 @pytest.fixture
@@ -34,7 +49,7 @@ def store(tmp_path):
         mlflow.end_run()
 
 
-def test_an_interrupted_search_leaves_its_models_in_the_run(store):
+def test_an_interrupted_search_leaves_its_models_in_the_run(store, tmp_path):
     client, experiment = store
     pool = Pool(3)
     pool.add({"max_depth": 2}, np.zeros(1), TrialResult(np.array([1.0, 2.0, 3.0]), 0.1))
@@ -52,8 +67,9 @@ def test_an_interrupted_search_leaves_its_models_in_the_run(store):
     }
     restored = pickle.loads(
         open(
+            # into tmp_path: without dst_path MLflow leaves a folder in /tmp
             client.download_artifacts(
-                run.info.run_id, "partial/partial_search_result.pkl"
+                run.info.run_id, "partial/partial_search_result.pkl", str(tmp_path)
             ),
             "rb",
         ).read()
@@ -233,3 +249,60 @@ def test_tracking_imports_no_pipeline():
         [sys.executable, "-c", code], capture_output=True, text=True, check=True
     )
     assert completed.stdout.strip() == "[]"
+
+
+def test_the_hook_tags_its_run_with_its_process_and_ends_runs_of_dead_ones(tmp_path):
+    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    client = MlflowClient(uri)
+    experiment = open_experiment(uri, "ensemble_bo")
+    ended = subprocess.Popen(["true"])
+    ended.wait()
+    dead = client.create_run(
+        experiment,
+        tags={HOST_TAG: socket.gethostname(), PID_TAG: str(ended.pid)},
+    ).info.run_id
+    hook = start_hook_run(uri)
+    try:
+        run = mlflow.active_run()
+        tags = client.get_run(run.info.run_id).data.tags
+        assert tags[PID_TAG] == str(os.getpid())
+        assert tags[HOST_TAG] == socket.gethostname()
+    finally:
+        hook.after_pipeline_run()
+    assert client.get_run(dead).info.status == "KILLED"
+    assert client.get_run(run.info.run_id).info.status == "FINISHED"
+
+
+def test_an_unusable_store_stops_the_hook_before_a_run_is_opened(tmp_path):
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    with pytest.raises(TrackingStoreError, match=f"http://127.0.0.1:{port}"):
+        start_hook_run(f"http://127.0.0.1:{port}")
+    assert mlflow.active_run() is None
+
+
+def test_bad_inputs_stop_the_hook_before_the_store_is_even_opened(tmp_path):
+    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    with pytest.raises(InvalidInput, match="budget"):
+        start_hook_run(uri, budget=-3)
+    assert mlflow.active_run() is None
+    assert not (tmp_path / "mlflow.db").exists()
+
+
+def test_a_resumed_search_is_a_new_run_tagged_with_the_run_it_continues(store):
+    client, experiment = store
+    hook = MlflowTrackingHook()
+    journal = "/project/data/09_checkpoints/segor/abc123"
+    with mlflow.start_run(experiment_id=experiment) as stopped:
+        hook._on_event(events.SearchResumable(journal, recorded=0))
+    client.set_terminated(stopped.info.run_id, "KILLED")
+    with mlflow.start_run(experiment_id=experiment) as other:
+        hook._on_event(events.SearchResumable("/elsewhere", recorded=0))
+    with mlflow.start_run(experiment_id=experiment) as resumed:
+        hook._on_event(events.SearchResumable(journal, recorded=7))
+    tags = client.get_run(resumed.info.run_id).data.tags
+    assert tags[JOURNAL_TAG] == journal
+    assert tags[RESUMED_TRIALS_TAG] == "7"
+    assert tags[RESUMED_RUN_TAG] == stopped.info.run_id
+    assert RESUMED_RUN_TAG not in client.get_run(other.info.run_id).data.tags

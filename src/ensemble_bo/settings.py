@@ -11,7 +11,8 @@ from ensemble_bo.tracking import MlflowTrackingHook
 HOOKS = (MlflowTrackingHook(), JournalCleanupHook())
 # No usage data leaves a run: `.telemetry` (consent: false) in the project root
 # turns kedro-telemetry off for every `kedro` command; its project hooks also go.
-DISABLE_HOOKS_FOR_PLUGINS = ("kedro-telemetry",)
+# kedro-viz (a dev tool) would otherwise write .viz/ stats on every run.
+DISABLE_HOOKS_FOR_PLUGINS = ("kedro-telemetry", "kedro-viz")
 
 
 def silence_known_warnings() -> None:

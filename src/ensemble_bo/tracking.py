@@ -20,29 +20,40 @@ from __future__ import annotations
 
 import logging
 import math
+import os
 import pickle
+import re
+import socket
+import sqlite3
 import subprocess
 import tempfile
 import time
 from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
+from datetime import UTC, datetime
 from fnmatch import fnmatchcase
 from importlib.metadata import version
 from pathlib import Path
 from typing import Any
-from urllib.parse import urlparse
+from urllib.parse import quote, urlparse, urlsplit, urlunsplit
 
 import mlflow
 import mlflow.sklearn
 import skops.io
 from kedro.framework.hooks import hook_impl
-from mlflow.entities import Metric, Param
+from mlflow.entities import Metric, Param, ViewType
 from mlflow.tracking import MlflowClient
+from mlflow.utils.file_utils import local_file_uri_to_path
 from mlflow.utils.mlflow_tags import MLFLOW_PARENT_RUN_ID, MLFLOW_RUN_NAME
+from sqlalchemy.engine import make_url
+from sqlalchemy.exc import ArgumentError
 
 import ensemble_bo
 from ensemble_bo import events
 from ensemble_bo.core.results import SearchInterrupted
 from ensemble_bo.reporting import trial_history
+from ensemble_bo.summary import MLFLOW_UI_ADDRESS, log_run_summary
+from ensemble_bo.validation import check_run_inputs
 
 logger = logging.getLogger(__name__)
 
@@ -63,21 +74,334 @@ def flatten(mapping: Mapping[str, Any], prefix: str = "") -> Iterator[tuple[str,
             yield name, value
 
 
+class TrackingStoreError(RuntimeError):
+    """The tracking store or the artifact folder cannot be used: raised before a run starts."""
+
+
+_SQLITE_PREFIX = "sqlite:///"
+
+
+def sqlite_database(tracking_uri: str) -> Path | None:
+    """The database file of a SQLite tracking URI; None for any other store.
+
+    `sqlite:///mlflow.db` is relative, `sqlite:////abs/mlflow.db` absolute (four
+    slashes); percent-escapes (`%20`) are decoded, as SQLAlchemy does.
+    """
+    if not tracking_uri.startswith(_SQLITE_PREFIX):
+        return None
+    try:
+        database = make_url(tracking_uri).database
+    except ArgumentError:
+        return None
+    if not database or database == ":memory:" or database.startswith("file:"):
+        return None
+    return Path(database)
+
+
 def resolve_tracking_uri(uri: str, project_path: Path) -> str:
     """A relative SQLite path is taken relative to the project, not the cwd."""
-    prefix = "sqlite:///"
-    if uri.startswith(prefix):
-        path = Path(uri[len(prefix) :])
-        if not path.is_absolute():
-            return f"{prefix}{(project_path / path).resolve()}"
+    database = sqlite_database(uri)
+    if database is not None and not database.is_absolute():
+        absolute = (project_path / database).resolve()
+        query = uri.partition("?")[2]
+        # Escaped so that SQLAlchemy reads back exactly this path (spaces, `%`, `?`).
+        return f"{_SQLITE_PREFIX}{quote(str(absolute), safe='/ ')}" + (
+            f"?{query}" if query else ""
+        )
     return uri
 
 
 def local_artifact_location(tracking_uri: str) -> str | None:
-    """Artifacts of a SQLite store live beside the database file; a server decides its own."""
-    if tracking_uri.startswith("sqlite:///"):
-        return (Path(urlparse(tracking_uri).path).parent / "mlartifacts").as_uri()
-    return None
+    """Artifacts of a SQLite store live beside the database file; a server decides its own.
+
+    A `file:///abs/mlartifacts` URI: three slashes, so that MLflow does not read
+    the first folder as a host name.
+    """
+    database = sqlite_database(tracking_uri)
+    if database is None:
+        return None
+    return (database.absolute().parent / "mlartifacts").as_uri()
+
+
+def display_uri(tracking_uri: str) -> str:
+    """The URI without a password, for messages."""
+    parts = urlsplit(tracking_uri)
+    if parts.password is None:
+        return tracking_uri
+    netloc = parts.netloc.replace(f":{parts.password}@", ":***@", 1)
+    return urlunsplit(parts._replace(netloc=netloc))
+
+
+# How long the first request to a tracking server may take, without retries:
+# MLflow's defaults (7 retries, 120 s timeout) take minutes to report a server
+# that is down. Later requests of the run keep MLflow's retries.
+_SERVER_CHECK_TIMEOUT_SECONDS = 5
+
+
+@contextmanager
+def _no_http_retries() -> Iterator[None]:
+    overrides = {
+        "MLFLOW_HTTP_REQUEST_MAX_RETRIES": "0",
+        "MLFLOW_HTTP_REQUEST_TIMEOUT": str(_SERVER_CHECK_TIMEOUT_SECONDS),
+    }
+    saved = {name: os.environ.get(name) for name in overrides}
+    os.environ.update(overrides)
+    try:
+        yield
+    finally:
+        for name, value in saved.items():
+            if value is None:
+                os.environ.pop(name, None)
+            else:
+                os.environ[name] = value
+
+
+def _first_line(error: BaseException) -> str:
+    text = str(error).strip() or type(error).__name__
+    return text.splitlines()[0][:500]
+
+
+def _connection_failure(error: BaseException) -> str:
+    """The cause in MLflow's long request error: `[Errno 111] Connection refused`."""
+    text = str(error)
+    errno = re.search(r"\[Errno -?\d+\] [^'\"()]+", text)
+    if errno:
+        return errno.group(0).strip()
+    if "timed out" in text.lower():
+        return f"no answer within {_SERVER_CHECK_TIMEOUT_SECONDS} s"
+    return _first_line(error)
+
+
+def check_sqlite_store_writable(database: Path) -> None:
+    """Raise TrackingStoreError naming the file (or folder) if runs cannot be written.
+
+    An existing database is written in a transaction that is rolled back (SQLite
+    also needs to write a journal beside it); a new one needs a writable folder.
+    """
+    folder = database.parent
+    if not folder.is_dir():
+        raise TrackingStoreError(
+            f"the folder of the MLflow store {database} does not exist: create "
+            f"{folder} or set MLFLOW_TRACKING_URI to another store"
+        )
+    if not database.exists():
+        _check_folder_writable(folder, f"the MLflow store {database} cannot be created")
+        return
+    try:
+        connection = sqlite3.connect(
+            f"{database.absolute().as_uri()}?mode=rw",
+            uri=True,
+            timeout=10,
+            isolation_level=None,
+        )
+        try:
+            connection.execute("BEGIN IMMEDIATE")
+            connection.execute("CREATE TABLE ensemble_bo_write_check (x)")
+            connection.execute("ROLLBACK")
+        finally:
+            connection.close()
+    except sqlite3.Error as error:
+        if "locked" in str(error):  # another run is writing: the store is writable
+            return
+        raise TrackingStoreError(
+            f"the MLflow store {database} cannot be written ({error}): make the "
+            f"file and its folder {folder} writable (SQLite writes a journal "
+            "beside the file), or set MLFLOW_TRACKING_URI to another store"
+        ) from error
+
+
+def _check_folder_writable(folder: Path, what: str) -> None:
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+        handle, probe = tempfile.mkstemp(prefix=".ensemble_bo-write-check-", dir=folder)
+        os.close(handle)
+        os.unlink(probe)
+    except OSError as error:
+        raise TrackingStoreError(
+            f"{what}: {folder} is not writable ({error.strerror or error})"
+        ) from error
+
+
+def check_artifact_location_writable(location: str, experiment_name: str) -> None:
+    """For artifacts stored in a local folder: that folder can be written.
+
+    Remote artifact stores (a server's `mlflow-artifacts:`, s3, ...) are left to
+    the server. An experiment created by an earlier version of this project may
+    hold `file:////abs/...`, which MLflow reads as host `abs`: refused, naming
+    where the artifacts would really go.
+    """
+    parsed = urlparse(location)
+    if parsed.scheme not in ("", "file"):
+        return
+    if parsed.scheme == "file" and (
+        parsed.netloc not in ("", "localhost") or parsed.path.startswith("//")
+    ):
+        host_part = (parsed.netloc or parsed.path.lstrip("/")).split("/")[0]
+        raise TrackingStoreError(
+            f"experiment {experiment_name!r} keeps its artifacts at {location}, "
+            f"which MLflow reads as host {host_part!r} and writes outside the "
+            "store's folder (made by an earlier version of this project). Use a "
+            "new experiment (MLFLOW_EXPERIMENT_NAME=<new name>) or a new store "
+            "(move mlflow.db away); its artifacts will then go beside the store"
+        )
+    _check_folder_writable(
+        Path(local_file_uri_to_path(location)),
+        f"artifacts of experiment {experiment_name!r} cannot be written",
+    )
+
+
+# MLflow 3 marks an experiment's kind with this tag: the MLflow 3 UIs that read
+# it (before 3.17's GenAI / Model training switch) open the experiment on its
+# training runs rather than on GenAI traces; see ui_address for 3.17.
+EXPERIMENT_KIND_TAG = "mlflow.experimentKind"
+EXPERIMENT_KIND = "custom_model_development"
+_EXPLICIT_KINDS = ("custom_model_development", "genai_development")
+
+
+def open_experiment(tracking_uri: str, experiment_name: str) -> str:
+    """Check the store and the artifact folder, and return the experiment's id.
+
+    Fails fast, before a run is opened: an unreachable server in about
+    _SERVER_CHECK_TIMEOUT_SECONDS (naming the URI), a read-only SQLite store or
+    artifact folder (naming the path). Creates the experiment (artifacts beside
+    a SQLite store) and marks it as a model-training experiment.
+    """
+    shown = display_uri(tracking_uri)
+    database = sqlite_database(tracking_uri)
+    if database is not None:
+        check_sqlite_store_writable(database)
+    client = MlflowClient(tracking_uri)
+    try:
+        with _no_http_retries():
+            experiment = client.get_experiment_by_name(experiment_name)
+    except Exception as error:  # noqa: BLE001 - any failure to reach the store
+        where = (
+            "server" if urlparse(tracking_uri).scheme in ("http", "https") else "store"
+        )
+        raise TrackingStoreError(
+            f"the MLflow tracking {where} {shown} cannot be reached "
+            f"({_connection_failure(error)}): start it, or set MLFLOW_TRACKING_URI to a "
+            "reachable store (unset, runs go to the project's mlflow.db)"
+        ) from error
+    if experiment is None:
+        experiment_id = client.create_experiment(
+            experiment_name,
+            artifact_location=local_artifact_location(tracking_uri),
+            tags={EXPERIMENT_KIND_TAG: EXPERIMENT_KIND},
+        )
+        experiment = client.get_experiment(experiment_id)
+    elif experiment.tags.get(EXPERIMENT_KIND_TAG) not in _EXPLICIT_KINDS:
+        # unset, or only inferred by the UI
+        client.set_experiment_tag(
+            experiment.experiment_id, EXPERIMENT_KIND_TAG, EXPERIMENT_KIND
+        )
+    check_artifact_location_writable(experiment.artifact_location, experiment_name)
+    return experiment.experiment_id
+
+
+def ui_address(
+    experiment_id: str, run_id: str | None = None, ui: str = MLFLOW_UI_ADDRESS
+) -> str:
+    """Where `mlflow ui` shows the experiment's runs (the runs table), or one run.
+
+    MLflow 3.17's UI ignores the experiment's kind tag: its GenAI / Model
+    training switch (top left) decides, GenAI (the traces overview) until the
+    user flips it, which the browser then remembers.
+    `workflowType=machine_learning` in the address selects Model training for
+    that page; earlier MLflow 3 UIs follow the kind tag.
+    """
+    page = f"experiments/{experiment_id}" + (f"/runs/{run_id}" if run_id else "")
+    return f"{ui}/#/{page}?workflowType=machine_learning"
+
+
+# Who runs a run: tags that tell, when the store is next opened, whether the
+# process of a run still RUNNING is alive or was killed (SIGKILL, out of memory).
+HOST_TAG = "process.host"
+PID_TAG = "process.pid"
+START_TAG = "process.start_ticks"  # Linux: /proc/<pid>/stat field 22
+BOOT_TAG = "process.boot_id"
+KILLED_TAG = "killed_reason"
+
+
+def _process_start_ticks(pid: int) -> str | None:
+    """When the process started, in clock ticks since boot (Linux); None elsewhere or if gone."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return None
+    # field 2, the command name, may hold spaces and parentheses
+    return stat[stat.rindex(")") + 2 :].split()[19]
+
+
+def _boot_id() -> str | None:
+    try:
+        return Path("/proc/sys/kernel/random/boot_id").read_text().strip()
+    except OSError:
+        return None
+
+
+def process_tags() -> dict[str, str]:
+    """This process: host, PID and (on Linux) start time and boot, so a reused PID is not taken for it."""
+    pid = os.getpid()
+    tags = {HOST_TAG: socket.gethostname(), PID_TAG: str(pid)}
+    start, boot = _process_start_ticks(pid), _boot_id()
+    if start is not None:
+        tags[START_TAG] = start
+    if boot is not None:
+        tags[BOOT_TAG] = boot
+    return tags
+
+
+def process_is_gone(tags: Mapping[str, str]) -> bool:
+    """Whether the process these tags (process_tags, on this host) describe has ended."""
+    try:
+        pid = int(tags[PID_TAG])
+    except (KeyError, ValueError):
+        return False
+    boot = tags.get(BOOT_TAG)
+    if boot is not None and _boot_id() not in (None, boot):
+        return True  # the machine rebooted since
+    start = _process_start_ticks(pid)
+    if start is not None or Path("/proc/self/stat").exists():
+        # Linux: gone, or the PID now belongs to a process started later
+        return start is None or (START_TAG in tags and tags[START_TAG] != start)
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return True
+    except PermissionError:  # another user's live process
+        return False
+    return False
+
+
+def mark_dead_runs_killed(client: MlflowClient, experiment_id: str) -> list[str]:
+    """Mark KILLED the experiment's RUNNING runs of this host whose process is gone.
+
+    A run killed by SIGKILL or the out-of-memory killer never ends its MLflow
+    run; the next run on the same host and store does. Returns their ids.
+    """
+    host = socket.gethostname().replace("'", "")
+    runs = client.search_runs(
+        [experiment_id],
+        filter_string=f"attributes.status = 'RUNNING' and tags.`{HOST_TAG}` = '{host}'",
+        run_view_type=ViewType.ACTIVE_ONLY,
+        max_results=1000,
+    )
+    killed = []
+    now = datetime.now(UTC).isoformat(timespec="seconds")
+    for run in runs:
+        tags = run.data.tags
+        if not process_is_gone(tags):
+            continue
+        reason = (
+            f"process {tags.get(PID_TAG)} on {tags.get(HOST_TAG)} had ended without "
+            f"ending the run (killed, e.g. SIGKILL or out of memory); found at {now}"
+        )
+        client.set_tag(run.info.run_id, KILLED_TAG, reason)
+        client.set_terminated(run.info.run_id, "KILLED")
+        logger.warning("MLflow run %s marked KILLED: %s", run.info.run_id, reason)
+        killed.append(run.info.run_id)
+    return killed
 
 
 def _git(project_path: Path, *args: str) -> str | None:
@@ -171,6 +495,42 @@ def log_benchmark_cell(record: Mapping[str, Any], reused: bool) -> str:
     return run_id
 
 
+# A search's journal (events.SearchResumable), and what a resumed run continues.
+JOURNAL_TAG = "search.journal"
+RESUMED_TRIALS_TAG = "resumed.trials"
+RESUMED_RUN_TAG = "resumed.run_id"
+
+
+def tag_resumed_search(journal: str, recorded: int) -> None:
+    """Tag the active run with its search's journal; a resumed one with what it continues.
+
+    A rerun that resumes a stopped search is a new MLflow run (the stopped one
+    keeps its status, FAILED or KILLED, and its partial artifacts): tagged with
+    the number of trials it took from the journal and the id of the latest
+    earlier run of the same journal.
+    """
+    run = mlflow.active_run()
+    tags = {JOURNAL_TAG: journal}
+    quote_mark = "'" if "'" not in journal else '"'
+    if recorded and quote_mark not in journal:
+        tags[RESUMED_TRIALS_TAG] = str(recorded)
+        earlier = [
+            other
+            for other in MlflowClient().search_runs(
+                [run.info.experiment_id],
+                filter_string=(
+                    f"tags.`{JOURNAL_TAG}` = {quote_mark}{journal}{quote_mark}"
+                ),
+                order_by=["attributes.start_time DESC"],
+                max_results=10,
+            )
+            if other.info.run_id != run.info.run_id
+        ]
+        if earlier:
+            tags[RESUMED_RUN_TAG] = earlier[0].info.run_id
+    mlflow.set_tags(tags)
+
+
 def _log_pickle(data: Any, folder: str, file_name: str) -> None:
     with tempfile.TemporaryDirectory() as directory:
         pickled = Path(directory) / file_name
@@ -195,31 +555,36 @@ class MlflowTrackingHook:
     def before_pipeline_run(
         self, run_params: dict[str, Any], pipeline, catalog
     ) -> None:
-        tracking_uri = resolve_tracking_uri(
-            self._config["tracking_uri"], self._project_path
-        )
-        mlflow.set_tracking_uri(tracking_uri)
-        experiment_name = self._config["experiment_name"]
-        experiment = mlflow.get_experiment_by_name(experiment_name)
-        experiment_id = (
-            experiment.experiment_id
-            if experiment is not None
-            else mlflow.create_experiment(
-                experiment_name, artifact_location=local_artifact_location(tracking_uri)
-            )
-        )
         parameters = {
             name.removeprefix("params:"): catalog.load(name)
             for name in sorted(pipeline.inputs())
             if name.startswith("params:")
         }
+        pipeline_names = run_params.get("pipeline_names") or run_params.get(
+            "pipeline_name"
+        )
         pipeline_name = run_params.get("pipeline_name") or (
             ",".join(run_params.get("pipeline_names") or []) or "__default__"
         )
+        # Everything that would stop the run, or stop it from being recorded,
+        # fails here: before a run is opened and before anything is trained.
+        # First the inputs (parameters and raw data) ...
+        check_run_inputs(pipeline_names, parameters, self._project_path)
+        # ... then the store, its artifact folder and the server's reachability.
+        tracking_uri = resolve_tracking_uri(
+            self._config["tracking_uri"], self._project_path
+        )
+        experiment_id = open_experiment(tracking_uri, self._config["experiment_name"])
+        mlflow.set_tracking_uri(tracking_uri)
+        try:
+            mark_dead_runs_killed(MlflowClient(tracking_uri), experiment_id)
+        except Exception as error:  # noqa: BLE001 - housekeeping must not stop a run
+            logger.warning("could not look for killed runs: %s", _first_line(error))
         tags = {
             "kedro.pipeline": pipeline_name,
             "kedro.version": version("kedro"),
             **git_tags(self._project_path),
+            **process_tags(),
         }
         run_name = "-".join(
             str(part)
@@ -230,10 +595,15 @@ class MlflowTrackingHook:
             )
             if part is not None
         )
-        mlflow.start_run(experiment_id=experiment_id, run_name=run_name, tags=tags)
+        run = mlflow.start_run(
+            experiment_id=experiment_id, run_name=run_name, tags=tags
+        )
         self._log_params(parameters)
         logger.info(
-            "MLflow run %s in %s", mlflow.active_run().info.run_id, tracking_uri
+            "MLflow run %s in %s (in `mlflow ui`: %s)",
+            run.info.run_id,
+            display_uri(tracking_uri),
+            ui_address(experiment_id, run.info.run_id),
         )
 
         events.subscribe(self._on_event)
@@ -257,7 +627,20 @@ class MlflowTrackingHook:
 
     @hook_impl
     def after_pipeline_run(self) -> None:
+        run = mlflow.active_run()
         self._finish("FINISHED")
+        if run is None:
+            return
+        finished = MlflowClient().get_run(run.info.run_id)
+        log_run_summary(
+            run_id=finished.info.run_id,
+            run_name=finished.info.run_name,
+            tracking_uri=mlflow.get_tracking_uri(),
+            experiment_id=finished.info.experiment_id,
+            experiment_name=self._config["experiment_name"],
+            metrics=finished.data.metrics,
+            status=finished.info.status,
+        )
 
     @hook_impl
     def on_node_error(self, error: Exception) -> None:
@@ -295,6 +678,8 @@ class MlflowTrackingHook:
             mlflow.log_metrics(event.metrics, step=event.step)
         elif isinstance(event, events.CellEnded):
             log_benchmark_cell(event.record, event.reused)
+        elif isinstance(event, events.SearchResumable):
+            tag_resumed_search(event.journal, event.recorded)
 
     def _log_params(self, parameters: Mapping[str, Any], prefix: str = "") -> None:
         flat = [

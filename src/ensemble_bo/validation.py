@@ -268,7 +268,8 @@ def _check_benchmark(
         raise InvalidInput(f"{error} (conf/base/parameters_benchmark.yml)") from None
     for spec in settings.methods:
         try:
-            method_settings(spec, parameters)  # applies a `:<variant>` suffix
+            # applies a `:<variant>` suffix; the cells run with the benchmark's budget
+            method_settings(spec, {**parameters, "budget": settings.budget})
         except ValueError as error:
             raise InvalidInput(
                 f"benchmark.methods: {spec!r}: {error} "

@@ -3,12 +3,15 @@
 from __future__ import annotations
 
 import math
+import os
+import signal
 import threading
 import time
 from collections.abc import Callable
 from concurrent.futures import TimeoutError as FutureTimeoutError
 from dataclasses import dataclass
 from numbers import Real
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -55,11 +58,79 @@ def _evaluate(
     )
 
 
+# How often a worker checks that the process that started it is still alive.
+PARENT_POLL_SECONDS = 0.5
+# The process whose parent is watched (a forked child has no watch thread).
+_watching_pid: int | None = None
+
+
+def _child_pids(pid: int) -> list[int]:
+    """The processes whose parent is `pid` (Linux /proc; elsewhere none are known)."""
+    children = []
+    for entry in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            stat = entry.read_text()
+        except OSError:  # gone meanwhile
+            continue
+        # field 2 (the command name) may hold spaces and parentheses
+        if int(stat[stat.rindex(")") + 2 :].split()[1]) == pid:
+            children.append(int(entry.parent.name))
+    return children
+
+
+def _kill_descendants() -> None:
+    """SIGKILL every process this one started, and theirs (a fit's own workers)."""
+    pending, seen = [os.getpid()], set()
+    while pending:
+        for child in _child_pids(pending.pop()):
+            if child not in seen:
+                seen.add(child)
+                pending.append(child)
+                try:
+                    os.kill(child, signal.SIGKILL)
+                except OSError:
+                    pass
+
+
+def exit_when_parent_dies(
+    parent_pid: int, poll_seconds: float = PARENT_POLL_SECONDS
+) -> None:
+    """Make this worker process exit, with its own children, once `parent_pid` dies.
+
+    A pool worker waits on its task queue forever, so a parent killed with
+    SIGKILL or by the out-of-memory killer (which runs no cleanup) would leave it
+    running, holding its data and any fit in progress. A daemon thread compares
+    the parent's id with `parent_pid` every `poll_seconds`; when the worker has
+    been re-parented (to init or a subreaper), the thread kills the worker's
+    child processes and ends the worker with os._exit. Polling rather than
+    PR_SET_PDEATHSIG: that signal follows the parent *thread* that forked the
+    worker (loky starts replacements from its manager thread), and is Linux only.
+
+    Meant as a pool's initializer (`initargs=(os.getpid(),)` in the parent);
+    one watch per process, later calls do nothing.
+    """
+    global _watching_pid  # noqa: PLW0603 - one watch per process
+    if _watching_pid == os.getpid():
+        return
+    _watching_pid = os.getpid()
+
+    def watch() -> None:
+        while os.getppid() == parent_pid:
+            time.sleep(poll_seconds)
+        _kill_descendants()
+        os._exit(1)
+
+    threading.Thread(target=watch, name="exit-when-parent-dies", daemon=True).start()
+
+
 # Data of the evaluator a worker process serves; set once, when the worker starts.
 _worker_data: dict[str, np.ndarray] = {}
 
 
-def _load_worker_data(X: np.ndarray, y: np.ndarray, fold_ids: np.ndarray) -> None:
+def _load_worker_data(
+    X: np.ndarray, y: np.ndarray, fold_ids: np.ndarray, parent_pid: int
+) -> None:
+    exit_when_parent_dies(parent_pid)
     _worker_data.update(X=X, y=y, fold_ids=fold_ids)
 
 
@@ -221,7 +292,8 @@ class CrossValidationEvaluator:
             self._executor = ProcessPoolExecutor(
                 max_workers=1,
                 initializer=_load_worker_data,
-                initargs=(self.X, self.y, self.fold_ids),
+                # The worker exits when this process dies, even by SIGKILL.
+                initargs=(self.X, self.y, self.fold_ids, os.getpid()),
             )
             # Wait for the start-up here, so that it does not count in the limit.
             if not self._executor.submit(_worker_ready).result():

@@ -10,12 +10,14 @@ tracking hook makes a nested MLflow run.
 from __future__ import annotations
 
 import logging
+import os
 from collections.abc import Callable, Mapping
 from typing import Any
 
 import pandas as pd
 from joblib import Parallel, delayed
 
+from ensemble_bo.core.evaluation import exit_when_parent_dies
 from ensemble_bo.core.grid import grid_cells, parse_settings, run_cell
 from ensemble_bo.core.journal import JournalFolder
 from ensemble_bo.events import CellEnded, publish
@@ -81,7 +83,13 @@ def run_benchmark(
         # a kill between storing a cell and dropping its journal leaves one behind
         checkpoints.journal(key).discard()
         announce_cell(cell_store.get(key), reused=True)
-    finished = Parallel(n_jobs=settings.n_jobs, return_as="generator_unordered")(
+    finished = Parallel(
+        n_jobs=settings.n_jobs,
+        return_as="generator_unordered",
+        # workers exit with a killed kedro instead of running on unattended
+        initializer=exit_when_parent_dies,
+        initargs=(os.getpid(),),
+    )(
         delayed(run_cell)(cell, frames[cell.dataset], data_processing, checkpoints)
         for cell in pending
     )

@@ -1,0 +1,84 @@
+"""What a run ends with on the console: its MLflow run, test metrics, where to look.
+
+A run is quiet by default (conf/logging.yml): its progress bars, this
+summary, warnings and an error's message are all it prints.
+"""
+
+from __future__ import annotations
+
+import logging
+import shlex
+import shutil
+import sys
+from collections.abc import Mapping
+from pathlib import Path
+
+logger = logging.getLogger(__name__)
+
+# Where `mlflow ui` serves by default.
+MLFLOW_UI_ADDRESS = "http://127.0.0.1:5000"
+
+
+def mlflow_command() -> str:
+    """How to call this environment's `mlflow` from the current directory.
+
+    `mlflow` when the environment's own is first on PATH (an activated venv),
+    otherwise its path (e.g. `.venv/bin/mlflow` after `make run`).
+    """
+    own = Path(sys.executable).parent / "mlflow"
+    found = shutil.which("mlflow")
+    if not own.exists() or (found and Path(found).resolve() == own.resolve()):
+        return "mlflow"
+    try:
+        return shlex.quote(str(own.relative_to(Path.cwd())))
+    except ValueError:
+        return shlex.quote(str(own))
+
+
+def where_to_look(tracking_uri: str, experiment_id: str, run_id: str) -> list[str]:
+    """Lines telling how to open a run in the MLflow UI.
+
+    A tracking server (http/https) is opened directly; any other store (SQLite,
+    a folder, a database) through a local `mlflow ui` on it.
+    """
+    # the Model training layout: MLflow 3's UI opens GenAI pages otherwise
+    page = f"#/experiments/{experiment_id}/runs/{run_id}?workflowType=machine_learning"
+    if tracking_uri.startswith(("http://", "https://")):
+        return [f"Open {tracking_uri.rstrip('/')}/{page}"]
+    return [
+        f"Look at it: {mlflow_command()} ui --backend-store-uri "
+        f"{shlex.quote(tracking_uri)}",
+        f"  then open {MLFLOW_UI_ADDRESS}/{page}",
+    ]
+
+
+def run_summary(
+    *,
+    run_id: str,
+    tracking_uri: str,
+    experiment_id: str,
+    experiment_name: str,
+    metrics: Mapping[str, float],
+    run_name: str | None = None,
+    status: str = "FINISHED",
+) -> str:
+    """The few lines a run ends with: the MLflow run, its test metrics, where to look.
+
+    `metrics` may be all of the run's metrics: only the final test ones
+    (`test_*`) are shown.
+    """
+    named = f"{run_name} ({run_id})" if run_name else run_id
+    lines = [f"MLflow run {named} {status.lower()}, experiment '{experiment_name}'"]
+    tests = sorted(
+        (name, value) for name, value in metrics.items() if name.startswith("test_")
+    )
+    if tests:
+        width = max(len(name) for name, _ in tests)
+        lines += [f"  {name:<{width}}  {value:.4g}" for name, value in tests]
+    lines += where_to_look(tracking_uri, experiment_id, run_id)
+    return "\n".join(lines)
+
+
+def log_run_summary(**summary) -> None:
+    """Log `run_summary(**summary)` at INFO: what a quiet run ends with."""
+    logger.info(run_summary(**summary))
