@@ -28,7 +28,7 @@ run: $(VENV)/.installed
 	$(BIN)/kedro run --pipelines=segor $(ARGS)
 
 test: $(VENV)/.installed
-	$(BIN)/python -m pytest
+	$(BIN)/python -m pytest -n 2 --dist loadfile
 
 lint: $(VENV)/.installed
 	$(BIN)/ruff check src tests benchmarks

@@ -196,9 +196,12 @@ def test_other_dataset_and_seed_by_parameter(project):
     assert run.info.run_name == "segor-boston-3"
 
 
-def test_classification_dataset_is_refused_by_segor_and_the_run_marked_failed(
+def test_classification_dataset_is_refused_by_segor_before_any_run_is_opened(
     project,
 ):
+    client = client_for(project)
+    experiment = client.get_experiment_by_name("ensemble_bo")
+    before = {r.info.run_id for r in client.search_runs([experiment.experiment_id])}
     completed = kedro_run(
         project, "--pipelines=segor", "--params", f"{SMALL},dataset=wine"
     )
@@ -208,7 +211,9 @@ def test_classification_dataset_is_refused_by_segor_and_the_run_marked_failed(
         "dataset 'wine' is a classification task and segor builds regression "
         "ensembles; methods for classification: ['sego'," in message
     )
-    assert latest_run(client_for(project)).info.status == "FAILED"
+    # refused while checking the inputs: no MLflow run was opened for it
+    after = {r.info.run_id for r in client.search_runs([experiment.experiment_id])}
+    assert after == before
 
 
 def test_sego_on_a_classification_dataset_logs_a_voting_model(project):
