@@ -2,7 +2,6 @@
 resumes without retraining and ends with the uninterrupted run's ensemble."""
 
 import os
-import shutil
 import signal
 import subprocess
 import sys
@@ -17,6 +16,7 @@ from ensemble_bo.api import default_parameters
 from ensemble_bo.core.methods import run_method
 from ensemble_bo.core.preparation import prepare
 from ensemble_bo.core.refit import refit_and_score
+from tests.support import copy_project
 
 PROJECT = Path(__file__).resolve().parents[1]
 BUDGET = 10
@@ -28,12 +28,7 @@ pytestmark = pytest.mark.slow
 
 
 def make_project(root: Path) -> Path:
-    shutil.copy(PROJECT / "pyproject.toml", root)
-    shutil.copytree(PROJECT / "conf" / "base", root / "conf" / "base")
-    (root / "conf" / "local").mkdir()
-    (root / "src").mkdir()  # Kedro wants it; the package is the installed one
-    (root / "data" / "01_raw").mkdir(parents=True)
-    shutil.copy(PROJECT / "data" / "01_raw" / "concrete.csv", root / "data" / "01_raw")
+    copy_project(root)
     (root / "store").mkdir()
     return root
 
