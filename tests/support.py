@@ -16,12 +16,14 @@ PROJECT = Path(__file__).resolve().parents[1]
 
 
 def copy_project(root: Path, datasets: Iterable[str] = ("concrete",)) -> Path:
-    """A runnable copy of the project at `root`: conf (no conf/local), a few datasets.
+    """A runnable copy of the project at `root`: conf (no conf/local), .telemetry,
+    a few datasets.
 
     Kedro wants the source folder; the package itself is the installed one.
     """
     root.mkdir(parents=True, exist_ok=True)
     shutil.copy(PROJECT / "pyproject.toml", root)
+    shutil.copy(PROJECT / ".telemetry", root)
     shutil.copytree(PROJECT / "conf" / "base", root / "conf" / "base")
     for extra in (PROJECT / "conf").glob("*.yml"):
         shutil.copy(extra, root / "conf")

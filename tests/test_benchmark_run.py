@@ -9,7 +9,6 @@ uninterrupted one byte for byte, and the cut cell must not retrain its trials.
 """
 
 import os
-import shutil
 import signal
 import subprocess
 import sys
@@ -20,6 +19,8 @@ import pytest
 import yaml
 from kedro.config import OmegaConfigLoader
 from mlflow.tracking import MlflowClient
+
+from tests.support import copy_project
 
 PROJECT = Path(__file__).resolve().parents[1]
 DATASETS = ["diabetes", "concrete"]
@@ -47,15 +48,7 @@ def make_project(root: Path) -> Path:
     conf/local replaces whole top-level keys, and is resolved on its own, so
     the method blocks written there are the base ones resolved, then changed.
     """
-    shutil.copy(PROJECT / "pyproject.toml", root)
-    shutil.copytree(PROJECT / "conf" / "base", root / "conf" / "base")
-    (root / "conf" / "local").mkdir()
-    (root / "src").mkdir()  # Kedro wants it; the package is the installed one
-    (root / "data" / "01_raw").mkdir(parents=True)
-    for name in DATASETS:
-        shutil.copy(
-            PROJECT / "data" / "01_raw" / f"{name}.csv", root / "data" / "01_raw"
-        )
+    copy_project(root, DATASETS)
     base = OmegaConfigLoader(
         str(root / "conf"), base_env="base", default_run_env="base"
     )["parameters"]

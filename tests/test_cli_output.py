@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import logging
 import os
-import shutil
 import socket
 import subprocess
 import sys
@@ -34,6 +33,7 @@ import ensemble_bo.cli
 from ensemble_bo.cli import RunFailed, describe_error, run, verbose_logging
 from ensemble_bo.settings import silence_known_warnings
 from ensemble_bo.summary import log_run_summary, run_summary, where_to_look
+from tests.support import copy_project
 
 PROJECT = Path(__file__).resolve().parents[1]
 TINY = (
@@ -72,23 +72,16 @@ def trap():
     trap.close()
 
 
-def copy_project(root: Path) -> Path:
-    """The project's configuration, .telemetry and one dataset; the package is the installed one."""
-    shutil.copy(PROJECT / "pyproject.toml", root)
-    shutil.copy(PROJECT / ".telemetry", root)
-    shutil.copytree(PROJECT / "conf" / "base", root / "conf" / "base")
-    shutil.copy(PROJECT / "conf" / "logging.yml", root / "conf")
-    (root / "conf" / "local").mkdir()
-    (root / "src").mkdir()
-    (root / "data" / "01_raw").mkdir(parents=True)
-    shutil.copy(PROJECT / "data" / "01_raw" / "concrete.csv", root / "data" / "01_raw")
+def project_with_store(root: Path) -> Path:
+    """A project copy (tests/support.py) with a folder for its MLflow store."""
+    copy_project(root)
     (root / "store").mkdir()
     return root
 
 
 @pytest.fixture(scope="module")
 def project(tmp_path_factory):
-    return copy_project(tmp_path_factory.mktemp("project"))
+    return project_with_store(tmp_path_factory.mktemp("project"))
 
 
 def kedro(project: Path, trap: Trap, *args: str, cwd: Path | None = None):
@@ -167,7 +160,7 @@ def test_kedro_commands_make_no_telemetry_attempt(project, trap, tmp_path):
     assert trap.connections == before
     assert not (project / "xdg" / "kedro").exists()  # no telemetry user id either
     # The trap does see kedro-telemetry's attempt in a project without .telemetry.
-    bare = copy_project(tmp_path)
+    bare = project_with_store(tmp_path)
     (bare / ".telemetry").unlink()
     completed, output = kedro(bare, trap, "info")
     assert completed.returncode == 0, output[-3000:]
