@@ -35,20 +35,33 @@ def mlflow_command() -> str:
         return shlex.quote(str(own))
 
 
+def ui_address(
+    experiment_id: str, run_id: str | None = None, ui: str = MLFLOW_UI_ADDRESS
+) -> str:
+    """Where `mlflow ui` shows the experiment's runs (the runs table), or one run.
+
+    MLflow 3.17's UI ignores the experiment's kind tag: its GenAI / Model
+    training switch (top left) decides, GenAI (the traces overview) until the
+    user flips it, which the browser then remembers.
+    `workflowType=machine_learning` in the address selects Model training for
+    that page; earlier MLflow 3 UIs follow the kind tag.
+    """
+    page = f"experiments/{experiment_id}" + (f"/runs/{run_id}" if run_id else "")
+    return f"{ui}/#/{page}?workflowType=machine_learning"
+
+
 def where_to_look(tracking_uri: str, experiment_id: str, run_id: str) -> list[str]:
     """Lines telling how to open a run in the MLflow UI.
 
     A tracking server (http/https) is opened directly; any other store (SQLite,
     a folder, a database) through a local `mlflow ui` on it.
     """
-    # the Model training layout: MLflow 3's UI opens GenAI pages otherwise
-    page = f"#/experiments/{experiment_id}/runs/{run_id}?workflowType=machine_learning"
     if tracking_uri.startswith(("http://", "https://")):
-        return [f"Open {tracking_uri.rstrip('/')}/{page}"]
+        return [f"Open {ui_address(experiment_id, run_id, tracking_uri.rstrip('/'))}"]
     return [
         f"Look at it: {mlflow_command()} ui --backend-store-uri "
         f"{shlex.quote(tracking_uri)}",
-        f"  then open {MLFLOW_UI_ADDRESS}/{page}",
+        f"  then open {ui_address(experiment_id, run_id)}",
     ]
 
 

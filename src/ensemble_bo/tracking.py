@@ -52,7 +52,7 @@ import ensemble_bo
 from ensemble_bo import events
 from ensemble_bo.core.results import SearchInterrupted
 from ensemble_bo.reporting import trial_history
-from ensemble_bo.summary import MLFLOW_UI_ADDRESS, log_run_summary
+from ensemble_bo.summary import log_run_summary, ui_address
 from ensemble_bo.validation import check_run_inputs
 
 logger = logging.getLogger(__name__)
@@ -297,21 +297,6 @@ def open_experiment(tracking_uri: str, experiment_name: str) -> str:
         )
     check_artifact_location_writable(experiment.artifact_location, experiment_name)
     return experiment.experiment_id
-
-
-def ui_address(
-    experiment_id: str, run_id: str | None = None, ui: str = MLFLOW_UI_ADDRESS
-) -> str:
-    """Where `mlflow ui` shows the experiment's runs (the runs table), or one run.
-
-    MLflow 3.17's UI ignores the experiment's kind tag: its GenAI / Model
-    training switch (top left) decides, GenAI (the traces overview) until the
-    user flips it, which the browser then remembers.
-    `workflowType=machine_learning` in the address selects Model training for
-    that page; earlier MLflow 3 UIs follow the kind tag.
-    """
-    page = f"experiments/{experiment_id}" + (f"/runs/{run_id}" if run_id else "")
-    return f"{ui}/#/{page}?workflowType=machine_learning"
 
 
 # Who runs a run: tags that tell, when the store is next opened, whether the
