@@ -40,7 +40,7 @@ from ensemble_bo.core.strategies import (
     posthoc_selection,
     segor_variant,
 )
-from ensemble_bo.core.validation import check_settings
+from ensemble_bo.core.validation import SHARED_PARAMS, check_settings
 
 REGRESSION = frozenset({"regression"})
 CLASSIFICATION = frozenset({"classification"})
@@ -50,7 +50,6 @@ ANY_TASK = REGRESSION | CLASSIFICATION
 # (`segor`, `ensemble`, `posthoc`, ...), plus SHARED_PARAMS, which every
 # method reads.
 Settings = Mapping[str, Any]
-SHARED_PARAMS = ("models", "default_models", "budget", "max_initial_failures")
 
 
 @dataclass(frozen=True)

@@ -36,9 +36,9 @@ if TYPE_CHECKING:
 
 # Where the model spaces are declared, for messages.
 MODELS_FILE = "conf/base/parameters_models.yml"
-# Parameters every method reads besides its blocks (core.methods.SHARED_PARAMS,
-# not imported: core.methods imports this module), checked on their own.
-_SHARED = ("models", "default_models", "budget", "max_initial_failures")
+# Parameters every method reads besides its own blocks (core.methods takes them
+# from here), checked on their own.
+SHARED_PARAMS = ("models", "default_models", "budget", "max_initial_failures")
 
 
 class InvalidInput(ValueError):
@@ -360,7 +360,7 @@ def check_settings(
     tasks = (task,) if task is not None else tuple(sorted(method.tasks))
     spaces = check_model_spaces(settings["models"])
     for name in method.params:
-        if name not in _SHARED:
+        if name not in SHARED_PARAMS:
             check_block(name, settings[name], tasks)
     _check_search_model(method, settings, tasks, task, spaces)
 
