@@ -46,6 +46,7 @@ from ensemble_bo.core.validation import (
     check_settings,
     check_voting,
 )
+from ensemble_bo.manifest import check_raw_file
 
 RAW_DATA = Path("data") / "01_raw"
 SAVED_POOLS = Path("data") / "06_models"
@@ -86,9 +87,10 @@ def load_raw_dataset(
 ) -> pd.DataFrame:
     """data/01_raw/<name>.csv as the catalog loads it, or InvalidInput saying why not.
 
-    Refuses a name without a file (listing the available ones), an empty file,
-    a file pandas cannot parse, and a header naming a column twice (pandas
-    would silently rename the second to `name.1`).
+    Refuses a name without a file (listing the available ones), a bundled file
+    whose bytes differ from data/01_raw/manifest.json (ensemble_bo.manifest),
+    an empty file, a file pandas cannot parse, and a header naming a column
+    twice (pandas would silently rename the second to `name.1`).
     """
     available = available_datasets(raw_data)
     if not isinstance(name, str) or not name or os.sep in name:
@@ -103,6 +105,7 @@ def load_raw_dataset(
             f"{parameter}={name!r}: there is no {shown}; available datasets: "
             f"{available} (or put a CSV file with a `target` column there)"
         )
+    check_raw_file(path, raw_data, shown)
     if path.stat().st_size == 0:
         raise InvalidInput(
             f"{shown} is empty; it needs a header line naming the columns (one of "
