@@ -9,7 +9,7 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from pathlib import Path
 
 PROJECT = Path(__file__).resolve().parents[1]
@@ -34,6 +34,28 @@ def copy_project(root: Path, datasets: Iterable[str] = ("concrete",)) -> Path:
         shutil.copy(
             PROJECT / "data" / "01_raw" / f"{name}.csv", root / "data" / "01_raw"
         )
+    return root
+
+
+def git_project(
+    root: Path,
+    datasets: Iterable[str] = ("cpu_performance",),
+    files: Mapping[str, str] | None = None,
+) -> Path:
+    """copy_project as a git repository with one commit (what a rerun checks out):
+    with the lock and the Makefile, `files` (path: text) written, and git
+    ignoring the store and the outputs."""
+    copy_project(root, datasets)
+    for name in ("requirements.lock", "Makefile"):
+        shutil.copy(PROJECT / name, root)
+    (root / "src" / ".gitkeep").touch()
+    (root / ".gitignore").write_text("store/\nmlflow.db\nmlartifacts/\ndata/0[2-8]*/\n")
+    for path, text in (files or {}).items():
+        (root / path).parent.mkdir(parents=True, exist_ok=True)
+        (root / path).write_text(text)
+    git = ["git", "-c", "user.email=test@example.com", "-c", "user.name=test"]
+    for command in (["init", "-q"], ["add", "-A"], ["commit", "-q", "-m", "project"]):
+        subprocess.run([*git, *command], cwd=root, check=True, capture_output=True)
     return root
 
 
@@ -247,6 +269,10 @@ def start_hook_run(tracking_uri: str, pipeline_name: str = "segor", **changes):
     hook.before_pipeline_run(
         {"pipeline_names": [pipeline_name]},
         register_pipelines()[pipeline_name],
-        SimpleNamespace(load=lambda name: parameters[name.removeprefix("params:")]),
+        SimpleNamespace(
+            load=lambda name: parameters
+            if name == "parameters"
+            else parameters[name.removeprefix("params:")]
+        ),
     )
     return hook

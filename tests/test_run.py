@@ -1,9 +1,10 @@
 """End to end: `kedro run` on real bundled data into a temporary MLflow store."""
 
+import hashlib
 import json
 import os
 import pickle
-import shutil
+import platform
 import subprocess
 import sys
 from pathlib import Path
@@ -12,35 +13,24 @@ import mlflow
 import numpy as np
 import pandas as pd
 import pytest
+import sklearn
+import yaml
 from mlflow.tracking import MlflowClient
 
-from ensemble_bo import EnsembleSearch
+from ensemble_bo import EnsembleSearch, provenance
 from ensemble_bo.api import default_parameters
 from ensemble_bo.core.preparation import split_dataset
+from tests.support import git_project
 
-PROJECT = Path(__file__).resolve().parents[1]
 SMALL = "budget=12,ensemble.size=4,segor.optimizer.n_initial=4,segor.optimizer.gp_restarts=1"
 
 
 @pytest.fixture(scope="module")
 def project(tmp_path_factory):
     """A git-committed copy of the project (conf + a few datasets) and its own MLflow store."""
-    root = tmp_path_factory.mktemp("project")
-    shutil.copy(PROJECT / "pyproject.toml", root)
-    shutil.copytree(PROJECT / "conf" / "base", root / "conf" / "base")
-    (root / "conf" / "local").mkdir()
-    # Kedro wants the source folder; the package itself is the installed one.
-    (root / "src").mkdir()
-    (root / "data" / "01_raw").mkdir(parents=True)
-    for name in ("concrete", "boston", "wine"):
-        shutil.copy(
-            PROJECT / "data" / "01_raw" / f"{name}.csv", root / "data" / "01_raw"
-        )
-    git = ["git", "-c", "user.name=test", "-c", "user.email=test@example.com"]
-    subprocess.run([*git, "init", "-q"], cwd=root, check=True)
-    subprocess.run([*git, "add", "."], cwd=root, check=True)
-    subprocess.run([*git, "commit", "-qm", "snapshot"], cwd=root, check=True)
-    return root
+    return git_project(
+        tmp_path_factory.mktemp("project") / "project", ("concrete", "boston", "wine")
+    )
 
 
 def kedro_run(project, *args):
@@ -108,6 +98,48 @@ def test_run_logs_parameters_and_provenance(project, concrete_run):
     assert tags["git.dirty"] == "false"
     assert tags["kedro.pipeline"] == "segor"
     assert concrete_run.info.status == "FINISHED"
+    # what a rerun needs: the env, the overrides as given, the data's and lock's bytes
+    assert tags["kedro.env"] == ""  # Kedro's default
+    assert json.loads(tags["kedro.runtime_params"]) == {
+        "budget": 12,
+        "ensemble": {"size": 4},
+        "segor": {"optimizer": {"n_initial": 4, "gp_restarts": 1}},
+        "seed": 0,
+    }
+    assert tags["data.file"] == "data/01_raw/concrete.csv"
+    assert (
+        tags["data.sha256"]
+        == hashlib.sha256(
+            (project / "data" / "01_raw" / "concrete.csv").read_bytes()
+        ).hexdigest()
+    )
+    assert (
+        tags["env.lock_sha256"]
+        == hashlib.sha256((project / "requirements.lock").read_bytes()).hexdigest()
+    )
+    assert tags["env.python"] == platform.python_version()
+    assert tags["env.package.scikit-learn"] == sklearn.__version__
+    client = client_for(project)
+    resolved = yaml.safe_load(
+        Path(
+            client.download_artifacts(concrete_run.info.run_id, "config/parameters.yml")
+        ).read_text()
+    )
+    assert resolved["budget"] == 12 and resolved["ensemble"]["size"] == 4
+    assert resolved["models"]["decision_tree_regressor"]["max_depth"]["high"] == 30
+
+
+def test_untracked_inputs_make_a_run_dirty_and_are_named(project):
+    (project / "data" / "01_raw" / "highcard.csv").write_text("x,target\n1,2\n")
+    (project / "notes.txt").write_text("not an input of a run")
+    try:
+        tags = provenance.git_tags(project)
+    finally:
+        (project / "data" / "01_raw" / "highcard.csv").unlink()
+        (project / "notes.txt").unlink()
+    assert tags["git.dirty"] == "true"
+    assert tags["git.dirty_files"] == "data/01_raw/highcard.csv"
+    assert provenance.git_tags(project)["git.dirty"] == "false"
 
 
 def test_run_logs_stepped_metrics_for_every_iteration(project, concrete_run):

@@ -50,18 +50,28 @@ def ui_address(
     return f"{ui}/#/{page}?workflowType=machine_learning"
 
 
+def is_server(tracking_uri: str) -> bool:
+    return tracking_uri.startswith(("http://", "https://"))
+
+
+def run_address(tracking_uri: str, experiment_id: str, run_id: str) -> str:
+    """The run's page: on the tracking server itself, or in a local `mlflow ui`."""
+    ui = tracking_uri.rstrip("/") if is_server(tracking_uri) else MLFLOW_UI_ADDRESS
+    return ui_address(experiment_id, run_id, ui)
+
+
 def where_to_look(tracking_uri: str, experiment_id: str, run_id: str) -> list[str]:
     """Lines telling how to open a run in the MLflow UI.
 
     A tracking server (http/https) is opened directly; any other store (SQLite,
     a folder, a database) through a local `mlflow ui` on it.
     """
-    if tracking_uri.startswith(("http://", "https://")):
-        return [f"Open {ui_address(experiment_id, run_id, tracking_uri.rstrip('/'))}"]
+    if is_server(tracking_uri):
+        return [f"Open {run_address(tracking_uri, experiment_id, run_id)}"]
     return [
         f"Look at it: {mlflow_command()} ui --backend-store-uri "
         f"{shlex.quote(tracking_uri)}",
-        f"  then open {ui_address(experiment_id, run_id)}",
+        f"  then open {run_address(tracking_uri, experiment_id, run_id)}",
     ]
 
 

@@ -18,6 +18,9 @@ file and a second place that opens and closes runs.
 
 from __future__ import annotations
 
+import fcntl
+import hashlib
+import json
 import logging
 import math
 import os
@@ -25,7 +28,6 @@ import pickle
 import re
 import socket
 import sqlite3
-import subprocess
 import tempfile
 import time
 from collections.abc import Iterator, Mapping
@@ -40,8 +42,10 @@ from urllib.parse import quote, urlparse, urlsplit, urlunsplit
 import mlflow
 import mlflow.sklearn
 import skops.io
+import yaml
 from kedro.framework.hooks import hook_impl
 from mlflow.entities import Metric, Param, ViewType
+from mlflow.exceptions import MlflowException
 from mlflow.tracking import MlflowClient
 from mlflow.utils.file_utils import local_file_uri_to_path
 from mlflow.utils.mlflow_tags import MLFLOW_PARENT_RUN_ID, MLFLOW_RUN_NAME
@@ -49,18 +53,22 @@ from sqlalchemy.engine import make_url
 from sqlalchemy.exc import ArgumentError
 
 import ensemble_bo
-from ensemble_bo import events
+from ensemble_bo import events, provenance
+from ensemble_bo.core.methods import SAVED_POOL_SELECTIONS
 from ensemble_bo.core.results import SearchInterrupted
+from ensemble_bo.core.validation import InvalidInput
+from ensemble_bo.provenance import file_sha256
 from ensemble_bo.reporting import trial_history
-from ensemble_bo.summary import log_run_summary, ui_address
-from ensemble_bo.validation import check_run_inputs
+from ensemble_bo.summary import log_run_summary, run_address
+from ensemble_bo.validation import RUNS_PREFIX, check_run_inputs
 
 logger = logging.getLogger(__name__)
 
 # MLflow accepts at most this many params per call and this many characters per value.
 _PARAMS_PER_BATCH = 100
 _MAX_PARAM_LENGTH = 6000
-# Packages the logged model needs to load elsewhere (`mlflow models predict`).
+# Packages the logged model needs to load elsewhere (`mlflow models predict`):
+# pinned with everything they depend on, at the versions of this run.
 _MODEL_REQUIREMENTS = ("scikit-learn", "numpy", "pandas", "scipy", "skops")
 
 
@@ -258,6 +266,24 @@ EXPERIMENT_KIND = "custom_model_development"
 _EXPLICIT_KINDS = ("custom_model_development", "genai_development")
 
 
+@contextmanager
+def _first_contact_lock(database: Path | None) -> Iterator[None]:
+    """One process at a time opens a SQLite store: MLflow creates or migrates its
+    schema on first contact, and two runs starting together on a new store
+    would both try (alembic then fails one of them). Other stores: no lock."""
+    if database is None:
+        yield
+        return
+    key = hashlib.sha256(str(database.absolute()).encode()).hexdigest()[:16]
+    lock = Path(tempfile.gettempdir()) / f"ensemble_bo-store-{key}.lock"
+    with open(lock, "a") as handle:
+        fcntl.flock(handle, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(handle, fcntl.LOCK_UN)
+
+
 def open_experiment(tracking_uri: str, experiment_name: str) -> str:
     """Check the store and the artifact folder, and return the experiment's id.
 
@@ -270,31 +296,41 @@ def open_experiment(tracking_uri: str, experiment_name: str) -> str:
     database = sqlite_database(tracking_uri)
     if database is not None:
         check_sqlite_store_writable(database)
-    client = MlflowClient(tracking_uri)
-    try:
-        with _no_http_retries():
-            experiment = client.get_experiment_by_name(experiment_name)
-    except Exception as error:  # noqa: BLE001 - any failure to reach the store
-        where = (
-            "server" if urlparse(tracking_uri).scheme in ("http", "https") else "store"
-        )
-        raise TrackingStoreError(
-            f"the MLflow tracking {where} {shown} cannot be reached "
-            f"({_connection_failure(error)}): start it, or set MLFLOW_TRACKING_URI to a "
-            "reachable store (unset, runs go to the project's mlflow.db)"
-        ) from error
-    if experiment is None:
-        experiment_id = client.create_experiment(
-            experiment_name,
-            artifact_location=local_artifact_location(tracking_uri),
-            tags={EXPERIMENT_KIND_TAG: EXPERIMENT_KIND},
-        )
-        experiment = client.get_experiment(experiment_id)
-    elif experiment.tags.get(EXPERIMENT_KIND_TAG) not in _EXPLICIT_KINDS:
-        # unset, or only inferred by the UI
-        client.set_experiment_tag(
-            experiment.experiment_id, EXPERIMENT_KIND_TAG, EXPERIMENT_KIND
-        )
+    with _first_contact_lock(database):
+        client = MlflowClient(tracking_uri)
+        try:
+            with _no_http_retries():
+                experiment = client.get_experiment_by_name(experiment_name)
+        except Exception as error:  # noqa: BLE001 - any failure to reach the store
+            where = (
+                "server"
+                if urlparse(tracking_uri).scheme in ("http", "https")
+                else "store"
+            )
+            raise TrackingStoreError(
+                f"the MLflow tracking {where} {shown} cannot be reached "
+                f"({_connection_failure(error)}): start it, or set MLFLOW_TRACKING_URI to a "
+                "reachable store (unset, runs go to the project's mlflow.db)"
+            ) from error
+        if experiment is None:
+            try:
+                experiment_id = client.create_experiment(
+                    experiment_name,
+                    artifact_location=local_artifact_location(tracking_uri),
+                    tags={EXPERIMENT_KIND_TAG: EXPERIMENT_KIND},
+                )
+            except MlflowException:
+                # another run started at the same time created it first
+                found = client.get_experiment_by_name(experiment_name)
+                if found is None:
+                    raise
+                experiment_id = found.experiment_id
+            experiment = client.get_experiment(experiment_id)
+        elif experiment.tags.get(EXPERIMENT_KIND_TAG) not in _EXPLICIT_KINDS:
+            # unset, or only inferred by the UI
+            client.set_experiment_tag(
+                experiment.experiment_id, EXPERIMENT_KIND_TAG, EXPERIMENT_KIND
+            )
     check_artifact_location_writable(experiment.artifact_location, experiment_name)
     return experiment.experiment_id
 
@@ -389,32 +425,106 @@ def mark_dead_runs_killed(client: MlflowClient, experiment_id: str) -> list[str]
     return killed
 
 
-def _git(project_path: Path, *args: str) -> str | None:
-    try:
-        completed = subprocess.run(
-            ["git", *args],
-            cwd=project_path,
-            capture_output=True,
-            text=True,
-            check=True,
-            timeout=10,
-        )
-    except (OSError, subprocess.SubprocessError):
-        return None
-    return completed.stdout.strip()
+# Tags and artifacts that say how a run was started: what `ensemble-bo rerun` reads.
+ENV_TAG = "kedro.env"
+RUNTIME_PARAMS_TAG = "kedro.runtime_params"
+SESSION_TAG = "kedro.session_id"  # also the folder of the run's outputs under data/
+DATA_FILE_TAG = "data.file"
+DATA_SHA256_TAG = "data.sha256"
+RERUN_OF_TAG = "rerun_of"
+# Set when only part of the pipelines ran (--from-nodes, --tags, ...): not rerunnable.
+PARTIAL_RUN_TAG = "kedro.partial_run"
+_PARTIAL_RUN_OPTIONS = (
+    "from_nodes",
+    "to_nodes",
+    "node_names",
+    "from_inputs",
+    "to_outputs",
+    "tags",
+    "namespaces",
+    "load_versions",
+    "only_missing_outputs",
+)
+RUNTIME_PARAMS_ARTIFACT = "config/runtime_params.json"
+PARAMETERS_ARTIFACT = "config/parameters.yml"
+# Tags a launcher adds to the run it starts (a JSON object): `ensemble-bo rerun`
+# marks its run `rerun_of`, `ensemble-bo scheduled` its scheduled job.
+EXTRA_TAGS_VARIABLE = "ENSEMBLE_BO_RUN_TAGS"
+# MLflow's limit on a tag's value.
+_MAX_TAG_LENGTH = 8000
+RAW_DATA = Path("data") / "01_raw"
 
 
-def git_tags(project_path: Path) -> dict[str, str]:
-    """The commit a run came from, and whether the working tree differed from it."""
-    commit = _git(project_path, "rev-parse", "HEAD")
-    if not commit:
+def raw_data_tags(parameters: Mapping[str, Any], project_path: Path) -> dict[str, str]:
+    """The sha256 of each raw file the run reads: `dataset`'s, and the benchmark's."""
+    tags = {}
+    dataset = parameters.get("dataset")
+    if (
+        isinstance(dataset, str)
+        and (project_path / RAW_DATA / f"{dataset}.csv").is_file()
+    ):
+        path = RAW_DATA / f"{dataset}.csv"
+        tags[DATA_FILE_TAG] = path.as_posix()
+        tags[DATA_SHA256_TAG] = file_sha256(project_path / path)
+    benchmark = parameters.get("benchmark")
+    names = benchmark.get("datasets") if isinstance(benchmark, Mapping) else None
+    for name in names or ():
+        path = project_path / RAW_DATA / f"{name}.csv"
+        if path.is_file():
+            tags[f"{DATA_SHA256_TAG}.{name}"] = file_sha256(path)
+    return tags
+
+
+def launcher_tags() -> dict[str, str]:
+    """The tags of EXTRA_TAGS_VARIABLE, or an error naming it."""
+    text = os.environ.get(EXTRA_TAGS_VARIABLE)
+    if not text:
         return {}
-    changes = _git(project_path, "status", "--porcelain", "--untracked-files=no")
-    return {
-        "mlflow.source.git.commit": commit,
-        # A run from uncommitted code cannot be rerun from the commit alone.
-        "git.dirty": str(bool(changes)).lower(),
+    try:
+        tags = json.loads(text)
+    except json.JSONDecodeError as error:
+        raise ValueError(
+            f"{EXTRA_TAGS_VARIABLE}={text!r} is not JSON: {error}"
+        ) from None
+    if not isinstance(tags, dict):
+        raise ValueError(f"{EXTRA_TAGS_VARIABLE}={text!r}: expected a JSON object")
+    return {str(key): str(value) for key, value in tags.items()}
+
+
+def run_tags(
+    run_params: Mapping[str, Any], parameters: Mapping[str, Any], project_path: Path
+) -> dict[str, str]:
+    """Everything needed to start the same run again, as tags (see provenance.py)."""
+    overrides = json.dumps(run_params.get("runtime_params") or {}, sort_keys=True)
+    partial = {
+        option: run_params[option]
+        for option in _PARTIAL_RUN_OPTIONS
+        if run_params.get(option)
     }
+    return {
+        **({PARTIAL_RUN_TAG: json.dumps(partial, default=str)} if partial else {}),
+        ENV_TAG: str(run_params.get("env") or ""),
+        RUNTIME_PARAMS_TAG: overrides[:_MAX_TAG_LENGTH],
+        SESSION_TAG: str(run_params.get("run_id") or run_params.get("session_id")),
+        **provenance.git_tags(project_path),
+        **provenance.environment_tags(project_path),
+        **raw_data_tags(parameters, project_path),
+        **launcher_tags(),
+    }
+
+
+def log_run_configuration(
+    parameters: Mapping[str, Any], run_params: Mapping[str, Any]
+) -> None:
+    """The merged parameters (conf/base, the env's, the overrides) as YAML, and the
+    overrides exactly as given (the tag may be cut at MLflow's length limit)."""
+    mlflow.log_text(
+        yaml.safe_dump(dict(parameters), sort_keys=False), PARAMETERS_ARTIFACT
+    )
+    mlflow.log_text(
+        json.dumps(run_params.get("runtime_params") or {}, indent=1, sort_keys=True),
+        RUNTIME_PARAMS_ARTIFACT,
+    )
 
 
 # What a benchmark cell's child run holds: params and final metrics from its record.
@@ -516,11 +626,108 @@ def tag_resumed_search(journal: str, recorded: int) -> None:
     mlflow.set_tags(tags)
 
 
+# The pools (search results) a run logs, and the tags that name them.
+POOLS = "pools"
+POOL_TAG_PREFIX = "pool."
+
+
 def _log_pickle(data: Any, folder: str, file_name: str) -> None:
     with tempfile.TemporaryDirectory() as directory:
         pickled = Path(directory) / file_name
         pickled.write_bytes(pickle.dumps(data))
         mlflow.log_artifact(str(pickled), artifact_path=folder)
+
+
+# On a run that selected from a saved pool: which run's pool (and which file).
+POOL_SOURCE_TAG = "pool_source"
+
+
+class PoolNotFound(LookupError):
+    """The pool a selection pipeline names is not in the tracking store."""
+
+
+def find_pool(source: str, client: MlflowClient, experiment_id: str) -> tuple[str, str]:
+    """(run id, artifact path) of the pool `source` names.
+
+    `source`: a method's name, for the pool of the latest FINISHED run of the
+    experiment that logged one; `runs:/<run id>`, for that run's pool (the only
+    one it logged); or `runs:/<run id>/pools/<name>.pkl`.
+    """
+    if source.startswith(RUNS_PREFIX):
+        run_id, _, path = source.removeprefix(RUNS_PREFIX).partition("/")
+        try:
+            run = client.get_run(run_id)
+        except Exception as error:  # noqa: BLE001 - missing id or unreachable store
+            raise PoolNotFound(
+                f"no MLflow run {run_id!r} in the tracking store ({_first_line(error)})"
+            ) from None
+        if path:
+            return run_id, path
+        pools = sorted(
+            value
+            for name, value in run.data.tags.items()
+            if name.startswith(POOL_TAG_PREFIX)
+        )
+        if len(pools) != 1:
+            raise PoolNotFound(
+                f"run {run_id} logged {len(pools) or 'no'} pools ({pools}): name one "
+                f"as {RUNS_PREFIX}{run_id}/{POOLS}/<method>_search_result.pkl"
+                if pools
+                else f"run {run_id} logged no pool (no {POOLS}/ artifact): choose "
+                "a run of a search pipeline"
+            )
+        return run_id, pools[0]
+    tag = f"{POOL_TAG_PREFIX}{source}_search_result"
+    runs = client.search_runs(
+        [experiment_id],
+        filter_string=f"tags.`{tag}` != '' and attributes.status = 'FINISHED'",
+        order_by=["attributes.start_time DESC"],
+        max_results=1,
+    )
+    if not runs:
+        raise PoolNotFound(
+            f"no finished run in this experiment saved a `{source}` pool: run "
+            f"`kedro run --pipelines={source}` first (with the same dataset, seed "
+            "and data_processing parameters), or name a run's pool with "
+            f"posthoc_source={RUNS_PREFIX}<run id>"
+        )
+    return runs[0].info.run_id, runs[0].data.tags[tag]
+
+
+def load_pool(source: str) -> Any:
+    """The pool `source` names (find_pool), downloaded from the active run's store;
+    the active run is tagged with where it came from."""
+    run = mlflow.active_run()
+    if run is None:
+        raise RuntimeError(f"the pool {source!r} is read from MLflow, during a run")
+    client = MlflowClient()
+    run_id, path = find_pool(source, client, run.info.experiment_id)
+    with tempfile.TemporaryDirectory() as directory:
+        local = client.download_artifacts(run_id, path, directory)
+        pool = pickle.loads(Path(local).read_bytes())
+    mlflow.set_tag(POOL_SOURCE_TAG, f"{RUNS_PREFIX}{run_id}/{path}")
+    return pool
+
+
+def check_pool_sources(
+    pipelines: str | list[str] | None,
+    parameters: Mapping[str, Any],
+    client: MlflowClient,
+    experiment_id: str,
+) -> None:
+    """The pool each selection pipeline of the run reads is in the store, or InvalidInput."""
+    names = (
+        pipelines.split(",") if isinstance(pipelines, str) else list(pipelines or ())
+    )
+    for selection in SAVED_POOL_SELECTIONS:
+        if selection.name not in names:
+            continue
+        parameter = f"{selection.name}_source"
+        source = str(parameters.get(parameter))
+        try:
+            find_pool(source, client, experiment_id)
+        except PoolNotFound as error:
+            raise InvalidInput(f"{parameter}={source!r}: {error}") from None
 
 
 class MlflowTrackingHook:
@@ -561,6 +768,9 @@ class MlflowTrackingHook:
         )
         experiment_id = open_experiment(tracking_uri, self._config["experiment_name"])
         mlflow.set_tracking_uri(tracking_uri)
+        check_pool_sources(
+            pipeline_names, parameters, MlflowClient(tracking_uri), experiment_id
+        )
         try:
             mark_dead_runs_killed(MlflowClient(tracking_uri), experiment_id)
         except Exception as error:  # noqa: BLE001 - housekeeping must not stop a run
@@ -568,7 +778,7 @@ class MlflowTrackingHook:
         tags = {
             "kedro.pipeline": pipeline_name,
             "kedro.version": version("kedro"),
-            **git_tags(self._project_path),
+            **run_tags(run_params, parameters, self._project_path),
             **process_tags(),
         }
         run_name = "-".join(
@@ -584,11 +794,12 @@ class MlflowTrackingHook:
             experiment_id=experiment_id, run_name=run_name, tags=tags
         )
         self._log_params(parameters)
+        log_run_configuration(catalog.load("parameters"), run_params)
         logger.info(
-            "MLflow run %s in %s (in `mlflow ui`: %s)",
+            "MLflow run %s in %s (in the MLflow UI: %s)",
             run.info.run_id,
             display_uri(tracking_uri),
-            ui_address(experiment_id, run.info.run_id),
+            run_address(display_uri(tracking_uri), experiment_id, run.info.run_id),
         )
 
         events.subscribe(self._on_event)
@@ -698,7 +909,9 @@ class MlflowTrackingHook:
         elif kind == "text":
             mlflow.log_text(str(data), f"reports/{name}.md")
         elif kind == "pickle":
-            _log_pickle(data, "pools", f"{name}.pkl")
+            _log_pickle(data, POOLS, f"{name}.pkl")
+            # what `posthoc_source=<method>` looks up: the latest run with this tag
+            mlflow.set_tag(f"{POOL_TAG_PREFIX}{name}", f"{POOLS}/{name}.pkl")
         elif kind == "model":
             self._log_model(
                 name, data, self._kept_outputs.get(rule.get("input_example"))
@@ -720,9 +933,7 @@ class MlflowTrackingHook:
                 data=skops.io.dumps(estimator)
             ),
             # Pinned here instead of inferred: inference re-imports the model in a subprocess.
-            pip_requirements=[
-                f"{package}=={version(package)}" for package in _MODEL_REQUIREMENTS
-            ],
+            pip_requirements=provenance.pinned_requirements(_MODEL_REQUIREMENTS),
             input_example=None if input_example is None else input_example.head(5),
             # The ensemble classes are ours: ship the package so the model loads
             # and serves (`mlflow models predict`) where ensemble_bo is not installed.
