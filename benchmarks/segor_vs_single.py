@@ -27,8 +27,16 @@ def run_segor(dataset: str, seed: int, budget: int | None) -> dict[str, float]:
     if budget is not None:
         params["budget"] = budget
     with KedroSession.create(project_path=PROJECT, runtime_params=params) as session:
+        # the run's own outputs: versioned by its session id (conf/base/catalog.yml)
+        metrics_path = (
+            PROJECT
+            / "data"
+            / "08_reporting"
+            / "segor_test_metrics.json"
+            / session.session_id
+            / "segor_test_metrics.json"
+        )
         session.run(pipeline_names=["segor"])
-    metrics_path = PROJECT / "data" / "08_reporting" / "segor_test_metrics.json"
     return json.loads(metrics_path.read_text())
 
 

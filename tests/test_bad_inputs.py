@@ -88,9 +88,6 @@ def project(tmp_path_factory):
     root = tmp_path_factory.mktemp("project")
     raw = root / "data" / "01_raw"
     raw.mkdir(parents=True)
-    (root / "data" / "06_models").mkdir()
-    # a saved segor pool (its content is the selection node's to check), no smbo one
-    (root / "data" / "06_models" / "segor_search_result.pkl").write_bytes(b"")
     for name, content in DATASETS.items():
         path = raw / f"{name}.csv"
         if isinstance(content, str):
@@ -217,12 +214,18 @@ CASES = [
         ],
     ),
     (
-        "posthoc-without-a-saved-pool",
+        "posthoc-source-an-empty-run",
         "posthoc",
+        {"posthoc_source": "runs:/"},
+        ["posthoc_source='runs:/': name a run, runs:/<run id>"],
+    ),
+    (
+        "posthoc-source-run-by-the-same-run",
+        "smbo,posthoc",
         {"posthoc_source": "smbo"},
         [
-            "there is no data/06_models/smbo_search_result.pkl: run `kedro run "
-            "--pipelines=smbo` first"
+            "posthoc_source='smbo' is also run by this run",
+            "run `kedro run --pipelines=smbo` first",
         ],
     ),
     (
@@ -382,7 +385,7 @@ def test_the_data_processing_node_refuses_the_same_datasets(changes, fragments):
         ("smbo", "booleans"),
         ("esmbo", "missing_features"),
         ("random_search", "numeric_text_target"),
-        ("posthoc", "good"),  # from the saved segor pool
+        ("posthoc", "good"),  # whether the store has the pool: tracking's check
         ("benchmark", None),
     ],
 )

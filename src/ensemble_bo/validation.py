@@ -9,14 +9,13 @@ will (core.preparation.validate_dataset: empty file, duplicate columns,
 missing target, a target that is constant or neither numbers nor labels,
 features without values or with infinities, folds and classes too small...),
 checks that the method serves the data's task and its model space fits it,
-and for `posthoc` that the saved pool it selects from exists. The first
+and for `posthoc` that the pool it selects from is named properly. The first
 problem raises `InvalidInput`, whose message names the bad value, where it is
 (parameter path or file) and what to do. Nothing is trained: a few CSV reads
 and parameter checks, well under a second for the bundled datasets.
 
 The file locations are the catalog's (conf/base/catalog.yml): raw datasets
-are data/01_raw/<name>.csv, a method's saved pool is
-data/06_models/<method>_search_result.pkl.
+are data/01_raw/<name>.csv; pools are read from MLflow.
 """
 
 from __future__ import annotations
@@ -49,7 +48,7 @@ from ensemble_bo.core.validation import (
 from ensemble_bo.manifest import check_raw_file
 
 RAW_DATA = Path("data") / "01_raw"
-SAVED_POOLS = Path("data") / "06_models"
+RUNS_PREFIX = "runs:/"  # posthoc_source=runs:/<run id> (tracking.find_pool)
 # Pipelines that are neither a method nor a saved-pool selection.
 DATA_PROCESSING = "data_processing"
 BENCHMARK = "benchmark"
@@ -228,35 +227,36 @@ def check_run_inputs(
         check_settings(name, parameters, parameters.get("seed"), task)
     for selection in selections:
         check_block(selection.params, parameters[selection.params], (task,))
-        _check_saved_pool(selection.name, parameters, names, project_path)
+        _check_saved_pool(selection.name, parameters, names)
     if BENCHMARK in names:
         _check_benchmark(parameters, raw_data, project_path)
 
 
 def _check_saved_pool(
-    name: str,
-    parameters: Mapping[str, Any],
-    pipelines: list[str],
-    project_path: Path,
+    name: str, parameters: Mapping[str, Any], pipelines: list[str]
 ) -> None:
-    """The saved pool a selection pipeline reads exists (unless this run writes it)."""
+    """The pool a selection pipeline reads is named properly: a method or a run.
+
+    Whether the tracking store has it is checked by the tracking hook
+    (tracking.check_pool_sources), once the store is open.
+    """
     parameter = f"{name}_source"
     _require(parameters, parameter)
-    source = parameters[parameter]
+    source = str(parameters[parameter])
+    if source.startswith(RUNS_PREFIX):
+        if not source.removeprefix(RUNS_PREFIX).strip("/"):
+            raise InvalidInput(f"{parameter}={source!r}: name a run, runs:/<run id>")
+        return
     if source not in METHODS:
         raise InvalidInput(
             f"{parameter}={source!r} is not a method whose pool could be saved; "
-            f"methods: {sorted(METHODS)}"
+            f"methods: {sorted(METHODS)}, or runs:/<run id>"
         )
     if source in pipelines:
-        return  # this very run saves it first
-    path = project_path / SAVED_POOLS / f"{source}_search_result.pkl"
-    if not path.is_file():
         raise InvalidInput(
-            f"{name} selects from the pool a `{source}` run saved, but there is no "
-            f"{_shown(path, project_path)}: run `kedro run --pipelines={source}` "
-            "first (with the same dataset, seed and data_processing parameters), or "
-            f"choose another source with --params {parameter}=NAME"
+            f"{parameter}={source!r} is also run by this run, but {name} reads a "
+            f"pool an earlier run logged: run `kedro run --pipelines={source}` "
+            f"first, then `kedro run --pipelines={name}`"
         )
 
 

@@ -2,5 +2,11 @@
 
 from .benchmark_cell_store import BenchmarkCellStore, BenchmarkCellStoreDataset
 from .journal_folder import JournalFolderDataset
+from .mlflow_pool import MlflowPoolDataset
 
-__all__ = ["BenchmarkCellStore", "BenchmarkCellStoreDataset", "JournalFolderDataset"]
+__all__ = [
+    "BenchmarkCellStore",
+    "BenchmarkCellStoreDataset",
+    "JournalFolderDataset",
+    "MlflowPoolDataset",
+]

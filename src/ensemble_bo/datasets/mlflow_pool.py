@@ -1,0 +1,27 @@
+"""A pool (search result) an earlier run logged to MLflow, as a catalog entry."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from kedro.io import AbstractDataset
+
+from ensemble_bo.tracking import load_pool
+
+
+class MlflowPoolDataset(AbstractDataset[None, Any]):
+    """`load()` downloads the pool `source` names (tracking.find_pool) from the
+    tracking store of the active run: a method's name or `runs:/<run id>`."""
+
+    def __init__(self, source: str, metadata: dict[str, Any] | None = None) -> None:
+        self._source = str(source)
+        self.metadata = metadata
+
+    def load(self) -> Any:
+        return load_pool(self._source)
+
+    def save(self, data: None) -> None:
+        raise NotImplementedError("pools are logged by the run that searched them")
+
+    def _describe(self) -> dict[str, Any]:
+        return {"source": self._source}
