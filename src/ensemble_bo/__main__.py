@@ -1,5 +1,7 @@
-"""Ensemble BO file for ensuring the package is executable
-as `ensemble-bo` and `python -m ensemble_bo`
+"""`ensemble-bo` and `python -m ensemble_bo`: the project's commands.
+
+`ensemble-bo rerun ...` and `ensemble-bo scheduled ...` are the commands of
+cli.py; anything else is `kedro run` (`ensemble-bo --pipelines=segor`).
 """
 
 import sys
@@ -17,6 +19,11 @@ def main(*args, **kwargs) -> Any:
     interactive = hasattr(sys, "ps1")
     kwargs["standalone_mode"] = not interactive
 
+    from ensemble_bo.cli import cli  # noqa: PLC0415 - after configure_project
+
+    arguments = list(args[0]) if args else sys.argv[1:]
+    if arguments and arguments[0] in cli.commands and arguments[0] != "run":
+        return cli.main(arguments, prog_name="ensemble-bo", **kwargs)
     run = find_run_command(package_name)
     return run(*args, **kwargs)
 

@@ -24,6 +24,18 @@ from kedro.framework.cli.project import run as kedro_run
 from kedro.framework.cli.utils import KedroCliError
 from kedro.framework.project import LOGGING, configure_logging
 from kedro.utils import find_config_file, find_kedro_project
+from mlflow.tracking import MlflowClient
+
+from ensemble_bo.rerun import (
+    DIFFERENT,
+    REFUSED,
+    RerunRefused,
+    latest_run,
+    rerun,
+    tracking_store,
+)
+from ensemble_bo.scheduled import SCHEDULE, read_schedule, run_schedule
+from ensemble_bo.tracking import display_uri
 
 PACKAGE = __name__.rpartition(".")[0]
 LOGGING_FILE = Path("conf") / "logging.yml"
@@ -142,5 +154,91 @@ run = click.Command(
     context_settings=kedro_run.context_settings,
 )
 cli.add_command(run)
+
+
+def _project() -> Path:
+    # the runs' own output is enough: no progress bar per downloaded artifact
+    os.environ["MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR"] = "false"
+    project = find_kedro_project(Path.cwd())
+    if project is None:
+        raise click.ClickException(
+            f"{Path.cwd()} is not inside a Kedro project (no pyproject.toml with "
+            "[tool.kedro]): run this from the project's folder"
+        )
+    return project
+
+
+@cli.command(name="rerun")
+@click.argument("run_id", required=False)
+@click.option(
+    "--last", is_flag=True, help="Rerun the latest finished run of --pipeline."
+)
+@click.option("--pipeline", "pipeline", help="With --last: the pipeline, e.g. segor.")
+@click.option(
+    "--allow-dirty",
+    is_flag=True,
+    help="Rerun a run made on uncommitted changes, from its commit alone.",
+)
+def rerun_command(
+    run_id: str | None,
+    last: bool,
+    pipeline: str | None,
+    allow_dirty: bool,
+) -> None:
+    """Run RUN_ID again from its commit and compare: exit 0 if identical, 1 if not.
+
+    Checks out the run's commit in a temporary git worktree, checks the data's
+    sha256 and the environment against the run's, runs the same pipelines with
+    the same Kedro env and --params in the same tracking store (tagged
+    rerun_of=RUN_ID), and compares every test metric, ensemble composition,
+    trial and parameter. A run that cannot be rerun as recorded is refused (exit 2).
+    """
+    project = _project()
+    tracking_uri, experiment_name = tracking_store(project)
+    if last == bool(run_id) or (last and not pipeline):
+        raise click.UsageError("give a RUN_ID, or --last --pipeline=NAME")
+    if last:
+        found = latest_run(MlflowClient(tracking_uri), experiment_name, pipeline)
+        if found is None:
+            raise click.ClickException(
+                f"no finished run of pipeline {pipeline!r} in experiment "
+                f"{experiment_name!r} of {display_uri(tracking_uri)}"
+            )
+        run_id = found.info.run_id
+    click.echo(f"Rerunning {run_id} from {display_uri(tracking_uri)}")
+    try:
+        outcome = rerun(run_id, project, tracking_uri, allow_dirty)
+    except RerunRefused as error:
+        click.secho(f"Refused: {error}", err=True, fg="red")
+        raise click.exceptions.Exit(REFUSED) from None
+    click.echo(outcome.report())
+    if not outcome.identical:
+        raise click.exceptions.Exit(DIFFERENT)
+
+
+@cli.command(name="scheduled")
+@click.option(
+    "--schedule",
+    "schedule_file",
+    type=click.Path(path_type=Path),
+    default=SCHEDULE,
+    show_default=True,
+    help="The jobs to run, relative to the project.",
+)
+def scheduled_command(schedule_file: Path) -> None:
+    """Run the scheduled jobs, and rerun each job's previous scheduled run.
+
+    Exit 1 when a job fails or a rerun differs from its original.
+    """
+    project = _project()
+    try:
+        jobs = read_schedule(project / schedule_file)
+    except ValueError as error:
+        raise click.ClickException(str(error)) from None
+    tracking_uri, experiment_name = tracking_store(project)
+    click.echo(f"Scheduled jobs of {schedule_file} -> {display_uri(tracking_uri)}")
+    if not run_schedule(jobs, project, tracking_uri, experiment_name, click.echo):
+        raise click.exceptions.Exit(DIFFERENT)
+
 
 use_project_logging()

@@ -1,0 +1,317 @@
+"""Concurrent runs and `ensemble-bo rerun`, end to end on a git repository.
+
+Two `kedro run`s at once (seeds 1 and 2) in one project and store; each is then
+rerun alone from its commit in another process: the rerun is the solo run
+their pool and metrics must match. A rerun whose predictions are changed (a
+sitecustomize that shifts the trees' predictions) exits 1 with the table. The
+refusals run in-process on runs recorded by hand, without training anything.
+"""
+
+from __future__ import annotations
+
+import json
+import pickle
+import subprocess
+import sys
+from pathlib import Path
+
+import pandas as pd
+import pytest
+from click.testing import CliRunner
+from mlflow.tracking import MlflowClient
+
+from ensemble_bo import provenance
+from ensemble_bo.cli import cli
+from ensemble_bo.reporting import trial_history
+from ensemble_bo.rerun import REFUSED, latest_run
+from ensemble_bo.tracking import RUNTIME_PARAMS_ARTIFACT
+from tests.support import git_project, kedro_env
+
+PARAMS = "dataset=cpu_performance,budget=6,segor.optimizer.n_initial=3"
+EXPERIMENT = "ensemble_bo"
+ENSEMBLE_BO = [sys.executable, "-m", "ensemble_bo"]
+
+
+@pytest.fixture(scope="module")
+def project(tmp_path_factory):
+    root = git_project(tmp_path_factory.mktemp("rerun") / "project")
+    (root / "store").mkdir()
+    return root
+
+
+def store(project: Path) -> str:
+    return f"sqlite:///{project / 'store' / 'mlflow.db'}"
+
+
+@pytest.fixture(scope="module")
+def concurrent_runs(project):
+    """Seed -> the finished run of each of two `kedro run`s started together."""
+    processes = {
+        seed: subprocess.Popen(
+            [
+                *ENSEMBLE_BO,
+                "--pipelines=segor",
+                "--params",
+                f"{PARAMS},seed={seed}",
+            ],
+            cwd=project,
+            env=kedro_env(store(project)),
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        for seed in (1, 2)
+    }
+    for process in processes.values():
+        _, stderr = process.communicate(timeout=600)
+        assert process.returncode == 0, stderr[-3000:]
+    client = MlflowClient(store(project))
+    experiment = client.get_experiment_by_name(EXPERIMENT)
+    runs = client.search_runs([experiment.experiment_id])
+    assert {run.info.status for run in runs} == {"FINISHED"}
+    return {int(run.data.params["seed"]): run for run in runs}
+
+
+def rerun(project, *args, extra_env=None):
+    return subprocess.run(
+        [*ENSEMBLE_BO, "rerun", *args],
+        cwd=project,
+        env=kedro_env(store(project), **(extra_env or {})),
+        capture_output=True,
+        text=True,
+        timeout=600,
+        check=False,
+    )
+
+
+def reruns_of(project, run_id):
+    client = MlflowClient(store(project))
+    experiment = client.get_experiment_by_name(EXPERIMENT)
+    return client.search_runs(
+        [experiment.experiment_id], filter_string=f"tags.rerun_of = '{run_id}'"
+    )
+
+
+@pytest.mark.slow
+def test_concurrent_runs_keep_their_own_outputs(project, concurrent_runs, tmp_path):
+    client = MlflowClient(store(project))
+    sessions = {
+        seed: run.data.tags["kedro.session_id"] for seed, run in concurrent_runs.items()
+    }
+    assert sessions[1] != sessions[2]
+    histories = {}
+    for seed, run in concurrent_runs.items():
+        session = sessions[seed]
+        saved = project / "data" / "06_models" / "segor_search_result.pkl" / session
+        local = pickle.loads((saved / "segor_search_result.pkl").read_bytes())
+        logged = pickle.loads(
+            Path(
+                client.download_artifacts(
+                    run.info.run_id, "pools/segor_search_result.pkl", str(tmp_path)
+                )
+            ).read_bytes()
+        )
+        # the run's own file under data/ is the pool it logged
+        pd.testing.assert_frame_equal(trial_history(local), trial_history(logged))
+        histories[seed] = trial_history(logged)
+        metrics = json.loads(
+            (
+                project
+                / "data"
+                / "08_reporting"
+                / "segor_test_metrics.json"
+                / session
+                / "segor_test_metrics.json"
+            ).read_text()
+        )
+        assert metrics["test_mse_ensemble"] == run.data.metrics["test_mse_ensemble"]
+    assert not histories[1].equals(histories[2])  # two seeds, two searches
+    # each run says which outputs are its own
+    assert {run.data.tags["data.sha256"] for run in concurrent_runs.values()} == {
+        provenance.file_sha256(project / "data" / "01_raw" / "cpu_performance.csv")
+    }
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("seed", [1, 2])
+def test_a_rerun_alone_reproduces_each_concurrent_run(project, concurrent_runs, seed):
+    original = concurrent_runs[seed]
+    completed = rerun(project, original.info.run_id)
+    assert completed.returncode == 0, (
+        completed.stdout[-3000:] + completed.stderr[-3000:]
+    )
+    assert "Reproduced" in completed.stdout
+    (new,) = reruns_of(project, original.info.run_id)
+    assert new.info.status == "FINISHED"
+    assert (
+        new.data.tags["mlflow.source.git.commit"]
+        == (original.data.tags["mlflow.source.git.commit"])
+    )
+    assert (
+        new.data.metrics["test_mse_ensemble"]
+        == original.data.metrics["test_mse_ensemble"]
+    )
+    # the worktree it ran in is gone, and so are its outputs
+    worktrees = subprocess.run(
+        ["git", "worktree", "list"],
+        cwd=project,
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
+    assert len(worktrees.splitlines()) == 1
+
+
+@pytest.mark.slow
+def test_a_rerun_whose_predictions_change_exits_1_with_the_differences(
+    project, concurrent_runs, tmp_path
+):
+    # every process of the rerun imports this: the trees predict 0.01 higher
+    (tmp_path / "sitecustomize.py").write_text(
+        "import sklearn.tree\n"
+        "_predict = sklearn.tree.DecisionTreeRegressor.predict\n"
+        "def predict(self, X, check_input=True):\n"
+        "    return _predict(self, X, check_input) + 0.01\n"
+        "sklearn.tree.DecisionTreeRegressor.predict = predict\n"
+    )
+    original = concurrent_runs[1]
+    completed = rerun(
+        project, original.info.run_id, extra_env={"PYTHONPATH": str(tmp_path)}
+    )
+    assert completed.returncode == 1, (
+        completed.stdout[-3000:] + completed.stderr[-3000:]
+    )
+    assert "DIFFERENT" in completed.stdout
+    assert "difference" in completed.stdout and "original" in completed.stdout
+    assert "metric test_mse_ensemble" in completed.stdout
+    assert str(original.data.metrics["test_mse_ensemble"]) in completed.stdout
+
+
+# ------------------------------------------------------------- refusals
+
+
+@pytest.fixture
+def in_project(project, monkeypatch):
+    """CLI calls in the project, on a store experiment of runs recorded by hand."""
+    monkeypatch.chdir(project)
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", store(project))
+    monkeypatch.setenv("MLFLOW_EXPERIMENT_NAME", "recorded")
+    return project
+
+
+def recorded_run(project, status="FINISHED", drop=(), **tags) -> str:
+    """A run as the tracking hook records one (no results): its id."""
+    client = MlflowClient(store(project))
+    experiment = client.get_experiment_by_name("recorded")
+    experiment_id = (
+        experiment.experiment_id if experiment else client.create_experiment("recorded")
+    )
+    commit = subprocess.run(
+        ["git", "rev-parse", "HEAD"],
+        cwd=project,
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.strip()
+    recorded = {
+        "kedro.pipeline": "segor",
+        "kedro.env": "",
+        provenance.COMMIT_TAG: commit,
+        provenance.DIRTY_TAG: "false",
+        **tags,
+    }
+    run = client.create_run(
+        experiment_id, tags={k: v for k, v in recorded.items() if k not in drop}
+    )
+    client.log_text(run.info.run_id, "{}", RUNTIME_PARAMS_ARTIFACT)
+    client.set_terminated(run.info.run_id, status)
+    return run.info.run_id
+
+
+def refused(run_id: str, *options: str) -> str:
+    result = CliRunner().invoke(cli, ["rerun", run_id, *options])
+    assert result.exit_code == REFUSED, result.output
+    return result.output
+
+
+def test_a_run_on_uncommitted_changes_is_refused_unless_allowed(in_project):
+    run_id = recorded_run(
+        in_project,
+        **{provenance.DIRTY_TAG: "true", provenance.DIRTY_FILES_TAG: "src/x.py"},
+    )
+    output = refused(run_id)
+    assert "uncommitted changes (src/x.py)" in output
+    assert "--allow-dirty" in output
+
+
+@pytest.mark.parametrize(
+    ("status", "drop", "tags", "message"),
+    [
+        ("FAILED", (), {}, "is FAILED, not FINISHED"),
+        ("FINISHED", (provenance.COMMIT_TAG,), {}, "records no git commit"),
+        ("FINISHED", ("kedro.env",), {}, "did not record how it was started"),
+        (
+            "FINISHED",
+            (),
+            {"kedro.partial_run": '{"tags": ["fit"]}'},
+            "ran part of its pipeline",
+        ),
+    ],
+    ids=["not-finished", "no-commit", "no-launch-tags", "partial"],
+)
+def test_runs_that_cannot_be_rerun_are_refused(in_project, status, drop, tags, message):
+    assert message in refused(recorded_run(in_project, status, drop, **tags))
+
+
+def test_data_that_changed_since_the_run_is_refused_naming_the_file(in_project):
+    # a file git does not have (the rerun takes it from the project), changed since
+    data = in_project / "data" / "01_raw" / "private.csv"
+    data.write_text("x,target\n1,2\n")
+    logged = provenance.file_sha256(data)
+    data.write_text("x,target\n1,3\n")
+    try:
+        run_id = recorded_run(
+            in_project,
+            **{"data.file": "data/01_raw/private.csv", "data.sha256": logged},
+        )
+        output = refused(run_id)
+    finally:
+        data.unlink()
+    assert f"data/01_raw/private.csv changed since run {run_id}" in output
+    assert logged[:12] in output
+
+
+def test_an_environment_unlike_the_runs_lock_is_refused_naming_packages(
+    in_project, monkeypatch
+):
+    lock = in_project / provenance.LOCK_FILE
+    pinned = provenance.locked_versions(lock.read_text())["numpy"]
+    installed = provenance.installed_version
+    monkeypatch.setattr(provenance, "venv_lock_sha256", lambda: None)
+    monkeypatch.setattr(
+        provenance,
+        "installed_version",
+        lambda name: "1.0.0" if name == "numpy" else installed(name),
+    )
+    run_id = recorded_run(
+        in_project, **{provenance.LOCK_TAG: provenance.file_sha256(lock)}
+    )
+    output = refused(run_id)
+    assert f"numpy {pinned} (here 1.0.0)" in output
+    assert "1 packages" in output
+
+
+def test_an_unknown_run_is_refused(in_project):
+    assert "no run 'nosuchrun'" in refused("nosuchrun")
+
+
+def test_last_finds_the_latest_finished_run_of_the_pipeline(in_project):
+    first = recorded_run(in_project)
+    recorded_run(in_project, status="FAILED")
+    recorded_run(in_project, **{"kedro.pipeline": "sego"})
+    client = MlflowClient(store(in_project))
+    assert latest_run(client, "recorded", "segor").info.run_id == first
+    assert latest_run(client, "recorded", "esmbo") is None
+    assert latest_run(client, "nosuch", "segor") is None
+    usage = CliRunner().invoke(cli, ["rerun", "--last"])
+    assert usage.exit_code == 2 and "--last --pipeline=NAME" in usage.output
