@@ -32,7 +32,7 @@ from pathlib import Path
 
 from mlflow.tracking import MlflowClient
 
-from ensemble_bo.tracking import ui_address
+from ensemble_bo.summary import ui_address
 
 PROJECT = Path(__file__).resolve().parents[1]
 CHROMIUM_NAMES = ("chromium", "chromium-browser", "google-chrome", "chrome")

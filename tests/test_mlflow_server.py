@@ -3,9 +3,10 @@ against a real `mlflow server` with proxied artifacts.
 
 The run is recorded on the server, its artifacts land in the server's
 `--artifacts-destination` (nothing in the project), and its logged model loads
-back through `runs:/` and predicts as the model the run pickled. The run is
-rerun from its commit and reproduced; `make scheduled` run twice verifies its
-first run the second time. The server is stopped by PID, with every process
+back through `runs:/` and predicts as the model the run pickled.
+`ensemble-bo rerun` of it with changed predictions exits 1 with the table;
+`make scheduled` runs its job and reruns that run (the job's previous run)
+from its commit: reproduced. The server is stopped by PID, with every process
 it started (the fixture checks). A server that is down is covered by
 tests/test_tracking_store.py.
 """
@@ -26,7 +27,7 @@ from mlflow.tracking import MlflowClient
 from mlflow.tracking._tracking_service.utils import _use_tracking_uri
 
 from tests.mlflow_server import MlflowServer, mlflow_server  # noqa: F401 - fixture
-from tests.support import git_project, kedro, kedro_env
+from tests.support import KEDRO, git_project, kedro_env
 
 pytestmark = pytest.mark.slow
 
@@ -40,7 +41,10 @@ SCHEDULE_TEXT = """
 jobs:
   tiny_segor:
     pipeline: segor
-    params: {budget: 3, ensemble: {size: 2}, segor: {optimizer: {n_initial: 3}}}
+    params:
+      budget: 3
+      ensemble: {size: 2}
+      segor: {optimizer: {n_initial: 3, gp_restarts: 1}}
 """
 
 
@@ -53,24 +57,29 @@ class ServedRun(NamedTuple):
 
 @pytest.fixture(scope="module")
 def served_run(mlflow_server, tmp_path_factory) -> ServedRun:  # noqa: F811
-    """One `kedro run --pipelines=segor` in a project repository, tracked on the server."""
+    """One `kedro run --pipelines=segor` in a project repository, tracked on the
+    server and tagged as the schedule's job `tiny_segor` would be."""
     project = git_project(
         tmp_path_factory.mktemp("served") / "project",
         ("concrete",),
         files={SCHEDULE: SCHEDULE_TEXT},
     )
-    completed = kedro(
-        project,
-        "run",
-        "--pipelines=segor",
-        "--params",
-        TINY,
-        tracking_uri=mlflow_server.uri,
+    completed = subprocess.run(
+        [*KEDRO, "run", "--pipelines=segor", "--params", TINY],
+        cwd=project,
+        env=kedro_env(
+            mlflow_server.uri, ENSEMBLE_BO_RUN_TAGS='{"scheduled.job": "tiny_segor"}'
+        ),
+        capture_output=True,
+        text=True,
+        timeout=600,
+        check=False,
     )
     assert completed.returncode == 0, completed.stderr[-3000:]
     client = MlflowClient(mlflow_server.uri)
     experiment = client.get_experiment_by_name("ensemble_bo")
     (run,) = client.search_runs([experiment.experiment_id])
+    assert run.data.tags["scheduled.job"] == "tiny_segor"
     return ServedRun(mlflow_server, project, run.info.run_id, completed.stdout)
 
 
@@ -142,33 +151,50 @@ def test_the_logged_model_loads_through_runs_and_predicts_as_the_pickled_one(
     np.testing.assert_array_equal(loaded.predict(example), pickled.predict(example))
 
 
-def test_ensemble_bo_rerun_reproduces_the_run_on_the_server(served_run):
+def test_a_rerun_whose_predictions_change_exits_1_with_the_differences(
+    served_run, tmp_path
+):
     server, project, run_id, _ = served_run
+    # every process of the rerun imports this: the trees predict 0.01 higher
+    (tmp_path / "sitecustomize.py").write_text(
+        "import sklearn.tree\n"
+        "_predict = sklearn.tree.DecisionTreeRegressor.predict\n"
+        "def predict(self, X, check_input=True):\n"
+        "    return _predict(self, X, check_input) + 0.01\n"
+        "sklearn.tree.DecisionTreeRegressor.predict = predict\n"
+    )
     completed = subprocess.run(
         [sys.executable, "-m", "ensemble_bo", "rerun", run_id],
         cwd=project,
-        env=kedro_env(server.uri),
+        env=kedro_env(server.uri, PYTHONPATH=str(tmp_path)),
         capture_output=True,
         text=True,
         timeout=600,
         check=False,
     )
-    assert completed.returncode == 0, (
+    assert completed.returncode == 1, (
         completed.stdout[-3000:] + completed.stderr[-3000:]
     )
     assert f"Rerunning {run_id} from {server.uri}" in completed.stdout
-    assert "Reproduced" in completed.stdout
+    assert f"(rerun of {run_id}) differs" in completed.stdout
+    table = completed.stdout[completed.stdout.index("difference  ") :]
+    original = MlflowClient(server.uri).get_run(run_id)
+    assert "metric test_mse_ensemble" in table
+    assert str(original.data.metrics["test_mse_ensemble"]) in table
+    assert "tables/segor_trial_history.csv" in table  # the pool's losses too
     client = MlflowClient(server.uri)
     (rerun,) = client.search_runs(
-        [client.get_run(run_id).info.experiment_id],
-        filter_string=f"tags.rerun_of = '{run_id}'",
+        [original.info.experiment_id], filter_string=f"tags.rerun_of = '{run_id}'"
     )
     assert rerun.info.status == "FINISHED"
     assert rerun.info.artifact_uri.startswith("mlflow-artifacts:/")
 
 
-def make_scheduled(server, project):
-    return subprocess.run(
+def test_make_scheduled_runs_its_job_and_verifies_the_previous_scheduled_run(
+    served_run,
+):
+    server, project, run_id, _ = served_run
+    completed = subprocess.run(
         [
             "make",
             "--no-print-directory",
@@ -185,30 +211,15 @@ def make_scheduled(server, project):
         timeout=900,
         check=False,
     )
-
-
-def test_make_scheduled_twice_verifies_the_first_scheduled_run(served_run):
-    server, project, _, _ = served_run
-    first = make_scheduled(server, project)
-    assert first.returncode == 0, first.stdout[-3000:] + first.stderr[-3000:]
-    assert "== job tiny_segor: no earlier scheduled run to verify" in first.stdout
-    client = MlflowClient(server.uri)
-    experiment = client.get_experiment_by_name("ensemble_bo").experiment_id
-    (scheduled,) = client.search_runs(
-        [experiment], filter_string="tags.`scheduled.job` = 'tiny_segor'"
+    assert completed.returncode == 0, (
+        completed.stdout[-3000:] + completed.stderr[-3000:]
     )
-    second = make_scheduled(server, project)
-    assert second.returncode == 0, second.stdout[-3000:] + second.stderr[-3000:]
-    assert f"rerunning the previous run {scheduled.info.run_id}" in second.stdout
-    assert f"(rerun of {scheduled.info.run_id}) has the same" in second.stdout
+    assert f"-> {server.uri}" in completed.stdout
+    assert f"== job tiny_segor: rerunning the previous run {run_id}" in completed.stdout
+    assert f"(rerun of {run_id}) has the same" in completed.stdout
+    client = MlflowClient(server.uri)
+    experiment = client.get_run(run_id).info.experiment_id
     runs = client.search_runs(
         [experiment], filter_string="tags.`scheduled.job` = 'tiny_segor'"
     )
     assert len(runs) == 2 and {run.info.status for run in runs} == {"FINISHED"}
-    (rerun,) = client.search_runs(
-        [experiment], filter_string=f"tags.rerun_of = '{scheduled.info.run_id}'"
-    )
-    assert (
-        rerun.data.metrics["test_mse_ensemble"]
-        == (scheduled.data.metrics["test_mse_ensemble"])
-    )

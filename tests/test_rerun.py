@@ -1,10 +1,10 @@
 """Concurrent runs and `ensemble-bo rerun`, end to end on a git repository.
 
 Two `kedro run`s at once (seeds 1 and 2) in one project and store; each is then
-rerun alone from its commit in another process: the rerun is the solo run
-their pool and metrics must match. A rerun whose predictions are changed (a
-sitecustomize that shifts the trees' predictions) exits 1 with the table. The
-refusals run in-process on runs recorded by hand, without training anything.
+rerun from its commit in another process: the rerun, a search of its own, is
+the solo run their pool and metrics must match. (A rerun that differs exits 1
+with the table: tests/test_mlflow_server.py, against a server.) The refusals
+run in-process on runs recorded by hand, without training anything.
 """
 
 from __future__ import annotations
@@ -133,25 +133,35 @@ def test_concurrent_runs_keep_their_own_outputs(project, concurrent_runs, tmp_pa
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("seed", [1, 2])
-def test_a_rerun_alone_reproduces_each_concurrent_run(project, concurrent_runs, seed):
-    original = concurrent_runs[seed]
-    completed = rerun(project, original.info.run_id)
-    assert completed.returncode == 0, (
-        completed.stdout[-3000:] + completed.stderr[-3000:]
-    )
-    assert "Reproduced" in completed.stdout
-    (new,) = reruns_of(project, original.info.run_id)
-    assert new.info.status == "FINISHED"
-    assert (
-        new.data.tags["mlflow.source.git.commit"]
-        == (original.data.tags["mlflow.source.git.commit"])
-    )
-    assert (
-        new.data.metrics["test_mse_ensemble"]
-        == original.data.metrics["test_mse_ensemble"]
-    )
-    # the worktree it ran in is gone, and so are its outputs
+def test_reruns_alone_reproduce_each_concurrent_run(project, concurrent_runs):
+    # both reruns at once, too: each in its own worktree
+    processes = {
+        seed: subprocess.Popen(
+            [*ENSEMBLE_BO, "rerun", run.info.run_id],
+            cwd=project,
+            env=kedro_env(store(project)),
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        for seed, run in concurrent_runs.items()
+    }
+    for seed, process in processes.items():
+        stdout, stderr = process.communicate(timeout=600)
+        assert process.returncode == 0, stdout[-3000:] + stderr[-3000:]
+        original = concurrent_runs[seed]
+        assert f"(rerun of {original.info.run_id}) has the same" in stdout
+        (new,) = reruns_of(project, original.info.run_id)
+        assert new.info.status == "FINISHED"
+        assert (
+            new.data.tags["mlflow.source.git.commit"]
+            == (original.data.tags["mlflow.source.git.commit"])
+        )
+        assert (
+            new.data.tags["kedro.runtime_params"]
+            == (original.data.tags["kedro.runtime_params"])
+        )
+    # the worktrees they ran in are gone
     worktrees = subprocess.run(
         ["git", "worktree", "list"],
         cwd=project,
@@ -160,31 +170,6 @@ def test_a_rerun_alone_reproduces_each_concurrent_run(project, concurrent_runs, 
         check=True,
     ).stdout
     assert len(worktrees.splitlines()) == 1
-
-
-@pytest.mark.slow
-def test_a_rerun_whose_predictions_change_exits_1_with_the_differences(
-    project, concurrent_runs, tmp_path
-):
-    # every process of the rerun imports this: the trees predict 0.01 higher
-    (tmp_path / "sitecustomize.py").write_text(
-        "import sklearn.tree\n"
-        "_predict = sklearn.tree.DecisionTreeRegressor.predict\n"
-        "def predict(self, X, check_input=True):\n"
-        "    return _predict(self, X, check_input) + 0.01\n"
-        "sklearn.tree.DecisionTreeRegressor.predict = predict\n"
-    )
-    original = concurrent_runs[1]
-    completed = rerun(
-        project, original.info.run_id, extra_env={"PYTHONPATH": str(tmp_path)}
-    )
-    assert completed.returncode == 1, (
-        completed.stdout[-3000:] + completed.stderr[-3000:]
-    )
-    assert "DIFFERENT" in completed.stdout
-    assert "difference" in completed.stdout and "original" in completed.stdout
-    assert "metric test_mse_ensemble" in completed.stdout
-    assert str(original.data.metrics["test_mse_ensemble"]) in completed.stdout
 
 
 # ------------------------------------------------------------- refusals

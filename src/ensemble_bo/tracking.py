@@ -41,7 +41,6 @@ from urllib.parse import quote, urlparse, urlsplit, urlunsplit
 
 import mlflow
 import mlflow.sklearn
-import skops.io
 import yaml
 from kedro.framework.hooks import hook_impl
 from mlflow.entities import Metric, Param, ViewType
@@ -923,6 +922,10 @@ class MlflowTrackingHook:
             )
 
     def _log_model(self, name: str, estimator: Any, input_example: Any) -> None:
+        # Imported here: skops takes over a second to import, and every `kedro`
+        # command loads this module while only a run that logs a model needs it.
+        import skops.io  # noqa: PLC0415
+
         mlflow.sklearn.log_model(
             sk_model=estimator,
             name=name,
