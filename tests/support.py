@@ -37,6 +37,13 @@ def copy_project(root: Path, datasets: Iterable[str] = ("concrete",)) -> Path:
     return root
 
 
+def git(root: Path, *args: str) -> str:
+    """`git <args>`'s output in `root` (stripped); a failure raises."""
+    return subprocess.run(
+        ["git", *args], cwd=root, capture_output=True, text=True, check=True
+    ).stdout.strip()
+
+
 def git_project(
     root: Path,
     datasets: Iterable[str] = ("cpu_performance",),

@@ -22,6 +22,9 @@ from mlflow.tracking import MlflowClient
 
 from tests.support import copy_project
 
+# End to end: real `kedro run`s (deselect locally with -m 'not slow').
+pytestmark = pytest.mark.slow
+
 PROJECT = Path(__file__).resolve().parents[1]
 DATASETS = ["diabetes", "concrete"]
 METHODS = ["smbo", "segor:f-m"]

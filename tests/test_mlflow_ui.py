@@ -12,7 +12,8 @@ import mlflow
 import pytest
 from mlflow.tracking import MlflowClient
 
-from ensemble_bo.tracking import EXPERIMENT_KIND, EXPERIMENT_KIND_TAG, ui_address
+from ensemble_bo.summary import ui_address
+from ensemble_bo.tracking import EXPERIMENT_KIND, EXPERIMENT_KIND_TAG
 from tests.support import load_browser_pages, require_chromium, start_hook_run
 
 browser_pages = load_browser_pages()

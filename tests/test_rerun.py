@@ -25,7 +25,7 @@ from ensemble_bo.cli import cli
 from ensemble_bo.reporting import trial_history
 from ensemble_bo.rerun import REFUSED, latest_run
 from ensemble_bo.tracking import RUNTIME_PARAMS_ARTIFACT
-from tests.support import git_project, kedro_env
+from tests.support import git, git_project, kedro_env
 
 PARAMS = "dataset=cpu_performance,budget=6,segor.optimizer.n_initial=3"
 EXPERIMENT = "ensemble_bo"
@@ -162,14 +162,7 @@ def test_reruns_alone_reproduce_each_concurrent_run(project, concurrent_runs):
             == (original.data.tags["kedro.runtime_params"])
         )
     # the worktrees they ran in are gone
-    worktrees = subprocess.run(
-        ["git", "worktree", "list"],
-        cwd=project,
-        capture_output=True,
-        text=True,
-        check=True,
-    ).stdout
-    assert len(worktrees.splitlines()) == 1
+    assert len(git(project, "worktree", "list").splitlines()) == 1
 
 
 # ------------------------------------------------------------- refusals
@@ -191,13 +184,7 @@ def recorded_run(project, status="FINISHED", drop=(), **tags) -> str:
     experiment_id = (
         experiment.experiment_id if experiment else client.create_experiment("recorded")
     )
-    commit = subprocess.run(
-        ["git", "rev-parse", "HEAD"],
-        cwd=project,
-        capture_output=True,
-        text=True,
-        check=True,
-    ).stdout.strip()
+    commit = git(project, "rev-parse", "HEAD")
     recorded = {
         "kedro.pipeline": "segor",
         "kedro.env": "",

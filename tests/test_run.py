@@ -20,7 +20,10 @@ from mlflow.tracking import MlflowClient
 from ensemble_bo import EnsembleSearch, provenance
 from ensemble_bo.api import default_parameters
 from ensemble_bo.core.preparation import split_dataset
-from tests.support import git_project
+from tests.support import git, git_project
+
+# End to end: real `kedro run`s (deselect locally with -m 'not slow').
+pytestmark = pytest.mark.slow
 
 SMALL = "budget=12,ensemble.size=4,segor.optimizer.n_initial=4,segor.optimizer.gp_restarts=1"
 
@@ -87,14 +90,7 @@ def test_run_logs_parameters_and_provenance(project, concrete_run):
         and params["dataset_info.task"] == "regression"
     )
     assert len(params["dataset_info.sha256"]) == 64
-    head = subprocess.run(
-        ["git", "rev-parse", "HEAD"],
-        check=False,
-        cwd=project,
-        capture_output=True,
-        text=True,
-    )
-    assert tags["mlflow.source.git.commit"] == head.stdout.strip()
+    assert tags["mlflow.source.git.commit"] == git(project, "rev-parse", "HEAD")
     assert tags["git.dirty"] == "false"
     assert tags["kedro.pipeline"] == "segor"
     assert concrete_run.info.status == "FINISHED"
@@ -370,6 +366,10 @@ def test_posthoc_selects_from_the_pool_an_earlier_run_saved(project):
     client = client_for(project)
     run = latest_run(client)
     assert run.data.params["posthoc_source"] == "smbo"
+    # the latest finished smbo run's pool, downloaded from the store
+    assert run.data.tags["pool_source"] == (
+        f"runs:/{source.info.run_id}/pools/smbo_search_result.pkl"
+    )
     assert run.data.params["posthoc.weighting"] == "bfgs"
     # the same single best model as the smbo run, refit the same way
     assert (

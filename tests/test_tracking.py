@@ -1,7 +1,9 @@
 """The tracking hook on its own, against a temporary MLflow store."""
 
+import json
 import os
 import pickle
+import re
 import socket
 import subprocess
 import sys
@@ -23,16 +25,22 @@ from ensemble_bo.core.results import (
 )
 from ensemble_bo.core.validation import InvalidInput
 from ensemble_bo.tracking import (
+    EXTRA_TAGS_VARIABLE,
     HOST_TAG,
     JOURNAL_TAG,
     PID_TAG,
     RESUMED_RUN_TAG,
     RESUMED_TRIALS_TAG,
     MlflowTrackingHook,
+    PoolNotFound,
     TrackingStoreError,
+    check_pool_sources,
+    find_pool,
     flatten,
+    launcher_tags,
     open_experiment,
     resolve_tracking_uri,
+    run_tags,
 )
 from tests.support import start_hook_run
 
@@ -306,3 +314,66 @@ def test_a_resumed_search_is_a_new_run_tagged_with_the_run_it_continues(store):
     assert tags[RESUMED_TRIALS_TAG] == "7"
     assert tags[RESUMED_RUN_TAG] == stopped.info.run_id
     assert RESUMED_RUN_TAG not in client.get_run(other.info.run_id).data.tags
+
+
+def test_a_pool_source_names_the_latest_finished_runs_pool_or_a_given_run(tmp_path):
+    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    client = MlflowClient(uri)
+    experiment = open_experiment(uri, "ensemble_bo")
+
+    def logged(start, status, *methods):
+        tags = {
+            f"pool.{m}_search_result": f"pools/{m}_search_result.pkl" for m in methods
+        }
+        run = client.create_run(experiment, start_time=start, tags=tags)
+        client.set_terminated(run.info.run_id, status)
+        return run.info.run_id
+
+    both = logged(1000, "FINISHED", "smbo", "segor")
+    older = logged(2000, "FINISHED", "smbo")
+    newer = logged(3000, "FINISHED", "smbo")
+    logged(4000, "FAILED", "smbo")
+    logged(5000, "FINISHED", "segor")
+    none = logged(6000, "FINISHED")
+    smbo_pool = "pools/smbo_search_result.pkl"
+    assert find_pool("smbo", client, experiment) == (newer, smbo_pool)
+    assert find_pool(f"runs:/{older}", client, experiment) == (older, smbo_pool)
+    segor_pool = f"runs:/{both}/pools/segor_search_result.pkl"
+    assert find_pool(segor_pool, client, experiment) == (
+        both,
+        "pools/segor_search_result.pkl",
+    )
+    for source, message in [
+        (f"runs:/{both}", f"name one as runs:/{both}/pools/<method>_search_result.pkl"),
+        (f"runs:/{none}", f"run {none} logged no pool"),
+        ("runs:/nosuch", "no MLflow run 'nosuch'"),
+        ("esmbo", "no finished run in this experiment saved a `esmbo` pool"),
+    ]:
+        with pytest.raises(PoolNotFound, match=re.escape(message)):
+            find_pool(source, client, experiment)
+    # the hook's check, before a run opens: only for a run that reads a pool
+    with pytest.raises(InvalidInput, match="posthoc_source='esmbo': no finished run"):
+        check_pool_sources(["posthoc"], {"posthoc_source": "esmbo"}, client, experiment)
+    check_pool_sources(["segor"], {"posthoc_source": "esmbo"}, client, experiment)
+
+
+def test_launcher_tags_come_from_a_json_object_or_are_refused(monkeypatch):
+    monkeypatch.delenv(EXTRA_TAGS_VARIABLE, raising=False)
+    assert launcher_tags() == {}
+    monkeypatch.setenv(EXTRA_TAGS_VARIABLE, '{"rerun_of": "abc", "n": 3}')
+    assert launcher_tags() == {"rerun_of": "abc", "n": "3"}
+    for text, message in [("{oops", "is not JSON"), ("[1]", "expected a JSON object")]:
+        monkeypatch.setenv(EXTRA_TAGS_VARIABLE, text)
+        with pytest.raises(ValueError, match=f"{EXTRA_TAGS_VARIABLE}=.*{message}"):
+            launcher_tags()
+
+
+def test_a_partial_run_is_tagged_so_that_rerun_refuses_it(tmp_path):
+    whole = run_tags({"run_id": "s1", "env": None}, {}, tmp_path)
+    assert "kedro.partial_run" not in whole
+    assert whole["kedro.session_id"] == "s1" and whole["kedro.env"] == ""
+    partial = run_tags(
+        {"run_id": "s2", "env": "team", "node_names": ["segor_search"]}, {}, tmp_path
+    )
+    assert json.loads(partial["kedro.partial_run"]) == {"node_names": ["segor_search"]}
+    assert partial["kedro.env"] == "team"
