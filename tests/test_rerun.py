@@ -23,7 +23,7 @@ from mlflow.tracking import MlflowClient
 from ensemble_bo import provenance
 from ensemble_bo.cli import cli
 from ensemble_bo.reporting import trial_history
-from ensemble_bo.rerun import REFUSED, latest_run
+from ensemble_bo.rerun import REFUSED, differences, format_table, latest_run
 from ensemble_bo.tracking import RUNTIME_PARAMS_ARTIFACT
 from tests.support import git, git_project, kedro_env
 
@@ -126,6 +126,11 @@ def test_concurrent_runs_keep_their_own_outputs(project, concurrent_runs, tmp_pa
         )
         assert metrics["test_mse_ensemble"] == run.data.metrics["test_mse_ensemble"]
     assert not histories[1].equals(histories[2])  # two seeds, two searches
+    # the dataset and the seed came from --params
+    for seed, run in concurrent_runs.items():
+        assert run.info.run_name == f"segor-cpu_performance-{seed}"
+        assert run.data.params["dataset_info.name"] == "cpu_performance"
+        assert run.data.params["dataset_info.rows"] == "209"
     # each run says which outputs are its own
     assert {run.data.tags["data.sha256"] for run in concurrent_runs.values()} == {
         provenance.file_sha256(project / "data" / "01_raw" / "cpu_performance.csv")
@@ -287,3 +292,55 @@ def test_last_finds_the_latest_finished_run_of_the_pipeline(in_project):
     assert latest_run(client, "nosuch", "segor") is None
     usage = CliRunner().invoke(cli, ["rerun", "--last"])
     assert usage.exit_code == 2 and "--last --pipeline=NAME" in usage.output
+    # the command takes that run: here a dirty one, so it is refused by its id
+    dirty = recorded_run(in_project, **{provenance.DIRTY_TAG: "true"})
+    result = CliRunner().invoke(cli, ["rerun", "--last", "--pipeline=segor"])
+    assert result.exit_code == REFUSED
+    assert f"run {dirty} ran on uncommitted changes" in result.output
+
+
+def test_the_comparison_covers_metrics_tables_of_any_depth_and_parameters(
+    project, tmp_path
+):
+    client = MlflowClient(store(project))
+    experiment = client.get_experiment_by_name("recorded")
+    experiment_id = (
+        experiment.experiment_id if experiment else client.create_experiment("recorded")
+    )
+
+    def logged(test_mse, seconds, cell_loss, seed):
+        run = client.create_run(experiment_id)
+        run_id = run.info.run_id
+        client.log_metric(run_id, "test_mse_ensemble", test_mse)
+        client.log_metric(run_id, "cv_loss_ensemble", seconds)  # not a test metric
+        client.log_param(run_id, "seed", seed)
+        client.log_text(
+            run_id,
+            f"trial,cv_loss_single,fit_seconds\n0,0.5,{seconds}\n",
+            "tables/segor_trial_history.csv",
+        )
+        client.log_text(
+            run_id,
+            f"key,test_loss\na,{cell_loss}\n",
+            "tables/benchmark_tables/cells.csv",
+        )
+        client.log_text(run_id, "x\n1\n", "tables/benchmark_tables/trees/ranks.csv")
+        return client.get_run(run_id)
+
+    original = logged(0.25, 1.0, 0.4, "0")
+    # timings and other metrics may differ: the same result
+    assert differences(client, original, logged(0.25, 2.0, 0.4, "0")) == []
+    rows = differences(client, original, logged(0.26, 1.0, 0.5, "1"))
+    assert rows == [
+        ("metric test_mse_ensemble", "0.25", "0.26"),
+        ("param seed", "0", "1"),
+        (
+            "tables/benchmark_tables/cells.csv",
+            "key=a, test_loss=0.4",
+            "key=a, test_loss=0.5",
+        ),
+    ]
+    table = format_table(rows).splitlines()
+    assert table[0].split() == ["difference", "original", "rerun"]
+    assert set(table[1]) == {"-", " "}
+    assert table[2].split() == ["metric", "test_mse_ensemble", "0.25", "0.26"]

@@ -203,27 +203,6 @@ def test_run_logs_artifacts_and_a_loadable_model(project, concrete_run):
     assert 5 < predictions.mean() < 80
 
 
-def test_same_seed_same_result_and_the_old_pipeline_spelling(project, concrete_run):
-    # Kedro's deprecated singular --pipeline still runs the same pipeline
-    completed = kedro_run(project, "--pipeline=segor", "--params", f"{SMALL},seed=0")
-    assert completed.returncode == 0, completed.stderr[-3000:]
-    again = latest_run(client_for(project))
-    assert again.info.run_id != concrete_run.info.run_id
-    for name in ("test_mse_ensemble", "test_mse_single_best", "cv_loss_ensemble"):
-        assert again.data.metrics[name] == concrete_run.data.metrics[name]
-
-
-def test_other_dataset_and_seed_by_parameter(project):
-    completed = kedro_run(
-        project, "--pipelines=segor", "--params", f"{SMALL},dataset=boston,seed=3"
-    )
-    assert completed.returncode == 0, completed.stderr[-3000:]
-    run = latest_run(client_for(project))
-    assert run.data.params["dataset_info.name"] == "boston"
-    assert run.data.params["dataset_info.rows"] == "506"
-    assert run.info.run_name == "segor-boston-3"
-
-
 def test_classification_dataset_is_refused_by_segor_before_any_run_is_opened(
     project,
 ):

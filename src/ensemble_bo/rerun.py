@@ -12,7 +12,8 @@
    against the same store and experiment, tagged `rerun_of=<RUN_ID>`.
 4. Compares the two runs: every `test_*` metric, every ensemble composition
    and trial history table (the pool: configurations and CV losses, without
-   timings), every parameter. Identical: exit 0; otherwise a table of the
+   timings), a benchmark's table of cells (each cell's test and CV loss),
+   every parameter. Identical: exit 0; otherwise a table of the
    differences and exit 1. A refusal exits 2.
 
 A posthoc run selected from "the latest run" of a method; its rerun reads the
@@ -61,7 +62,7 @@ PIPELINE_TAG = "kedro.pipeline"
 # A unique id per launch, to find the run a launched process opened.
 LAUNCH_TAG = "launch.id"
 RESULT_TABLES = "tables"
-COMPARED_TABLES = ("ensemble_composition", "trial_history")
+COMPARED_TABLES = ("ensemble_composition", "trial_history", "benchmark_tables/cells")
 # Exit codes of `ensemble-bo rerun` (0: reproduced).
 DIFFERENT = 1
 REFUSED = 2
@@ -318,16 +319,24 @@ def check_environment(run: Run, checkout: Path) -> None:
         )
 
 
+def _artifact_files(client: MlflowClient, run_id: str, folder: str) -> Iterator[str]:
+    for artifact in client.list_artifacts(run_id, folder):
+        if artifact.is_dir:
+            yield from _artifact_files(client, run_id, artifact.path)
+        else:
+            yield artifact.path
+
+
 def result_tables(client: MlflowClient, run_id: str) -> dict[str, pd.DataFrame]:
-    """The run's ensemble compositions and trial histories (its pool: every
-    configuration and its CV losses), by artifact path, without timings."""
+    """The run's ensemble compositions, trial histories (its pool: every
+    configuration and its CV losses) and a benchmark's cells, by artifact path,
+    without timings."""
     tables = {}
     with tempfile.TemporaryDirectory() as directory:
-        for artifact in client.list_artifacts(run_id, RESULT_TABLES):
-            if any(kind in artifact.path for kind in COMPARED_TABLES):
-                local = client.download_artifacts(run_id, artifact.path, directory)
-                table = pd.read_csv(local)
-                tables[artifact.path] = table.drop(
+        for path in _artifact_files(client, run_id, RESULT_TABLES):
+            if any(kind in path for kind in COMPARED_TABLES):
+                table = pd.read_csv(client.download_artifacts(run_id, path, directory))
+                tables[path] = table.drop(
                     columns=[c for c in table.columns if c.endswith("_seconds")]
                 )
     return tables
