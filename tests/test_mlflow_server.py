@@ -103,6 +103,7 @@ def test_the_run_is_finished_on_the_server_and_its_artifacts_went_through_it(
     # the summary links to the run on the server itself
     link = f"{server.uri}/#/experiments/{run.info.experiment_id}/runs/{run_id}"
     assert f"Open {link}" in stdout
+    assert "View run" not in stdout  # MLflow's own copy of that link is off
     # the server's proxy: mlflow-artifacts:/<experiment id>/<run id>/artifacts
     assert run.info.artifact_uri.startswith("mlflow-artifacts:/")
     stored = server.artifacts / run.info.experiment_id / run_id / "artifacts"

@@ -116,7 +116,6 @@ def launch(
     request: Launch,
     tracking_uri: str,
     experiment_name: str,
-    python: str = sys.executable,
 ) -> str | None:
     """Run `request` in `checkout` in a new process; the id of the MLflow run it
     opened (None if it opened none). Its output goes to this process's."""
@@ -131,10 +130,13 @@ def launch(
             [str(checkout / "src"), *filter(None, [os.environ.get("PYTHONPATH")])]
         ),
     }
-    payload = {"pipelines": request.pipelines, "env": request.env}
-    payload["params"] = request.params
+    payload = {
+        "pipelines": request.pipelines or None,  # None: the default pipeline
+        "env": request.env,
+        "params": request.params,
+    }
     subprocess.run(
-        [python, "-c", _RUN_SCRIPT, json.dumps(payload)],
+        [sys.executable, "-c", _RUN_SCRIPT, json.dumps(payload)],
         cwd=checkout,
         env=environment,
         check=False,

@@ -789,6 +789,9 @@ class MlflowTrackingHook:
             )
             if part is not None
         )
+        # The run's summary links to its page; MLflow's own "View run" lines
+        # (printed for a tracking server) would say it twice.
+        os.environ.setdefault("MLFLOW_SUPPRESS_PRINTING_URL_TO_STDOUT", "true")
         run = mlflow.start_run(
             experiment_id=experiment_id, run_name=run_name, tags=tags
         )
