@@ -139,6 +139,10 @@ def test_concurrent_runs_keep_their_own_outputs(project, concurrent_runs, tmp_pa
 
 @pytest.mark.slow
 def test_reruns_alone_reproduce_each_concurrent_run(project, concurrent_runs):
+    # the project moved on since: a rerun runs the configuration of its run's commit
+    segor = project / "conf" / "base" / "parameters_segor.yml"
+    segor.write_text(segor.read_text().replace("variant: f-m", "variant: g-h"))
+    git(project, "-c", "user.email=t@e", "-c", "user.name=t", "commit", "-qam", "g-h")
     # both reruns at once, too: each in its own worktree
     processes = {
         seed: subprocess.Popen(
@@ -240,7 +244,15 @@ def test_runs_that_cannot_be_rerun_are_refused(in_project, status, drop, tags, m
     assert message in refused(recorded_run(in_project, status, drop, **tags))
 
 
-def test_data_that_changed_since_the_run_is_refused_naming_the_file(in_project):
+@pytest.mark.parametrize(
+    "tags",
+    [
+        {"data.file": "data/01_raw/private.csv", "data.sha256": "{logged}"},
+        {"data.sha256.private": "{logged}"},  # a benchmark's dataset
+    ],
+    ids=["dataset", "benchmark"],
+)
+def test_data_that_changed_since_the_run_is_refused_naming_the_file(in_project, tags):
     # a file git does not have (the rerun takes it from the project), changed since
     data = in_project / "data" / "01_raw" / "private.csv"
     data.write_text("x,target\n1,2\n")
@@ -248,14 +260,31 @@ def test_data_that_changed_since_the_run_is_refused_naming_the_file(in_project):
     data.write_text("x,target\n1,3\n")
     try:
         run_id = recorded_run(
-            in_project,
-            **{"data.file": "data/01_raw/private.csv", "data.sha256": logged},
+            in_project, **{k: v.format(logged=logged) for k, v in tags.items()}
         )
         output = refused(run_id)
     finally:
         data.unlink()
     assert f"data/01_raw/private.csv changed since run {run_id}" in output
     assert logged[:12] in output
+
+
+def test_a_conf_local_that_changed_since_the_run_is_refused(in_project):
+    local = in_project / "conf" / "local"
+    run_id = recorded_run(
+        in_project, **{provenance.LOCAL_CONF_TAG: provenance.folder_sha256(local)}
+    )
+    (local / "parameters.yml").write_text("seed: 5\n")
+    try:
+        output = refused(run_id)
+    finally:
+        (local / "parameters.yml").unlink()
+    assert "conf/local changed since run" in output and "--allow-dirty" in output
+
+
+def test_another_python_is_refused(in_project):
+    output = refused(recorded_run(in_project, **{provenance.PYTHON_TAG: "3.10.0"}))
+    assert "ran on Python 3.10.0" in output
 
 
 def test_an_environment_unlike_the_runs_lock_is_refused_naming_packages(

@@ -89,7 +89,7 @@ def test_run_logs_parameters_and_provenance(project, concrete_run):
         params["dataset_info.rows"] == "1030"
         and params["dataset_info.task"] == "regression"
     )
-    assert len(params["dataset_info.sha256"]) == 64
+    assert len(params["dataset_info.fingerprint"]) == 64
     assert tags["mlflow.source.git.commit"] == git(project, "rev-parse", "HEAD")
     assert tags["git.dirty"] == "false"
     assert tags["kedro.pipeline"] == "segor"

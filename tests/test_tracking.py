@@ -42,7 +42,7 @@ from ensemble_bo.tracking import (
     resolve_tracking_uri,
     run_tags,
 )
-from tests.support import start_hook_run
+from tests.support import PROJECT, start_hook_run
 
 
 @pytest.fixture
@@ -377,3 +377,14 @@ def test_a_partial_run_is_tagged_so_that_rerun_refuses_it(tmp_path):
     )
     assert json.loads(partial["kedro.partial_run"]) == {"node_names": ["segor_search"]}
     assert partial["kedro.env"] == "team"
+
+
+def test_a_launcher_cannot_overwrite_what_the_run_records(monkeypatch):
+    monkeypatch.setenv(
+        EXTRA_TAGS_VARIABLE,
+        '{"mlflow.source.git.commit": "fake", "git.dirty": "false", "rerun_of": "x"}',
+    )
+    tags = run_tags({"run_id": "s"}, {}, PROJECT)
+    assert tags["rerun_of"] == "x"
+    assert tags["mlflow.source.git.commit"] != "fake"
+    assert len(tags["mlflow.source.git.commit"]) == 40

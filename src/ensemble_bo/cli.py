@@ -209,7 +209,7 @@ def rerun_command(
     try:
         outcome = rerun(run_id, project, tracking_uri, allow_dirty)
     except RerunRefused as error:
-        click.secho(f"Refused: {error}", err=True, fg="red")
+        click.secho(f"Cannot rerun: {error}", err=True, fg="red")
         raise click.exceptions.Exit(REFUSED) from None
     click.echo(outcome.report())
     if not outcome.identical:

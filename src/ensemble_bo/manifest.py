@@ -10,7 +10,7 @@ file, or rewrite the manifest with `python scripts/write_manifest.py`.
 Why the file's bytes, not its parsed table: a user can verify a hash with
 `sha256sum data/01_raw/NAME.csv`, without this project, and the hash does not
 depend on how a pandas version parses the file (dtypes, float formatting,
-text columns). The content fingerprint runs log as `dataset_info.sha256`
+text columns). The content fingerprint runs log as `dataset_info.fingerprint`
 (`core.preparation.dataset_fingerprint`) is another thing: it keys
 checkpoints and journals by the table the run used, whatever file it came from.
 

@@ -7,6 +7,7 @@ compares a past run's tags with what is here now.
 
 from __future__ import annotations
 
+import hashlib
 import platform
 import re
 import subprocess
@@ -39,6 +40,9 @@ KEY_PACKAGES = (
 COMMIT_TAG = "mlflow.source.git.commit"
 DIRTY_TAG = "git.dirty"
 DIRTY_FILES_TAG = "git.dirty_files"
+# conf/local is never in git: its content is recorded instead.
+LOCAL_CONF = Path("conf") / "local"
+LOCAL_CONF_TAG = "conf.local_sha256"
 LOCK_TAG = "env.lock_sha256"
 VENV_LOCK_TAG = "env.venv_lock_sha256"
 PYTHON_TAG = "env.python"
@@ -64,23 +68,30 @@ def git(project_path: Path, *args: str) -> str | None:
     return completed.stdout
 
 
+def project_prefix(project_path: Path) -> str:
+    """The project's folder inside its repository ("" at the root, else "sub/")."""
+    return (git(project_path, "rev-parse", "--show-prefix") or "").strip()
+
+
 def changed_files(project_path: Path) -> list[str] | None:
-    """Paths that differ from the commit: modified tracked files anywhere, and
-    untracked (not ignored) files under RUN_INPUTS. None outside a git repository."""
-    status = git(
-        project_path,
-        "status",
-        "--porcelain",
-        "--untracked-files=all",
-        "--",
-        ".",
-    )
+    """Paths (from the repository's root) that differ from the commit: modified
+    tracked files anywhere, and untracked (not ignored) files under the
+    project's RUN_INPUTS. None outside a git repository."""
+    # -z: paths unquoted (spaces, accents), NUL-separated; a rename's entry is
+    # followed by its old path
+    status = git(project_path, "status", "--porcelain", "-z", "--untracked-files=all")
     if status is None:
         return None
+    inputs = tuple(f"{project_prefix(project_path)}{p}/" for p in RUN_INPUTS)
+    entries = iter(status.split("\0"))
     paths = []
-    for line in status.splitlines():
-        code, path = line[:2], line[3:]
-        if code == "??" and not path.startswith(tuple(f"{p}/" for p in RUN_INPUTS)):
+    for entry in entries:
+        if not entry:
+            continue
+        code, path = entry[:2], entry[3:]
+        if code[0] in "RC":
+            next(entries, None)  # the old path
+        if code == "??" and not path.startswith(inputs):
             continue
         paths.append(path)
     return paths
@@ -92,12 +103,33 @@ def git_tags(project_path: Path) -> dict[str, str]:
     changes = changed_files(project_path)
     if not commit or changes is None:
         return {}
-    tags = {COMMIT_TAG: commit, DIRTY_TAG: str(bool(changes)).lower()}
+    tags = {
+        COMMIT_TAG: commit,
+        DIRTY_TAG: str(bool(changes)).lower(),
+        LOCAL_CONF_TAG: folder_sha256(project_path / LOCAL_CONF),
+    }
     if changes:
         shown = changes[:_DIRTY_FILES_SHOWN]
         more = len(changes) - len(shown)
         tags[DIRTY_FILES_TAG] = ", ".join(shown) + (f" (+{more} more)" if more else "")
     return tags
+
+
+def folder_sha256(folder: Path) -> str:
+    """sha256 over a folder's files: their paths (relative) and bytes, in order.
+    An empty or missing folder has the hash of nothing."""
+    digest = hashlib.sha256()
+    files = (
+        sorted(path for path in folder.rglob("*") if path.is_file())
+        if folder.is_dir()
+        else []
+    )
+    for path in files:
+        if path.name == ".gitkeep":
+            continue
+        digest.update(path.relative_to(folder).as_posix().encode() + b"\0")
+        digest.update(file_sha256(path).encode())
+    return digest.hexdigest()
 
 
 def installed_version(package: str) -> str | None:

@@ -2,10 +2,11 @@
 
 1. Reads the run from the tracking store (the project's, or MLFLOW_TRACKING_URI).
 2. Refuses a run that cannot be reproduced: no commit, a dirty working tree
-   (unless --allow-dirty), a partial run (--from-nodes, --tags...), an
-   environment whose packages differ from the run's lock (it refuses rather
-   than building a venv behind the user's back: the message says how to get
-   one), or raw data whose sha256 differs from the one the run logged.
+   or a conf/local that changed since (unless --allow-dirty), a partial run
+   (--from-nodes, --tags...), another Python, an environment whose packages
+   differ from the run's lock (it refuses rather than building a venv behind
+   the user's back: the message says how to get one), or raw data whose
+   sha256 differs from the one the run logged.
 3. Checks out the run's commit in a temporary git worktree (conf/local and
    data git does not track are taken from the project), runs the same
    pipelines with the same Kedro env and `--params` overrides in a new process
@@ -14,7 +15,8 @@
    and trial history table (the pool: configurations and CV losses, without
    timings), a benchmark's table of cells (each cell's test and CV loss),
    every parameter. Identical: exit 0; otherwise a table of the
-   differences and exit 1. A refusal exits 2.
+   differences and exit 1. A refusal, or a rerun that stopped before it
+   opened a run, exits 2.
 
 A posthoc run selected from "the latest run" of a method; its rerun reads the
 very pool the run read (its `pool_source` tag), not today's latest.
@@ -26,7 +28,9 @@ tracking hook (tracking.py) of the process this module starts.
 from __future__ import annotations
 
 import json
+import math
 import os
+import platform
 import shutil
 import subprocess
 import sys
@@ -52,6 +56,7 @@ from ensemble_bo.tracking import (
     EXTRA_TAGS_VARIABLE,
     PARTIAL_RUN_TAG,
     POOL_SOURCE_TAG,
+    RAW_DATA,
     RERUN_OF_TAG,
     RUNTIME_PARAMS_ARTIFACT,
     display_uri,
@@ -259,43 +264,68 @@ def worktree(project_path: Path, commit: str) -> Iterator[Path]:
         shutil.rmtree(folder.parent, ignore_errors=True)
 
 
-def bring_untracked_inputs(project_path: Path, checkout: Path, run: Run) -> None:
-    """conf/local (never in git) and the run's raw data file when the commit lacks it."""
-    local = project_path / "conf" / "local"
+def recorded_data(run: Run) -> dict[str, str]:
+    """Raw data file (relative to the project) -> the sha256 the run logged."""
+    tags = run.data.tags
+    files = {}
+    if tags.get(DATA_FILE_TAG) and tags.get(DATA_SHA256_TAG):
+        files[tags[DATA_FILE_TAG]] = tags[DATA_SHA256_TAG]
+    prefix = f"{DATA_SHA256_TAG}."
+    for name, value in tags.items():
+        if name.startswith(prefix):  # a benchmark's datasets
+            files[(RAW_DATA / f"{name.removeprefix(prefix)}.csv").as_posix()] = value
+    return files
+
+
+def bring_untracked_inputs(
+    project_path: Path, checkout: Path, run: Run, allow_dirty: bool
+) -> None:
+    """conf/local (never in git; refused if it changed since the run) and the
+    raw data files the commit lacks, from the project."""
+    local = project_path / provenance.LOCAL_CONF
+    logged = run.data.tags.get(provenance.LOCAL_CONF_TAG)
+    if logged and provenance.folder_sha256(local) != logged and not allow_dirty:
+        raise RerunRefused(
+            f"{provenance.LOCAL_CONF} changed since run {run.info.run_id} (git does not "
+            "keep it, so its content then is not known): restore it, or rerun "
+            "with --allow-dirty to use today's"
+        )
     if local.is_dir():
-        shutil.copytree(local, checkout / "conf" / "local", dirs_exist_ok=True)
-    data_file = run.data.tags.get(DATA_FILE_TAG)
-    if data_file and not (checkout / data_file).exists():
-        if (project_path / data_file).is_file():
+        shutil.copytree(local, checkout / provenance.LOCAL_CONF, dirs_exist_ok=True)
+    for data_file in recorded_data(run):
+        if not (checkout / data_file).exists() and (project_path / data_file).is_file():
             (checkout / data_file).parent.mkdir(parents=True, exist_ok=True)
             shutil.copy2(project_path / data_file, checkout / data_file)
 
 
 def check_data(run: Run, checkout: Path) -> None:
-    """The raw data file the run read has the bytes it had then."""
-    tags = run.data.tags
-    data_file, logged = tags.get(DATA_FILE_TAG), tags.get(DATA_SHA256_TAG)
-    if not data_file or not logged:
-        return
-    path = checkout / data_file
-    if not path.is_file():
-        raise RerunRefused(
-            f"{data_file}, the data run {run.info.run_id} read, is neither in its "
-            "commit nor in this project: put the file back"
-        )
-    now = provenance.file_sha256(path)
-    if now != logged:
-        raise RerunRefused(
-            f"{data_file} changed since run {run.info.run_id}: its sha256 is "
-            f"{now[:12]}..., the run read {logged[:12]}... Restore the file the run "
-            "read to rerun it"
-        )
+    """Every raw data file the run read has the bytes it had then."""
+    for data_file, logged in recorded_data(run).items():
+        path = checkout / data_file
+        if not path.is_file():
+            raise RerunRefused(
+                f"{data_file}, which run {run.info.run_id} read, is neither in its "
+                "commit nor in this project: put the file back"
+            )
+        now = provenance.file_sha256(path)
+        if now != logged:
+            raise RerunRefused(
+                f"{data_file} changed since run {run.info.run_id}: its sha256 is "
+                f"{now[:12]}..., the run read {logged[:12]}... Restore the file the "
+                "run read to rerun it"
+            )
 
 
 def check_environment(run: Run, checkout: Path) -> None:
     """This interpreter's packages are the ones of the run's lock."""
     logged = run.data.tags.get(provenance.LOCK_TAG)
     lock = checkout / provenance.LOCK_FILE
+    python = run.data.tags.get(provenance.PYTHON_TAG)
+    if python and python != platform.python_version():
+        raise RerunRefused(
+            f"run {run.info.run_id} ran on Python {python}, this is "
+            f"{platform.python_version()}: rerun it with that Python's venv"
+        )
     if not logged or not lock.is_file():
         return  # the run recorded no lock: nothing to check against
     if provenance.file_sha256(lock) != logged:
@@ -353,7 +383,7 @@ def differences(
     def compare(kind: str, first: Mapping[str, Any], second: Mapping[str, Any]) -> None:
         for name in sorted(set(first) | set(second)):
             before, after = first.get(name, "(missing)"), second.get(name, "(missing)")
-            if before != after:
+            if before != after and not (_is_nan(before) and _is_nan(after)):
                 rows.append((f"{kind} {name}", str(before), str(after)))
 
     def test_metrics(run: Run) -> dict[str, float]:
@@ -386,6 +416,10 @@ def differences(
         elif not before[path].equals(after[path]):
             rows.append((path, *_first_difference(before[path], after[path])))
     return rows
+
+
+def _is_nan(value: Any) -> bool:
+    return isinstance(value, float) and math.isnan(value)
 
 
 def _first_difference(first: pd.DataFrame, second: pd.DataFrame) -> tuple[str, str]:
@@ -461,13 +495,18 @@ def rerun(
     request = recorded_launch(client, original)
     commit = check_commit(original, allow_dirty)
     experiment_name = client.get_experiment(original.info.experiment_id).name
-    with worktree(project_path, commit) as checkout:
-        bring_untracked_inputs(project_path, checkout, original)
+    prefix = provenance.project_prefix(project_path)
+    with worktree(project_path, commit) as root:
+        checkout = root / prefix  # the project, when it is a folder of its repository
+        bring_untracked_inputs(project_path, checkout, original, allow_dirty)
         check_data(original, checkout)
         check_environment(original, checkout)
         new_id = launch(checkout, request, tracking_uri, experiment_name)
-    if new_id is None:  # it failed before opening a run: its output says why
-        return RerunOutcome(run_id, "(none)", [("status", "FINISHED", "not started")])
+    if new_id is None:
+        raise RerunRefused(
+            f"the rerun of {run_id} stopped before it opened an MLflow run: its "
+            "output above says why"
+        )
     rerun_run = client.get_run(new_id)
     if rerun_run.info.status != "FINISHED":
         return RerunOutcome(

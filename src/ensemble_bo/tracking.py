@@ -26,8 +26,10 @@ import math
 import os
 import pickle
 import re
+import shlex
 import socket
 import sqlite3
+import sys
 import tempfile
 import time
 from collections.abc import Iterator, Mapping
@@ -274,7 +276,8 @@ def _first_contact_lock(database: Path | None) -> Iterator[None]:
         yield
         return
     key = hashlib.sha256(str(database.absolute()).encode()).hexdigest()[:16]
-    lock = Path(tempfile.gettempdir()) / f"ensemble_bo-store-{key}.lock"
+    # per user: a lock file another user made could not be opened for writing
+    lock = Path(tempfile.gettempdir()) / f"ensemble_bo-{os.getuid()}-store-{key}.lock"
     with open(lock, "a") as handle:
         fcntl.flock(handle, fcntl.LOCK_EX)
         try:
@@ -427,6 +430,7 @@ def mark_dead_runs_killed(client: MlflowClient, experiment_id: str) -> list[str]
 # Tags and artifacts that say how a run was started: what `ensemble-bo rerun` reads.
 ENV_TAG = "kedro.env"
 RUNTIME_PARAMS_TAG = "kedro.runtime_params"
+COMMAND_TAG = "kedro.command"  # the command line as typed (what a person reads)
 SESSION_TAG = "kedro.session_id"  # also the folder of the run's outputs under data/
 DATA_FILE_TAG = "data.file"
 DATA_SHA256_TAG = "data.sha256"
@@ -501,14 +505,16 @@ def run_tags(
         if run_params.get(option)
     }
     return {
+        # first: a launcher cannot overwrite what the run itself records
+        **launcher_tags(),
         **({PARTIAL_RUN_TAG: json.dumps(partial, default=str)} if partial else {}),
+        COMMAND_TAG: shlex.join(sys.argv)[:_MAX_TAG_LENGTH],
         ENV_TAG: str(run_params.get("env") or ""),
         RUNTIME_PARAMS_TAG: overrides[:_MAX_TAG_LENGTH],
         SESSION_TAG: str(run_params.get("run_id") or run_params.get("session_id")),
         **provenance.git_tags(project_path),
         **provenance.environment_tags(project_path),
         **raw_data_tags(parameters, project_path),
-        **launcher_tags(),
     }
 
 

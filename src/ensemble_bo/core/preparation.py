@@ -363,7 +363,7 @@ class DatasetSplit:
     """A validated table held out into a training and a test part.
 
     `info` describes the dataset: name, task, target, rows, features,
-    categorical_columns, sha256, train_rows, test_rows.
+    categorical_columns, fingerprint, train_rows, test_rows.
     """
 
     info: dict[str, Any]
@@ -416,7 +416,7 @@ def split_dataset(
     task = validate_dataset(
         raw, target, options["task"], options["test_size"], options["n_folds"], name
     )
-    sha256 = dataset_fingerprint(raw)  # of the table as given
+    fingerprint = dataset_fingerprint(raw)  # of the table as given
     if task == "regression" and not is_numeric_dtype(raw[target]):
         # Text whose every value is a number ("79.9"): the numbers are the target.
         raw = raw.assign(**{target: target_numbers(raw[target])})
@@ -432,7 +432,7 @@ def split_dataset(
         "rows": len(raw),
         "features": raw.shape[1] - 1,
         "categorical_columns": categorical_columns(raw.drop(columns=target)),
-        "sha256": sha256,
+        "fingerprint": fingerprint,
         "train_rows": len(train_set),
         "test_rows": len(test_set),
     }
