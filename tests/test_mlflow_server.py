@@ -152,6 +152,19 @@ def test_the_logged_model_loads_through_runs_and_predicts_as_the_pickled_one(
     np.testing.assert_array_equal(loaded.predict(example), pickled.predict(example))
 
 
+def run_against(server, project, command, **env):
+    """`command` in the project, tracked on the server."""
+    return subprocess.run(
+        command,
+        cwd=project,
+        env=kedro_env(server.uri, **env),
+        capture_output=True,
+        text=True,
+        timeout=900,
+        check=False,
+    )
+
+
 def test_a_rerun_whose_predictions_change_exits_1_with_the_differences(
     served_run, tmp_path
 ):
@@ -164,14 +177,11 @@ def test_a_rerun_whose_predictions_change_exits_1_with_the_differences(
         "    return _predict(self, X, check_input) + 0.01\n"
         "sklearn.tree.DecisionTreeRegressor.predict = predict\n"
     )
-    completed = subprocess.run(
+    completed = run_against(
+        server,
+        project,
         [sys.executable, "-m", "ensemble_bo", "rerun", run_id],
-        cwd=project,
-        env=kedro_env(server.uri, PYTHONPATH=str(tmp_path)),
-        capture_output=True,
-        text=True,
-        timeout=600,
-        check=False,
+        PYTHONPATH=str(tmp_path),
     )
     assert completed.returncode == 1, (
         completed.stdout[-3000:] + completed.stderr[-3000:]
@@ -195,22 +205,13 @@ def test_make_scheduled_runs_its_job_and_verifies_the_previous_scheduled_run(
     served_run,
 ):
     server, project, run_id, _ = served_run
-    completed = subprocess.run(
-        [
-            "make",
-            "--no-print-directory",
-            f"VENV={sys.prefix}",
-            "-o",
-            f"{sys.prefix}/.installed",
-            "scheduled",
-            f"ARGS=--schedule {SCHEDULE}",
-        ],
-        cwd=project,
-        env=kedro_env(server.uri),
-        capture_output=True,
-        text=True,
-        timeout=900,
-        check=False,
+    completed = run_against(
+        server,
+        project,
+        # the suite's venv (already synced), not one built in the project
+        ["make", "--no-print-directory", f"VENV={sys.prefix}"]
+        + ["-o", f"{sys.prefix}/.installed", "scheduled"]
+        + [f"ARGS=--schedule {SCHEDULE}"],
     )
     assert completed.returncode == 0, (
         completed.stdout[-3000:] + completed.stderr[-3000:]
