@@ -23,7 +23,13 @@ from mlflow.tracking import MlflowClient
 from ensemble_bo import provenance
 from ensemble_bo.cli import cli
 from ensemble_bo.reporting import trial_history
-from ensemble_bo.rerun import REFUSED, differences, format_table, latest_run
+from ensemble_bo.rerun import (
+    REFUSED,
+    differences,
+    format_table,
+    latest_run,
+    recorded_launch,
+)
 from ensemble_bo.tracking import RUNTIME_PARAMS_ARTIFACT
 from tests.support import git, git_project, kedro_env
 
@@ -373,3 +379,30 @@ def test_the_comparison_covers_metrics_tables_of_any_depth_and_parameters(
     assert table[0].split() == ["difference", "original", "rerun"]
     assert set(table[1]) == {"-", " "}
     assert table[2].split() == ["metric", "test_mse_ensemble", "0.25", "0.26"]
+
+
+def test_a_posthoc_run_is_rerun_on_the_pool_it_read(in_project):
+    pool = "runs:/abc/pools/smbo_search_result.pkl"
+    run_id = recorded_run(
+        in_project, **{"kedro.pipeline": "posthoc", "pool_source": pool}
+    )
+    client = MlflowClient(store(in_project))
+    launch = recorded_launch(client, client.get_run(run_id))
+    assert launch.pipelines == ["posthoc"]
+    assert launch.params == {"posthoc_source": pool}  # not "the latest smbo run"
+    assert launch.tags == {"rerun_of": run_id}
+    # its parameter differs from the original's "smbo" on purpose: the tag is compared
+    original, rerun = (
+        client.get_run(recorded_run(in_project, **{"pool_source": pool}))
+        for _ in range(2)
+    )
+    client.log_param(original.info.run_id, "posthoc_source", "smbo")
+    client.log_param(rerun.info.run_id, "posthoc_source", pool)
+    assert (
+        differences(
+            client,
+            client.get_run(original.info.run_id),
+            client.get_run(rerun.info.run_id),
+        )
+        == []
+    )
