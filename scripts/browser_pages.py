@@ -148,7 +148,15 @@ def mlflow_ui(tracking_uri: str, port: int) -> Iterator[str]:
 def kedro_viz(project: Path, port: int) -> Iterator[str]:
     """`kedro viz run` on 127.0.0.1:port for the project; yields its base address."""
     base = f"http://127.0.0.1:{port}"
-    env = {**os.environ, "DO_NOT_TRACK": "true", "KEDRO_DISABLE_TELEMETRY": "true"}
+    env = {
+        **os.environ,
+        "DO_NOT_TRACK": "true",
+        "KEDRO_DISABLE_TELEMETRY": "true",
+        # Kedro-Viz's page writes a kedro-telemetry user id file under the user's
+        # config folder even with consent off (it sends nothing): keep it in the
+        # project copy, not in the home of whoever runs this.
+        "XDG_CONFIG_HOME": str(project / ".config"),
+    }
     command = [
         sys.executable,
         "-m",

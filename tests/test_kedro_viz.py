@@ -25,3 +25,6 @@ def test_kedro_viz_draws_the_segor_pipeline(tmp_path):
     assert not any(name in dom for name in ("benchmark_report", "smbo_search")), (
         "another pipeline is drawn"
     )
+    # the telemetry id Kedro-Viz's page writes (consent is off: nothing is
+    # sent) stays in the project copy, out of the user's home
+    assert (project / ".config" / "kedro" / "telemetry.toml").is_file()
