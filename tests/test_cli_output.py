@@ -278,25 +278,31 @@ def test_verbose_shows_the_full_traceback_of_an_error(project, trap):
 # --- the pieces, in process ---------------------------------------------------
 
 
-def test_describe_error_names_the_type_and_causes_not_already_in_the_message():
+def raised_from(error: Exception, cause: Exception) -> Exception:
+    """`error` as Python leaves it after `raise error from cause` in an except block."""
     try:
         try:
-            raise PermissionError("store is read-only: /x/mlflow.db")
-        except PermissionError as cause:
-            raise RuntimeError("cannot log the run") from cause
-    except RuntimeError as error:
-        text = describe_error(error)
-    assert text == (
+            raise cause
+        except type(cause) as caught:
+            raise error from caught
+    except type(error) as raised:
+        return raised
+
+
+def test_describe_error_names_the_type_and_causes_not_already_in_the_message():
+    error = raised_from(
+        RuntimeError("cannot log the run"),
+        PermissionError("store is read-only: /x/mlflow.db"),
+    )
+    assert describe_error(error) == (
         "RuntimeError: cannot log the run\n"
         "  caused by PermissionError: store is read-only: /x/mlflow.db"
     )
-    try:
-        try:
-            raise FileNotFoundError("no such file: a.csv")
-        except FileNotFoundError as cause:
-            raise ValueError("dataset a: no such file: a.csv") from cause
-    except ValueError as error:
-        assert describe_error(error) == "ValueError: dataset a: no such file: a.csv"
+    error = raised_from(
+        ValueError("dataset a: no such file: a.csv"),
+        FileNotFoundError("no such file: a.csv"),
+    )
+    assert describe_error(error) == "ValueError: dataset a: no such file: a.csv"
     assert isinstance(RunFailed(ValueError("x")), click.ClickException)
     assert RunFailed(ValueError("bad budget")).exit_code == 1
 

@@ -55,15 +55,16 @@ from ensemble_bo.tracking import (
     ENV_TAG,
     EXTRA_TAGS_VARIABLE,
     PARTIAL_RUN_TAG,
+    PIPELINE_TAG,
     POOL_SOURCE_TAG,
-    RAW_DATA,
     RERUN_OF_TAG,
     RUNTIME_PARAMS_ARTIFACT,
     display_uri,
+    latest_finished_run,
     resolve_tracking_uri,
 )
+from ensemble_bo.validation import RAW_DATA
 
-PIPELINE_TAG = "kedro.pipeline"
 # A unique id per launch, to find the run a launched process opened.
 LAUNCH_TAG = "launch.id"
 RESULT_TABLES = "tables"
@@ -162,24 +163,15 @@ def launch(
 def latest_run(
     client: MlflowClient, experiment_name: str, pipeline: str, tag: str | None = None
 ) -> Run | None:
-    """The latest FINISHED run of a pipeline (and with `tag` set, if given)."""
+    """The latest FINISHED run of a pipeline (and with `tag`, "name=value", if given)."""
     experiment = client.get_experiment_by_name(experiment_name)
     if experiment is None:
         return None
-    conditions = [
-        "attributes.status = 'FINISHED'",
-        f"tags.`{PIPELINE_TAG}` = '{pipeline}'",
-    ]
+    conditions = [f"tags.`{PIPELINE_TAG}` = '{pipeline}'"]
     if tag is not None:
         name, _, value = tag.partition("=")
         conditions.append(f"tags.`{name}` = '{value}'")
-    runs = client.search_runs(
-        [experiment.experiment_id],
-        filter_string=" and ".join(conditions),
-        order_by=["attributes.start_time DESC"],
-        max_results=1,
-    )
-    return runs[0] if runs else None
+    return latest_finished_run(client, experiment.experiment_id, *conditions)
 
 
 def recorded_launch(client: MlflowClient, run: Run) -> Launch:

@@ -45,7 +45,7 @@ import mlflow
 import mlflow.sklearn
 import yaml
 from kedro.framework.hooks import hook_impl
-from mlflow.entities import Metric, Param, ViewType
+from mlflow.entities import Metric, Param, Run, ViewType
 from mlflow.exceptions import MlflowException
 from mlflow.tracking import MlflowClient
 from mlflow.utils.file_utils import local_file_uri_to_path
@@ -61,7 +61,7 @@ from ensemble_bo.core.validation import InvalidInput
 from ensemble_bo.provenance import file_sha256
 from ensemble_bo.reporting import trial_history
 from ensemble_bo.summary import log_run_summary, run_address
-from ensemble_bo.validation import RUNS_PREFIX, check_run_inputs
+from ensemble_bo.validation import RAW_DATA, RUNS_PREFIX, check_run_inputs
 
 logger = logging.getLogger(__name__)
 
@@ -428,6 +428,7 @@ def mark_dead_runs_killed(client: MlflowClient, experiment_id: str) -> list[str]
 
 
 # Tags and artifacts that say how a run was started: what `ensemble-bo rerun` reads.
+PIPELINE_TAG = "kedro.pipeline"
 ENV_TAG = "kedro.env"
 RUNTIME_PARAMS_TAG = "kedro.runtime_params"
 COMMAND_TAG = "kedro.command"  # the command line as typed (what a person reads)
@@ -455,7 +456,6 @@ PARAMETERS_ARTIFACT = "config/parameters.yml"
 EXTRA_TAGS_VARIABLE = "ENSEMBLE_BO_RUN_TAGS"
 # MLflow's limit on a tag's value.
 _MAX_TAG_LENGTH = 8000
-RAW_DATA = Path("data") / "01_raw"
 
 
 def raw_data_tags(parameters: Mapping[str, Any], project_path: Path) -> dict[str, str]:
@@ -651,6 +651,19 @@ class PoolNotFound(LookupError):
     """The pool a selection pipeline names is not in the tracking store."""
 
 
+def latest_finished_run(
+    client: MlflowClient, experiment_id: str, *conditions: str
+) -> Run | None:
+    """The experiment's latest FINISHED run that meets the filter conditions."""
+    runs = client.search_runs(
+        [experiment_id],
+        filter_string=" and ".join(["attributes.status = 'FINISHED'", *conditions]),
+        order_by=["attributes.start_time DESC"],
+        max_results=1,
+    )
+    return runs[0] if runs else None
+
+
 def find_pool(source: str, client: MlflowClient, experiment_id: str) -> tuple[str, str]:
     """(run id, artifact path) of the pool `source` names.
 
@@ -683,20 +696,15 @@ def find_pool(source: str, client: MlflowClient, experiment_id: str) -> tuple[st
             )
         return run_id, pools[0]
     tag = f"{POOL_TAG_PREFIX}{source}_search_result"
-    runs = client.search_runs(
-        [experiment_id],
-        filter_string=f"tags.`{tag}` != '' and attributes.status = 'FINISHED'",
-        order_by=["attributes.start_time DESC"],
-        max_results=1,
-    )
-    if not runs:
+    run = latest_finished_run(client, experiment_id, f"tags.`{tag}` != ''")
+    if run is None:
         raise PoolNotFound(
             f"no finished run in this experiment saved a `{source}` pool: run "
             f"`kedro run --pipelines={source}` first (with the same dataset, seed "
             "and data_processing parameters), or name a run's pool with "
             f"posthoc_source={RUNS_PREFIX}<run id>"
         )
-    return runs[0].info.run_id, runs[0].data.tags[tag]
+    return run.info.run_id, run.data.tags[tag]
 
 
 def load_pool(source: str) -> Any:
@@ -781,7 +789,7 @@ class MlflowTrackingHook:
         except Exception as error:  # noqa: BLE001 - housekeeping must not stop a run
             logger.warning("could not look for killed runs: %s", _first_line(error))
         tags = {
-            "kedro.pipeline": pipeline_name,
+            PIPELINE_TAG: pipeline_name,
             "kedro.version": version("kedro"),
             **run_tags(run_params, parameters, self._project_path),
             **process_tags(),
