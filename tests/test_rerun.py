@@ -192,13 +192,20 @@ def in_project(project, monkeypatch):
     return project
 
 
+def recorded_experiment(project, client) -> str:
+    """The experiment of runs recorded by hand; artifacts in the project's store
+    (MLflow's default would be ./mlruns in the current folder)."""
+    experiment = client.get_experiment_by_name("recorded")
+    if experiment is not None:
+        return experiment.experiment_id
+    artifacts = (project / "store" / "recorded").as_uri()
+    return client.create_experiment("recorded", artifact_location=artifacts)
+
+
 def recorded_run(project, status="FINISHED", drop=(), **tags) -> str:
     """A run as the tracking hook records one (no results): its id."""
     client = MlflowClient(store(project))
-    experiment = client.get_experiment_by_name("recorded")
-    experiment_id = (
-        experiment.experiment_id if experiment else client.create_experiment("recorded")
-    )
+    experiment_id = recorded_experiment(project, client)
     commit = git(project, "rev-parse", "HEAD")
     recorded = {
         "kedro.pipeline": "segor",
@@ -338,10 +345,7 @@ def test_the_comparison_covers_metrics_tables_of_any_depth_and_parameters(
     project, tmp_path
 ):
     client = MlflowClient(store(project))
-    experiment = client.get_experiment_by_name("recorded")
-    experiment_id = (
-        experiment.experiment_id if experiment else client.create_experiment("recorded")
-    )
+    experiment_id = recorded_experiment(project, client)
 
     def logged(test_mse, seconds, cell_loss, seed):
         run = client.create_run(experiment_id)
