@@ -124,6 +124,7 @@ def test_bad_folds_are_named(concrete, cv, message):
         ({"params": {"ensembel": {"size": 3}}}, "unknown parameter 'ensembel'"),
         ({"params": {"ensemble": {"sise": 3}}}, "unknown parameter 'sise'"),
         ({"budget": "ten"}, "budget must be a positive integer, got 'ten'"),
+        ({"time_budget": -1}, "time_budget must be a positive finite number"),
         ({"model": "xgboost"}, "segor.model='xgboost' is not a model space"),
         ({"method": "sego"}, "methods for regression"),
     ],
@@ -184,3 +185,23 @@ def test_missing_feature_values_are_imputed(concrete):
     search.set_params(params={"smbo": {"time_limit": None}})
     assert search.fit(holes, y).result_.pool.ok.all()
     assert np.isfinite(search.predict(holes)).all()
+
+
+def test_a_time_budget_ends_the_search_within_one_trial_of_its_limit(concrete):
+    X, y = concrete
+    # The budget counts the evaluation worker's start-up (seconds on a busy
+    # machine): 8 s leaves time for several trials after it.
+    time_budget = 8.0
+    search = EnsembleSearch(
+        budget=10_000,
+        time_budget=time_budget,
+        random_state=3,
+        params={"segor": {"optimizer": {"n_initial": 3}}},
+    ).fit(X, y)
+    result = search.result_
+    assert result.stopped_by == "time_budget" and 1 < len(result.pool) < 10_000
+    # It stops between trials: past its limit by at most the last iteration
+    # (its proposal and its trial), never by a second one.
+    last_trial = result.pool.fit_seconds[-1]
+    assert time_budget <= result.search_seconds < time_budget + last_trial + 2.0
+    assert search.refit_seconds_ > 0 and len(search.predict(X)) == len(X)

@@ -14,6 +14,7 @@ import pickle
 import subprocess
 import sys
 from pathlib import Path
+from types import SimpleNamespace
 
 import pandas as pd
 import pytest
@@ -25,10 +26,12 @@ from ensemble_bo.cli import cli
 from ensemble_bo.reporting import trial_history
 from ensemble_bo.rerun import (
     REFUSED,
+    RerunOutcome,
     differences,
     format_table,
     latest_run,
     recorded_launch,
+    time_budget_note,
 )
 from ensemble_bo.tracking import RUNTIME_PARAMS_ARTIFACT
 from tests.support import git, git_project, kedro_env
@@ -410,3 +413,21 @@ def test_a_posthoc_run_is_rerun_on_the_pool_it_read(in_project):
         )
         == []
     )
+
+
+def test_a_time_budgeted_run_s_differences_come_with_how_to_repeat_its_trials():
+    def run(time_budget):
+        return SimpleNamespace(
+            info=SimpleNamespace(run_id="r1"),
+            data=SimpleNamespace(
+                params={"time_budget": time_budget}, metrics={"trials": 37.0}
+            ),
+        )
+
+    assert time_budget_note(run("None")) == ""
+    note = time_budget_note(run("60"))
+    assert "time budget of 60 s" in note and "another number than its 37" in note
+    assert "--params budget=37,time_budget=null repeats them" in note
+    outcome = RerunOutcome("r1", "r2", [("trials", "37", "35")], note)
+    assert outcome.report().endswith(note)
+    assert RerunOutcome("r1", "r2", [], note).report().startswith("Reproduced")

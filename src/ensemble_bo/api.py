@@ -13,6 +13,7 @@ seed, data and parameters give the same ensemble either way.
 from __future__ import annotations
 
 import copy
+import time
 import warnings
 from collections.abc import Mapping
 from pathlib import Path
@@ -132,6 +133,11 @@ class EnsembleSearch(BaseEstimator):
         or "auto" for the task's default.
     budget : int
         Configurations trained.
+    time_budget : float or None
+        Wall-time budget of the search in seconds: whichever of `budget` and
+        `time_budget` ends first stops it; a trial still running at the end is
+        cut (a failed trial). The refit is not counted: `result_.search_seconds`
+        is the search's time, `refit_seconds_` the refit's. None: no limit.
     cv : int or scikit-learn splitter
         k seeded folds (stratified for classes), or a splitter whose test folds
         partition the rows (KFold, StratifiedKFold, GroupKFold, ...).
@@ -164,6 +170,8 @@ class EnsembleSearch(BaseEstimator):
         The CV fold of each row.
     seed_ : int
         The seed used.
+    refit_seconds_ : float
+        Seconds the final ensemble's refit on all of X took.
     """
 
     def __init__(
@@ -171,6 +179,7 @@ class EnsembleSearch(BaseEstimator):
         method: str = DEFAULT_METHOD,
         model: str = "auto",
         budget: int = 50,
+        time_budget: float | None = None,
         cv: Any = 5,
         params: Mapping[str, Any] | None = None,
         random_state: int | None = None,
@@ -179,6 +188,7 @@ class EnsembleSearch(BaseEstimator):
         self.method = method
         self.model = model
         self.budget = budget
+        self.time_budget = time_budget
         self.cv = cv
         self.params = params
         self.random_state = random_state
@@ -192,6 +202,7 @@ class EnsembleSearch(BaseEstimator):
         ):
             raise ValueError(f"budget must be a positive integer, got {self.budget!r}")
         settings["budget"] = int(self.budget)
+        settings["time_budget"] = self.time_budget
         settings[method.search_params] = {
             **settings[method.search_params],
             "model": self.model,
@@ -230,7 +241,9 @@ class EnsembleSearch(BaseEstimator):
         ensemble = ensemble_estimator(
             result, dataset["categorical_columns"], settings["voting"], seed
         )
+        start = time.perf_counter()
         self.ensemble_ = ensemble.fit(features, target)
+        self.refit_seconds_ = time.perf_counter() - start
         self.result_: EnsembleSearchResult = result
         self.cv_loss_ = float(result.history[-1].ensemble_loss)
         self.members_ = pd.DataFrame(

@@ -442,11 +442,28 @@ def format_table(rows: list[tuple[str, str, str]]) -> str:
     return "\n".join(lines)
 
 
+def time_budget_note(run: Run) -> str:
+    """Why a run searched under a time budget may not reproduce, and what does."""
+    time_budget = run.data.params.get("time_budget", "None")
+    trials = run.data.metrics.get("trials")
+    if time_budget in ("None", "") or trials is None:
+        return ""
+    return (
+        f"Run {run.info.run_id} searched under a time budget of {time_budget} s: "
+        "how many trials fit in it depends on the machine's speed and load, so a "
+        f"rerun may train another number than its {trials:.0f}. Its trials are the "
+        "first ones of the same search without a time budget: --params "
+        f"budget={trials:.0f},time_budget=null repeats them (a last trial the "
+        "budget cut then trains in full)."
+    )
+
+
 @dataclass
 class RerunOutcome:
     original_id: str
     rerun_id: str
     differences: list[tuple[str, str, str]]
+    note: str = ""
 
     @property
     def identical(self) -> bool:
@@ -461,7 +478,7 @@ class RerunOutcome:
         return (
             f"DIFFERENT: run {self.rerun_id} (rerun of {self.original_id}) differs "
             f"in {len(self.differences)} values:\n" + format_table(self.differences)
-        )
+        ) + (f"\n{self.note}" if self.note else "")
 
 
 def rerun(
@@ -504,4 +521,9 @@ def rerun(
         return RerunOutcome(
             run_id, new_id, [("status", "FINISHED", rerun_run.info.status)]
         )
-    return RerunOutcome(run_id, new_id, differences(client, original, rerun_run))
+    return RerunOutcome(
+        run_id,
+        new_id,
+        differences(client, original, rerun_run),
+        time_budget_note(original),
+    )

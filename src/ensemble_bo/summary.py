@@ -88,7 +88,8 @@ def run_summary(
     """The few lines a run ends with: the MLflow run, its test metrics, where to look.
 
     `metrics` may be all of the run's metrics: only the final test ones
-    (`test_*`) are shown.
+    (`test_*`) are shown, then the time split of a search (trials, search and
+    refit seconds, and whether its time budget ended it).
     """
     named = f"{run_name} ({run_id})" if run_name else run_id
     lines = [f"MLflow run {named} {status.lower()}, experiment '{experiment_name}'"]
@@ -98,6 +99,15 @@ def run_summary(
     if tests:
         width = max(len(name) for name, _ in tests)
         lines += [f"  {name:<{width}}  {value:.4g}" for name, value in tests]
+    if "search_seconds" in metrics and "refit_seconds" in metrics:
+        ended = (
+            " (its time budget ended it)" if metrics.get("time_budget_reached") else ""
+        )
+        lines.append(
+            f"  {metrics.get('trials', 0):.0f} trials searched in "
+            f"{metrics['search_seconds']:.1f} s{ended}, refit in "
+            f"{metrics['refit_seconds']:.1f} s"
+        )
     lines += where_to_look(tracking_uri, experiment_id, run_id)
     return "\n".join(lines)
 

@@ -170,6 +170,8 @@ def test_cell_keys_are_stable_unique_and_file_safe():
             }
         },
         {"parameters": {**PARAMETERS, "voting": "soft"}},
+        # a time budget changes where each search stops
+        {"parameters": {**PARAMETERS, "time_budget": 30}},
         {
             "parameters": {
                 **PARAMETERS,

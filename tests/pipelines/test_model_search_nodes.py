@@ -122,6 +122,10 @@ def test_refit_scores_regression_on_the_standardized_target():
     )
     residuals = (model.predict(FEATURES[40:]) - VALUES[40:]) / VALUES.std(ddof=0)
     assert metrics["test_mse_ensemble"] == pytest.approx(np.mean(residuals**2))
+    # the time split: the search's seconds (from its result) and the refit's
+    assert metrics["search_seconds"] == result.search_seconds > 0
+    assert metrics["refit_seconds"] > 0 and metrics["trials"] == 5
+    assert metrics["time_budget_reached"] == 0.0
 
 
 def test_reports_carry_the_labels_of_the_search_and_its_selection():

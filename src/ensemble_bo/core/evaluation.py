@@ -28,6 +28,7 @@ from sklearn.base import BaseEstimator
 from sklearn.model_selection import PredefinedSplit, cross_val_predict
 
 from ensemble_bo.core.pool import TrialResult
+from ensemble_bo.core.time_budget import TimeBudget
 from ensemble_bo.core.zoo import MODEL_FACTORIES, make_model
 
 ModelFactory = Callable[[str, dict[str, Any], int], BaseEstimator]
@@ -189,6 +190,13 @@ class CrossValidationEvaluator:
     like the in-process path, and the same predictions. One evaluation runs at
     a time per evaluator; call `close()` to stop the worker early (it also
     stops when the evaluator is garbage-collected or the interpreter exits).
+
+    time_budget: the search's wall-time budget, shared with the search loop.
+    While it runs, each evaluation's limit is the smaller of `time_limit` and
+    the seconds the budget has left (so a budget alone also runs evaluations
+    in the worker), and a trial cut by the budget fails with a TimeoutError
+    text saying so. The limit is taken once the worker is up, so that its
+    start-up, which the budget counts, does not also make a trial overshoot.
     """
 
     algorithm: str
@@ -198,6 +206,7 @@ class CrossValidationEvaluator:
     random_state: int = 0
     time_limit: float | None = None
     model_factory: ModelFactory = make_model
+    time_budget: TimeBudget | None = None
 
     def __post_init__(self) -> None:
         if self.model_factory is make_model and self.algorithm not in MODEL_FACTORIES:
@@ -227,7 +236,7 @@ class CrossValidationEvaluator:
         self._lock = threading.Lock()
 
     def __call__(self, config: dict[str, Any]) -> TrialResult:
-        if self.time_limit is None:
+        if self._trial_limit()[0] is None:
             return _evaluate(
                 self.model_factory,
                 self.algorithm,
@@ -239,6 +248,20 @@ class CrossValidationEvaluator:
             )
         with self._lock:
             return self._evaluate_with_time_limit(config)
+
+    def _trial_limit(self) -> tuple[float | None, str]:
+        """This evaluation's limit in seconds (None: none) and what a cut says."""
+        remaining = None if self.time_budget is None else self.time_budget.remaining()
+        if remaining is None or (
+            self.time_limit is not None and self.time_limit <= remaining
+        ):
+            if self.time_limit is None:
+                return None, ""
+            return self.time_limit, f"exceeded the time limit of {self.time_limit:g} s"
+        # A trial asked for with no time left is cut at once rather than run.
+        return max(remaining, 1e-3), (
+            f"was cut at the end of the time budget of {self.time_budget.seconds:g} s"
+        )
 
     def close(self) -> None:
         """Stop the worker process, if any; a later call starts a new one."""
@@ -260,6 +283,7 @@ class CrossValidationEvaluator:
             self._kill_worker()
             raise
         start = time.perf_counter()
+        limit, cut_by = self._trial_limit()
         try:
             future = executor.submit(
                 _evaluate_in_worker,
@@ -268,13 +292,11 @@ class CrossValidationEvaluator:
                 dict(config),
                 self.random_state,
             )
-            return future.result(timeout=self.time_limit)
+            return future.result(timeout=limit)
         except FutureTimeoutError:
             self._kill_worker()
             return TrialResult(
-                None,
-                time.perf_counter() - start,
-                f"TimeoutError: fit exceeded the time limit of {self.time_limit:g} s",
+                None, time.perf_counter() - start, f"TimeoutError: fit {cut_by}"
             )
         except Exception as error:  # noqa: BLE001 - a dead worker, an unpicklable config
             if isinstance(error, BrokenProcessPool):

@@ -255,11 +255,15 @@ def cell_fingerprint(
 ) -> dict[str, Any]:
     """What the key hashes besides its readable part: the cell's parameter blocks
     (but `models`, `default_models` and `budget`), the model space, the
-    data_processing parameters and the data's sha256."""
+    data_processing parameters and the data's sha256; and the time budget when
+    one is set (left out otherwise, so the keys of cells run before it existed
+    still match)."""
+    time_budget = settings.get("time_budget")
     return {
         "params": {
             name: block for name, block in settings.items() if name not in SHARED_PARAMS
         },
+        **({"time_budget": time_budget} if time_budget is not None else {}),
         "space": settings["models"][model],
         "data_processing": data_processing,
         "data_sha256": data_sha256,

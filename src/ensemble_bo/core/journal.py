@@ -32,6 +32,7 @@ import sklearn
 
 from ensemble_bo.core.pool import TrialResult
 from ensemble_bo.core.preparation import ModelInput
+from ensemble_bo.core.time_budget import TimeBudget
 
 _TRIAL_FILE = re.compile(r"^trial_(\d+)\.pkl$")
 
@@ -126,13 +127,18 @@ class ReplayingEvaluator:
     configuration the journal recorded at i; otherwise (the code or the
     settings changed what the search proposes) the rest of the journal no
     longer applies: it is dropped and the search trains from there.
+    A replayed trial is charged to `time_budget` at the seconds it took.
     """
 
     def __init__(
-        self, evaluate: Callable[[dict[str, Any]], TrialResult], journal: TrialJournal
+        self,
+        evaluate: Callable[[dict[str, Any]], TrialResult],
+        journal: TrialJournal,
+        time_budget: TimeBudget | None = None,
     ) -> None:
         self.evaluate = evaluate
         self.journal = journal
+        self.time_budget = time_budget
         self._recorded = journal.entries()
         self.reused = 0
         self.trained = 0
@@ -143,6 +149,8 @@ class ReplayingEvaluator:
             entry = self._recorded[index]
             if entry.config == config:
                 self.reused += 1
+                if self.time_budget is not None:
+                    self.time_budget.charge(entry.result.fit_seconds)
                 return entry.result
             self._recorded = self._recorded[:index]
             self.journal.truncate(index)

@@ -40,6 +40,7 @@ from ensemble_bo.core.strategies import (
     posthoc_selection,
     segor_variant,
 )
+from ensemble_bo.core.time_budget import TimeBudget
 from ensemble_bo.core.validation import SHARED_PARAMS, check_settings
 
 REGRESSION = frozenset({"regression"})
@@ -352,6 +353,8 @@ def run_method(
     With a `journal`, every finished trial is recorded in it, and the trials it
     already holds (from a search that was stopped) are not trained again: the
     result is the one an uninterrupted search gives (`trials_reused` counts them).
+    With `time_budget` in settings (seconds), the search also ends once that
+    wall time is spent (core.time_budget); the selection stage is not counted.
     """
     chosen, _ = parse_method(method)
     settings = method_settings(method, settings)
@@ -364,6 +367,7 @@ def run_method(
         derive_seed(seed, "optimizer"),
         **block["optimizer"],
     )
+    time_budget = TimeBudget(settings["time_budget"])
     evaluate = CrossValidationEvaluator(
         model,
         data.features,
@@ -371,9 +375,14 @@ def run_method(
         data.fold_ids,
         random_state=derive_seed(seed, "models"),
         time_limit=block["time_limit"],
+        time_budget=time_budget,
     )
     callbacks = list(callbacks)
-    replay = None if journal is None else ReplayingEvaluator(evaluate, journal)
+    replay = (
+        None if journal is None else ReplayingEvaluator(evaluate, journal, time_budget)
+    )
+    # The budget counts from here: the evaluation worker's start-up is the search's.
+    time_budget.start()
     try:
         search = chosen.build_search(
             SearchParts(
@@ -390,6 +399,7 @@ def run_method(
             callbacks,
             algorithm=model,
             max_initial_failures=settings["max_initial_failures"],
+            time_budget=time_budget,
         )
     finally:
         evaluate.close()

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from collections.abc import Mapping, Sequence
 
 import numpy as np
@@ -73,21 +74,25 @@ def refit_and_score(
 
     Returns the fitted ensemble, the run's metrics (test MSE of the
     standardized target for regression, error rate for classification, of the
-    ensemble and of the single best model; distinct members; failed trials) and
-    the ensemble's per-sample test losses (n_test,).
+    ensemble and of the single best model; distinct members; failed trials;
+    the time split: the search's seconds and the ensemble's refit seconds,
+    and whether the time budget ended the search) and the ensemble's
+    per-sample test losses (n_test,).
     """
     task = result.task
 
     def fitted_losses(weights: Mapping[int, float] | None):
         model = ensemble_estimator(result, categorical_columns, voting, seed, weights)
+        start = time.perf_counter()
         model.fit(train_features, train_target)
+        fit_seconds = time.perf_counter() - start
         losses = test_sample_losses(
             model, test_features, test_target, task, target_scaling
         )
-        return model, losses
+        return model, losses, fit_seconds
 
-    ensemble, ensemble_losses = fitted_losses(None)
-    _, single_losses = fitted_losses({result.best_single: 1.0})
+    ensemble, ensemble_losses, refit_seconds = fitted_losses(None)
+    _, single_losses, _ = fitted_losses({result.best_single: 1.0})
     name = "test_error" if task == "classification" else "test_mse"
     metrics = {
         f"{name}_ensemble": float(ensemble_losses.mean()),
@@ -96,5 +101,9 @@ def refit_and_score(
         "trials_failed": float((~result.pool.ok).sum()),
         # answered from the journal of a stopped run instead of trained again
         "trials_reused": float(result.trials_reused),
+        "trials": float(len(result.pool)),
+        "search_seconds": result.search_seconds,
+        "refit_seconds": refit_seconds,
+        "time_budget_reached": float(result.stopped_by == "time_budget"),
     }
     return ensemble, metrics, ensemble_losses

@@ -52,6 +52,10 @@ class EnsembleSearchResult:
     algorithm: str = ""
     # Trials answered from a journal instead of trained (a resumed search).
     trials_reused: int = 0
+    # Wall seconds the search took (refit excluded), and what ended it: its
+    # "budget" of trials or its "time_budget" (core.time_budget).
+    search_seconds: float = 0.0
+    stopped_by: str = "budget"
 
     @property
     def member_weights(self) -> dict[int, float]:
@@ -137,7 +141,12 @@ class AllTrialsFailed(SearchInterrupted):
         self.errors = [texts[0] for texts in groups.values()]
         trials = len(result.pool)
         where = f" of model space {result.algorithm!r}" if result.algorithm else ""
-        if trials < budget:
+        if result.stopped_by == "time_budget":
+            what = (
+                f"the time budget ended the search after {trials} trials{where}, "
+                "all failed; there is no model to refit"
+            )
+        elif trials < budget:
             what = (
                 f"the first {trials} trials{where} all failed, so the search stopped "
                 f"before its budget of {budget} (max_initial_failures="
@@ -197,4 +206,6 @@ def join_selection(
         selection,
         history=[*search.history[:-1], last],
         trials_reused=search.trials_reused,
+        search_seconds=search.search_seconds,
+        stopped_by=search.stopped_by,
     )

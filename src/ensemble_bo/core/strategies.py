@@ -45,6 +45,7 @@ from ensemble_bo.core.selection import (
     greedy_vote_selection,
     weighted_vote_cv_error,
 )
+from ensemble_bo.core.time_budget import TimeBudget
 
 # Ensemble sizing of SEGOR s.3.2, by name and the paper's shorthand.
 SIZE_METHODS = {
@@ -172,8 +173,14 @@ class PoolSearch:
         callbacks: Iterable[Callable[[IterationRecord], None]] = (),
         algorithm: str = "",
         max_initial_failures: int | None = MAX_INITIAL_FAILURES,
+        time_budget: TimeBudget | None = None,
     ) -> EnsembleSearchResult:
         """Train `budget` configurations; `algorithm` names the model space searched.
+
+        With a `time_budget` (shared with the evaluator, which cuts a trial at
+        its end), the search also stops between trials once that is spent,
+        whichever comes first; the first trial always starts. The result's
+        `search_seconds` and `stopped_by` say how long it took and why it ended.
 
         Each callback gets every iteration's record as it ends. Any exception
         (Ctrl-C included) is re-raised as SearchInterrupted holding the pool.
@@ -197,6 +204,9 @@ class PoolSearch:
             algorithm=algorithm,
         )
         single_losses: list[float] = []
+        clock = TimeBudget() if time_budget is None else time_budget
+        if not clock.started:  # a caller may start it earlier, to count its set-up
+            clock.start()
         try:
             self._iterate(
                 int(budget),
@@ -204,21 +214,26 @@ class PoolSearch:
                 result,
                 single_losses,
                 max_initial_failures,
+                clock,
             )
         except _InitialTrialsFailed:
-            self._finalize(result, single_losses)
+            self._finalize(result, single_losses, clock)
             raise AllTrialsFailed(result, int(budget), max_initial_failures) from None
         except BaseException as error:  # also Ctrl-C: nothing trained is lost
-            self._finalize(result, single_losses)
+            self._finalize(result, single_losses, clock)
             raise SearchInterrupted(result, int(budget), error) from error
-        self._finalize(result, single_losses)
+        self._finalize(result, single_losses, clock)
         if not result.pool.ok.any():
             raise AllTrialsFailed(result, int(budget), max_initial_failures)
         return result
 
     def _finalize(
-        self, result: EnsembleSearchResult, single_losses: list[float]
+        self,
+        result: EnsembleSearchResult,
+        single_losses: list[float],
+        clock: TimeBudget,
     ) -> None:
+        result.search_seconds = clock.elapsed
         result.members = self._members()
         result.weights = self._weights()
         # An interruption between training a model and scoring it leaves one unscored.
@@ -231,11 +246,15 @@ class PoolSearch:
         callbacks: list[Callable[[IterationRecord], None]],
         result: EnsembleSearchResult,
         single_losses: list[float],
-        max_initial_failures: int | None = None,
+        max_initial_failures: int | None,
+        clock: TimeBudget,
     ) -> None:
         pool = result.pool
         self._start()
         for iteration in range(budget):
+            if iteration and clock.spent():
+                result.stopped_by = "time_budget"
+                return
             slot = self._begin_iteration(iteration, pool)
             # NaN rows (failed trials) stay NaN and out of the GP.
             self.optimizer.relabel(self._targets(pool.outputs, single_losses))

@@ -29,6 +29,7 @@ from ensemble_bo.core.strategies import (
     check_max_initial_failures,
     segor_variant,
 )
+from ensemble_bo.core.time_budget import check_time_budget
 from ensemble_bo.core.zoo import MODEL_FACTORIES, make_model, model_task
 
 if TYPE_CHECKING:
@@ -38,7 +39,13 @@ if TYPE_CHECKING:
 MODELS_FILE = "conf/base/parameters_models.yml"
 # Parameters every method reads besides its own blocks (core.methods takes them
 # from here), checked on their own.
-SHARED_PARAMS = ("models", "default_models", "budget", "max_initial_failures")
+SHARED_PARAMS = (
+    "models",
+    "default_models",
+    "budget",
+    "time_budget",
+    "max_initial_failures",
+)
 
 
 class InvalidInput(ValueError):
@@ -327,7 +334,7 @@ def check_settings(
 ) -> None:
     """Every parameter `method` reads from `settings`, before anything is trained.
 
-    Checks `budget` (int >= 1), `max_initial_failures` if given (int >= 1 or
+    Checks `budget` (int >= 1), `time_budget` (seconds > 0 or null), `max_initial_failures` if given (int >= 1 or
     null), `seed` if given (int >= 0), every model space of `models`, each of the method's blocks key by key (counts, losses for
     the method's tasks, `ensemble.variant`'s grammar, posterior, weighting,
     time_limit), its `model` (a space of `models` for its tasks, or for `task`
@@ -345,6 +352,10 @@ def check_settings(
     if seed is not None:
         check_seed(seed)
     check_budget(settings["budget"])
+    try:
+        check_time_budget(settings["time_budget"])
+    except ValueError as error:
+        raise InvalidInput(f"{error}; e.g. --params time_budget=60") from None
     if "max_initial_failures" in settings:
         try:
             check_max_initial_failures(settings["max_initial_failures"])

@@ -1,0 +1,189 @@
+"""The wall-time budget: the clock, the search loop that checks it, the evaluator
+that cuts a trial at its end, and a resumed search that is charged its replayed
+trials. The loop's tests run on a fake clock, so they are exact, not timed."""
+
+import re
+
+import numpy as np
+import pytest
+
+from ensemble_bo.api import default_parameters
+from ensemble_bo.core.evaluation import CrossValidationEvaluator
+from ensemble_bo.core.journal import ReplayingEvaluator, TrialJournal
+from ensemble_bo.core.optimizer import RandomSearch
+from ensemble_bo.core.pool import TrialResult
+from ensemble_bo.core.results import AllTrialsFailed
+from ensemble_bo.core.strategies import SegorSearch
+from ensemble_bo.core.time_budget import TimeBudget, check_time_budget
+from ensemble_bo.core.validation import InvalidInput, check_settings
+from tests.core.test_evaluation import FOLDS as EVAL_FOLDS
+from tests.core.test_evaluation import X as EVAL_X
+from tests.core.test_evaluation import Y as EVAL_Y
+from tests.core.test_evaluation import _probe_factory
+from tests.core.test_strategies import FOLDS, SPACE, Y, synthetic_evaluator
+
+
+class FakeClock:
+    """Seconds that move only when a test says so."""
+
+    def __init__(self):
+        self.now = 100.0
+
+    def __call__(self):
+        return self.now
+
+
+@pytest.mark.parametrize("seconds", [0, -1.0, float("inf"), float("nan"), True, "30"])
+def test_a_time_budget_must_be_positive_and_finite(seconds):
+    with pytest.raises(ValueError, match=f"got {re.escape(repr(seconds))}"):
+        check_time_budget(seconds)
+
+
+def test_the_clock_counts_from_its_start_plus_what_it_is_charged():
+    clock = FakeClock()
+    budget = TimeBudget(10, clock=clock)
+    budget.start()
+    clock.now += 4.0
+    budget.charge(3.5)
+    assert budget.elapsed == 7.5 and budget.remaining() == 2.5
+    assert not budget.spent()
+    clock.now += 2.5
+    assert budget.spent()
+    unlimited = TimeBudget(None, clock=clock)
+    unlimited.start()
+    clock.now += 1e6
+    assert unlimited.remaining() is None and not unlimited.spent()
+
+
+def timed_segor(seconds, trial_seconds, budget=100):
+    """A SEGOR search on the synthetic pool whose every trial takes
+    `trial_seconds` on a fake clock; (result, the number of trials run)."""
+    clock = FakeClock()
+
+    def evaluate(config):
+        clock.now += trial_seconds
+        return synthetic_evaluator(config)
+
+    # seed 1: the first configuration trains (the synthetic pool fails a > 0.85)
+    search = SegorSearch(RandomSearch(SPACE, seed=1), evaluate, Y, FOLDS, 3)
+    return search.run(budget, time_budget=TimeBudget(seconds, clock=clock))
+
+
+def test_a_search_stops_between_trials_once_its_time_budget_is_spent():
+    # Trials end at 0.3, 0.6, 0.9, 1.2 s: the budget of 1 s is spent after the
+    # fourth, so the fifth is never started, and the search overshoots by less
+    # than one trial.
+    result = timed_segor(seconds=1.0, trial_seconds=0.3)
+    assert len(result.pool) == len(result.history) == 4
+    assert result.stopped_by == "time_budget"
+    assert result.search_seconds == pytest.approx(1.2)
+    assert result.search_seconds - 1.0 < 0.3
+    assert result.members  # the ensemble of what was trained is kept
+
+
+def test_the_trial_budget_ends_a_search_that_has_time_left():
+    result = timed_segor(seconds=100.0, trial_seconds=0.3, budget=5)
+    assert len(result.pool) == 5 and result.stopped_by == "budget"
+    assert result.search_seconds == pytest.approx(1.5)
+
+
+def test_the_first_trial_always_runs():
+    # A budget spent before any trial (e.g. by a slow proposal) still trains one:
+    # a search with nothing trained has no ensemble to refit.
+    result = timed_segor(seconds=0.1, trial_seconds=1.0)
+    assert len(result.pool) == 1 and result.stopped_by == "time_budget"
+
+
+def test_a_time_budget_that_ends_with_only_failed_trials_says_so():
+    clock = FakeClock()
+
+    def evaluate(config):
+        clock.now += 1.0
+        return TrialResult(None, 1.0, "ValueError: no")
+
+    search = SegorSearch(RandomSearch(SPACE, seed=1), evaluate, Y, FOLDS, 3)
+    with pytest.raises(
+        AllTrialsFailed, match="the time budget ended the search after 2 trials"
+    ):
+        search.run(100, time_budget=TimeBudget(1.5, clock=clock))
+
+
+def test_the_same_seed_and_time_budget_give_the_same_trials_as_the_plain_budget():
+    # The time budget only chooses where the search stops: its trials are the
+    # first trials of the search without it.
+    timed = timed_segor(seconds=1.0, trial_seconds=0.3)
+    plain = timed_segor(seconds=None, trial_seconds=0.3, budget=4)
+    assert timed.pool.configs == plain.pool.configs
+    assert timed.members == plain.members
+
+
+def test_a_trial_running_past_the_budget_is_cut_with_a_message_saying_so():
+    budget = TimeBudget(1.0)
+    evaluate = CrossValidationEvaluator(
+        "decision_tree_regressor",
+        EVAL_X,
+        EVAL_Y,
+        EVAL_FOLDS,
+        model_factory=_probe_factory,
+        time_budget=budget,
+    )
+    try:
+        # The worker starts on this first call: the budget counts its start-up,
+        # and the trial gets what is left once the worker is up.
+        budget.start()
+        result = evaluate({"probe": "sleep", "seconds": 60.0})
+        assert result.error == (
+            "TimeoutError: fit was cut at the end of the time budget of 1 s"
+        )
+        assert result.fit_seconds < 1.0 + 0.5
+        assert budget.spent()
+    finally:
+        evaluate.close()
+
+
+def test_the_time_limit_applies_when_it_is_shorter_than_the_time_left():
+    budget = TimeBudget(1000.0)
+    evaluate = CrossValidationEvaluator(
+        "decision_tree_regressor",
+        EVAL_X,
+        EVAL_Y,
+        EVAL_FOLDS,
+        time_limit=0.5,
+        model_factory=_probe_factory,
+        time_budget=budget,
+    )
+    try:
+        budget.start()
+        result = evaluate({"probe": "sleep", "seconds": 60.0})
+        assert result.error == "TimeoutError: fit exceeded the time limit of 0.5 s"
+    finally:
+        evaluate.close()
+
+
+def test_a_resumed_search_is_charged_the_recorded_seconds_of_its_replayed_trials(
+    tmp_path,
+):
+    journal = TrialJournal(tmp_path / "journal")
+    for index, seconds in enumerate([0.4, 0.5]):
+        journal.record(index, {"a": index}, TrialResult(np.zeros(3), seconds))
+    trained = []
+    clock = FakeClock()
+    budget = TimeBudget(2.0, clock=clock)
+    budget.start()
+    replay = ReplayingEvaluator(
+        lambda config: trained.append(config) or TrialResult(np.ones(3), 0.1),
+        journal,
+        budget,
+    )
+    replay({"a": 0})
+    replay({"a": 1})
+    assert trained == [] and budget.elapsed == pytest.approx(0.9)
+    replay({"a": 2})  # trained, not replayed: its time is the clock's, not charged
+    assert trained == [{"a": 2}] and budget.elapsed == pytest.approx(0.9)
+
+
+@pytest.mark.parametrize("seconds", [0, -5, "60s"])
+def test_a_bad_time_budget_is_refused_before_anything_is_trained(seconds):
+    settings = {**default_parameters(), "time_budget": seconds}
+    with pytest.raises(InvalidInput, match=f"time_budget must be .*got {seconds!r}"):
+        check_settings("segor", settings)
