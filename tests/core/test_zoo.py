@@ -16,6 +16,8 @@ from sklearn.ensemble import (
     ExtraTreesRegressor,
     GradientBoostingClassifier,
     GradientBoostingRegressor,
+    HistGradientBoostingClassifier,
+    HistGradientBoostingRegressor,
     RandomForestClassifier,
     RandomForestRegressor,
 )
@@ -122,6 +124,7 @@ SEGO_CLASSES = {
     "gaussian_nb": GaussianNB,
     "lda": LinearDiscriminantAnalysis,
     "qda": QuadraticDiscriminantAnalysis,
+    "hist_gradient_boosting": HistGradientBoostingClassifier,
 }
 SEGO_PARAMETERS = {
     "knn": {"n_neighbors"},
@@ -138,6 +141,15 @@ SEGO_PARAMETERS = {
     "gaussian_nb": set(),
     "lda": set(),
     "qda": {"reg_param"},
+    "hist_gradient_boosting": {
+        "learning_rate",
+        "max_features",
+        "max_leaf_nodes",
+        "hist_gradient_boosting__min_samples_leaf",
+        "l2_regularization",
+        "hist_gradient_boosting__max_iter",
+        "early_stopping",
+    },
 }
 
 
@@ -152,12 +164,19 @@ def fits_and_predicts_labels(model):
 
 
 def set_classifier(space, point, choice):
-    """`point` with the one-hot of sego_sklearn's `classifier` set to `choice`."""
-    classifier = space.parameters[0]
-    assert classifier.name == "classifier"
+    """`point` with the one-hot of a conditional space's first parameter (the
+    `classifier` of sego_sklearn, the `regressor` of segor_sklearn) set to `choice`."""
+    key = space.parameters[0]
+    assert key.name in {"classifier", "regressor"}
     point = point.copy()
-    point[: classifier.width] = classifier.encode(choice)
+    point[: key.width] = key.encode(choice)
     return point
+
+
+def estimator_name(setting):
+    """The estimator's name of a conditional space's setting: `<choice>__<name>`
+    is the choice's own `name`."""
+    return setting.partition("__")[2] or setting
 
 
 def test_the_conf_spaces_and_the_factories_name_the_same_algorithms():
@@ -168,6 +187,7 @@ def test_the_conf_spaces_and_the_factories_name_the_same_algorithms():
         "random_forest_classifier",
         "gradient_boosting_classifier",
         "mlp_classifier",
+        "hist_gradient_boosting_classifier",
         "sego_svm",
         "sego_sklearn",
     }
@@ -181,6 +201,8 @@ def test_model_task_names_each_entry_and_refuses_unknown_ones():
         "svr",
         "random_forest_regressor",
         "gradient_boosting_regressor",
+        "hist_gradient_boosting_regressor",
+        "segor_sklearn",
     }
     for name in MODEL_FACTORIES:
         expected = "regression" if name in regression else "classification"
@@ -213,7 +235,7 @@ def test_each_sego_sklearn_classifier_is_reachable_with_its_own_parameters(choic
     # scale-sensitive classifiers are scaled inside the pipeline; the trees take
     # missing values as they are, every other classifier imputes them first
     scaled = choice in {"knn", "rbf_svm", "linear_svm", "qda"}
-    native_nan = choice in {"decision_tree", "random_forest"}
+    native_nan = choice in {"decision_tree", "random_forest", "hist_gradient_boosting"}
     expected = [
         *([] if native_nan else [SimpleImputer]),
         *([StandardScaler] if scaled else []),
@@ -225,10 +247,11 @@ def test_each_sego_sklearn_classifier_is_reachable_with_its_own_parameters(choic
     fits_and_predicts_labels(model)
 
 
-@pytest.mark.parametrize("name", ["sego_svm", "sego_sklearn"])
+@pytest.mark.parametrize("name", ["sego_svm", "sego_sklearn", "segor_sklearn"])
 def test_inactive_parameters_are_not_passed_to_the_estimator(name):
     space = SearchSpace.from_dict(MODELS[name])
-    fixed = {"random_state", "kernel"}  # set by the factories
+    # set by the factories (the MLP's layers from its units_1, units_2)
+    fixed = {"random_state", "kernel", "hidden_layer_sizes"}
     for point in np.random.default_rng(2).random((40, space.dim)):
         config = space.decode(point)
         estimator = final_step(make_model(name, config, 0))
@@ -238,7 +261,8 @@ def test_inactive_parameters_are_not_passed_to_the_estimator(name):
             for key, value in estimator.get_params().items()
             if value != defaults[key]
         }
-        assert changed <= (set(config) | fixed) - {"classifier"}
+        given = {estimator_name(setting) for setting in config}
+        assert changed <= (given | fixed) - {"classifier", "regressor"}
 
 
 def test_sego_svm_kernels_take_the_parameters_of_the_paper():
@@ -324,9 +348,9 @@ def test_esmbo_classifiers_share_the_regression_spaces_and_factories():
 
 # --- settings fixed in conf (constants of the spaces) ----------------------
 
-# (model space, sego_sklearn classifier or None, setting, estimator class, value
-# in conf). The values are those the factories had in code before they moved to
-# conf: results for a configuration stay what they were.
+# (model space, choice of a conditional space or None, setting, estimator class,
+# value in conf). The values of the papers' spaces are those the factories had in
+# code before they moved to conf: results for a configuration stay what they were.
 CONF_SETTINGS = [
     ("random_forest_regressor", None, "n_estimators", RandomForestRegressor, 100),
     ("random_forest_classifier", None, "n_estimators", RandomForestClassifier, 100),
@@ -350,6 +374,72 @@ CONF_SETTINGS = [
     ("sego_svm", None, "max_iter", SVC, 1_000_000),
     ("sego_sklearn", "rbf_svm", "max_iter", SVC, 1_000_000),
     ("sego_sklearn", "linear_svm", "max_iter", SVC, 1_000_000),
+    (
+        "hist_gradient_boosting_regressor",
+        None,
+        "max_iter",
+        HistGradientBoostingRegressor,
+        100,
+    ),
+    (
+        "hist_gradient_boosting_regressor",
+        None,
+        "early_stopping",
+        HistGradientBoostingRegressor,
+        False,
+    ),
+    (
+        "hist_gradient_boosting_classifier",
+        None,
+        "max_iter",
+        HistGradientBoostingClassifier,
+        100,
+    ),
+    (
+        "hist_gradient_boosting_classifier",
+        None,
+        "early_stopping",
+        HistGradientBoostingClassifier,
+        False,
+    ),
+    (
+        "sego_sklearn",
+        "hist_gradient_boosting",
+        "hist_gradient_boosting__max_iter",
+        HistGradientBoostingClassifier,
+        100,
+    ),
+    (
+        "sego_sklearn",
+        "hist_gradient_boosting",
+        "early_stopping",
+        HistGradientBoostingClassifier,
+        False,
+    ),
+    (
+        "segor_sklearn",
+        "hist_gradient_boosting",
+        "hist_gradient_boosting__max_iter",
+        HistGradientBoostingRegressor,
+        100,
+    ),
+    (
+        "segor_sklearn",
+        "hist_gradient_boosting",
+        "early_stopping",
+        HistGradientBoostingRegressor,
+        False,
+    ),
+    ("segor_sklearn", "random_forest", "n_estimators", RandomForestRegressor, 100),
+    ("segor_sklearn", "extra_trees", "n_estimators", ExtraTreesRegressor, 100),
+    (
+        "segor_sklearn",
+        "gradient_boosting",
+        "n_estimators",
+        GradientBoostingRegressor,
+        100,
+    ),
+    ("segor_sklearn", "mlp", "mlp__max_iter", MLPRegressor, 200),
 ]
 CONF_SETTING_IDS = [
     f"{name}-{choice or setting}" for name, choice, setting, *_ in CONF_SETTINGS
@@ -397,7 +487,7 @@ def test_settings_fixed_in_conf_reach_the_estimator(
             ExtraTreesRegressor,
             ExtraTreesClassifier,
         }
-        assert estimator.get_params()[setting] == value
+        assert estimator.get_params()[estimator_name(setting)] == value
 
 
 @pytest.mark.parametrize(
@@ -413,7 +503,8 @@ def test_a_changed_conf_value_reaches_the_estimator(
     # the setting is no dimension: changing it leaves the GP's space alone
     assert SearchSpace.from_dict(specs).dim == SearchSpace.from_dict(MODELS[name]).dim
     for config, estimator in estimators_of(specs, name, choice):
-        assert config[setting] == 7 and estimator.get_params()[setting] == 7
+        assert config[setting] == 7
+        assert estimator.get_params()[estimator_name(setting)] == 7
 
 
 @pytest.mark.parametrize(
@@ -426,7 +517,7 @@ def test_a_configuration_without_the_setting_is_refused(
 ):
     config, _ = next(estimators_of(MODELS[name], name, choice))
     del config[setting]
-    with pytest.raises(MissingSettingError, match=f"lacks '{setting}'"):
+    with pytest.raises(MissingSettingError, match=f"lacks '{estimator_name(setting)}'"):
         make_model(name, config, 0)
 
 

@@ -6,25 +6,27 @@ to an unfitted scikit-learn estimator. Algorithms that are sensitive to the
 scale of their inputs get a StandardScaler in front, fitted inside each fold.
 
 Settings that change results but are not searched (the number of trees, the
-MLP's and the SVCs' iteration caps) are constants of the spaces in conf, not
-defaults here: the factories read them from the configuration and refuse one
-that lacks them (`MissingSettingError`).
+MLP's and the SVCs' iteration caps, histogram boosting's iterations and early
+stopping) are constants of the spaces in conf, not defaults here: the
+factories read them from the configuration and refuse one that lacks them
+(`MissingSettingError`).
 
 Every algorithm is a regressor or a classifier (`model_task`); classifiers are
 given integer class codes 0..K-1 and predict labels (no probabilities: the
 ensembles vote with labels).
 
 Missing feature values (NaN) are taken by every model space: an estimator
-whose scikit-learn tags say it accepts them (decision trees, random forests
-and extra trees, which send missing values down the side that fits best) gets
-them as they are; every other one gets a median SimpleImputer in front of it
-(and of its scaler), fitted inside each fold like the scaler (`make_model`).
-On data without missing values the imputer changes nothing.
+whose scikit-learn tags say it accepts them (decision trees, random forests,
+extra trees and histogram gradient boosting, which send missing values down
+the side that fits best) gets them as they are; every other one gets a median
+SimpleImputer in front of it (and of its scaler), fitted inside each fold like
+the scaler (`make_model`). On data without missing values the imputer changes
+nothing.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any, Literal
 
 from sklearn.base import BaseEstimator
@@ -38,13 +40,15 @@ from sklearn.ensemble import (
     ExtraTreesRegressor,
     GradientBoostingClassifier,
     GradientBoostingRegressor,
+    HistGradientBoostingClassifier,
+    HistGradientBoostingRegressor,
     RandomForestClassifier,
     RandomForestRegressor,
 )
 from sklearn.impute import SimpleImputer
 from sklearn.linear_model import ElasticNet
 from sklearn.naive_bayes import GaussianNB
-from sklearn.neighbors import KNeighborsClassifier
+from sklearn.neighbors import KNeighborsClassifier, KNeighborsRegressor
 from sklearn.neural_network import MLPClassifier, MLPRegressor
 from sklearn.pipeline import Pipeline, make_pipeline
 from sklearn.preprocessing import StandardScaler
@@ -147,6 +151,58 @@ _rbf_svc = _svc(kernel="rbf")
 _decision_tree_classifier = _estimator(DecisionTreeClassifier)
 
 
+def _hist_gradient_boosting(estimator_class: type[BaseEstimator]) -> Factory:
+    # The boosting iterations and early stopping come from the space (see the
+    # conf); the seed draws the features of a split when max_features < 1.
+    return _estimator(estimator_class, required=("max_iter", "early_stopping"))
+
+
+def _conditional(key: str, factories: Mapping[str, Factory]) -> Factory:
+    """The factory of a conditional space whose categorical `key` picks the algorithm.
+
+    The configuration's other settings go to the chosen algorithm's factory.
+    One named `<choice>__<name>` (scikit-learn's spelling of a nested
+    parameter) is that choice's own `name`: the space's way to give one
+    algorithm its own range of a name that another algorithm uses with
+    another range (see `segor_sklearn` in the conf).
+    """
+
+    def factory(params: dict[str, Any], seed: int) -> BaseEstimator:
+        choice = params.get(key)
+        if choice not in factories:
+            raise ValueError(
+                f"{key}={choice!r} is not one of {sorted(factories)} "
+                f"(configuration: {params})"
+            )
+        hyperparameters: dict[str, Any] = {}
+        for name, value in params.items():
+            if name == key:
+                continue
+            owner, qualified, own_name = name.partition("__")
+            if qualified and owner != choice:
+                raise ValueError(
+                    f"{key}={choice!r}: the setting {name!r} belongs to {key}={owner!r}"
+                )
+            if qualified and own_name in params:
+                raise ValueError(
+                    f"{key}={choice!r}: {own_name!r} is given twice, as {own_name!r} "
+                    f"and {name!r}"
+                )
+            hyperparameters[own_name if qualified else name] = value
+        try:
+            return factories[choice](hyperparameters, seed)
+        except MissingSettingError as error:
+            error.add_note(
+                f"In this conditional space the setting applies when {key} is "
+                f"{choice!r}: give it the condition {{{key}: {choice}}}, named "
+                f"{choice}__<name> if another {key} uses the name with another "
+                "range."
+            )
+            raise
+
+    return factory
+
+
 def qda_reg_param(paper_value: float) -> float:
     """SEGO s.4.2's QDA regularization (log in [1e-3, 1e3]) as scikit-learn's.
 
@@ -172,6 +228,8 @@ def _qda(params: dict[str, Any], seed: int) -> BaseEstimator:
 # linear SVM is SVC(kernel="linear") (libsvm, one-vs-one, hinge loss), the
 # same model as the linear kernel of sego_svm, rather than LinearSVC, whose
 # default squared hinge loss and penalized intercept make it another model.
+# Histogram gradient boosting is no part of the paper (it came later): it is
+# today's strong learner on tables.
 SEGO_CLASSIFIERS: dict[str, Factory] = {
     "knn": _estimator(KNeighborsClassifier, scaled=True, seeded=False),
     "rbf_svm": _rbf_svc,
@@ -183,29 +241,51 @@ SEGO_CLASSIFIERS: dict[str, Factory] = {
     # LDA's predictions do not change under rescaling of the features.
     "lda": _estimator(LinearDiscriminantAnalysis, seeded=False),
     "qda": _qda,
+    "hist_gradient_boosting": _hist_gradient_boosting(HistGradientBoostingClassifier),
 }
 
+_decision_tree_regressor = _estimator(DecisionTreeRegressor)
+_mlp_regressor = _mlp(MLPRegressor)
+_elastic_net = _estimator(ElasticNet, scaled=True)
+# ESMBO s.6.1: RBF kernel; C, gamma and the epsilon tube.
+_svr = _estimator(SVR, scaled=True, seeded=False, kernel="rbf")
+# ESMBO s.6.1 mixes least squares and least absolute deviation; scikit-learn
+# has no convex mix, so the loss is a choice among squared, absolute and Huber
+# (which is that mix at the quantile alpha).
+_gradient_boosting_regressor = _estimator(
+    GradientBoostingRegressor, required=("n_estimators",)
+)
+_hist_gradient_boosting_regressor = _hist_gradient_boosting(
+    HistGradientBoostingRegressor
+)
 
-def _sego_sklearn(params: dict[str, Any], seed: int) -> BaseEstimator:
-    hyperparameters = {k: v for k, v in params.items() if k != "classifier"}
-    return SEGO_CLASSIFIERS[params["classifier"]](hyperparameters, seed)
-
+# The regressors of segor_sklearn's one conditional space: those of the
+# papers' spaces above, with Breiman's forest and extremely randomized trees
+# as two choices (random_forest_regressor's `method`), and histogram gradient
+# boosting and kNN.
+SEGOR_REGRESSORS: dict[str, Factory] = {
+    "hist_gradient_boosting": _hist_gradient_boosting_regressor,
+    "random_forest": _estimator(RandomForestRegressor, required=("n_estimators",)),
+    "extra_trees": _estimator(ExtraTreesRegressor, required=("n_estimators",)),
+    "gradient_boosting": _gradient_boosting_regressor,
+    "svr": _svr,
+    "knn": _estimator(KNeighborsRegressor, scaled=True, seeded=False),
+    "elastic_net": _elastic_net,
+    "mlp": _mlp_regressor,
+    "decision_tree": _decision_tree_regressor,
+}
 
 _REGRESSORS: dict[str, Factory] = {
-    "decision_tree_regressor": _estimator(DecisionTreeRegressor),
-    "mlp_regressor": _mlp(MLPRegressor),
-    "elastic_net": _estimator(ElasticNet, scaled=True),
-    # ESMBO s.6.1: RBF kernel; C, gamma and the epsilon tube.
-    "svr": _estimator(SVR, scaled=True, seeded=False, kernel="rbf"),
+    "decision_tree_regressor": _decision_tree_regressor,
+    "mlp_regressor": _mlp_regressor,
+    "elastic_net": _elastic_net,
+    "svr": _svr,
     "random_forest_regressor": _random_forest(
         RandomForestRegressor, ExtraTreesRegressor
     ),
-    # ESMBO s.6.1 mixes least squares and least absolute deviation; scikit-learn
-    # has no convex mix, so the loss is a choice among squared, absolute and
-    # Huber (which is that mix at the quantile alpha).
-    "gradient_boosting_regressor": _estimator(
-        GradientBoostingRegressor, required=("n_estimators",)
-    ),
+    "gradient_boosting_regressor": _gradient_boosting_regressor,
+    "hist_gradient_boosting_regressor": _hist_gradient_boosting_regressor,
+    "segor_sklearn": _conditional("regressor", SEGOR_REGRESSORS),
 }
 
 _CLASSIFIERS: dict[str, Factory] = {
@@ -221,7 +301,10 @@ _CLASSIFIERS: dict[str, Factory] = {
     ),
     # SEGO s.4.1: the kernel and its parameters (C, gamma, degree, coef0).
     "sego_svm": _svc(),
-    "sego_sklearn": _sego_sklearn,
+    "hist_gradient_boosting_classifier": _hist_gradient_boosting(
+        HistGradientBoostingClassifier
+    ),
+    "sego_sklearn": _conditional("classifier", SEGO_CLASSIFIERS),
 }
 
 MODEL_FACTORIES: dict[str, Factory] = {**_REGRESSORS, **_CLASSIFIERS}
