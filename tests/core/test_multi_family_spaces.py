@@ -160,6 +160,18 @@ def test_the_new_spaces_fit_their_task():
     assert "hist_gradient_boosting" in SEGO.parameters[0].choices
 
 
+def test_the_paper_s_sego_space_is_sego_sklearn_without_histogram_boosting():
+    paper = MODELS["sego_sklearn_paper"]
+    ours = {k: v for k, v in MODELS["sego_sklearn"].items() if k not in HGB_SETTINGS}
+    assert paper["classifier"]["choices"] == [
+        choice
+        for choice in ours.pop("classifier")["choices"]
+        if choice != "hist_gradient_boosting"
+    ]
+    assert {k: v for k, v in paper.items() if k != "classifier"} == ours
+    assert model_task("sego_sklearn_paper") == "classification"
+
+
 @settings(max_examples=60, deadline=None)
 @given(st.lists(st.floats(0.0, 1.0), min_size=SEGOR.dim, max_size=SEGOR.dim))
 def test_segor_sklearn_round_trips_through_its_encoding(unit):

@@ -190,6 +190,7 @@ def test_the_conf_spaces_and_the_factories_name_the_same_algorithms():
         "hist_gradient_boosting_classifier",
         "sego_svm",
         "sego_sklearn",
+        "sego_sklearn_paper",
     }
 
 

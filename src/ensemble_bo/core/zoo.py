@@ -288,6 +288,8 @@ _REGRESSORS: dict[str, Factory] = {
     "segor_sklearn": _conditional("regressor", SEGOR_REGRESSORS),
 }
 
+_sego_sklearn = _conditional("classifier", SEGO_CLASSIFIERS)
+
 _CLASSIFIERS: dict[str, Factory] = {
     "decision_tree_classifier": _decision_tree_classifier,
     "mlp_classifier": _mlp(MLPClassifier),
@@ -304,7 +306,9 @@ _CLASSIFIERS: dict[str, Factory] = {
     "hist_gradient_boosting_classifier": _hist_gradient_boosting(
         HistGradientBoostingClassifier
     ),
-    "sego_sklearn": _conditional("classifier", SEGO_CLASSIFIERS),
+    "sego_sklearn": _sego_sklearn,
+    # The paper's nine (no histogram boosting): the same factory, a narrower space.
+    "sego_sklearn_paper": _sego_sklearn,
 }
 
 MODEL_FACTORIES: dict[str, Factory] = {**_REGRESSORS, **_CLASSIFIERS}
