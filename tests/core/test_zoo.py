@@ -40,6 +40,7 @@ from ensemble_bo.core.zoo import (
     qda_reg_param,
     takes_missing_values,
 )
+from tests.core.test_multi_family_spaces import HGB_SETTINGS
 
 
 def step_types(model):
@@ -141,15 +142,7 @@ SEGO_PARAMETERS = {
     "gaussian_nb": set(),
     "lda": set(),
     "qda": {"reg_param"},
-    "hist_gradient_boosting": {
-        "learning_rate",
-        "max_features",
-        "max_leaf_nodes",
-        "hist_gradient_boosting__min_samples_leaf",
-        "l2_regularization",
-        "hist_gradient_boosting__max_iter",
-        "early_stopping",
-    },
+    "hist_gradient_boosting": HGB_SETTINGS,
 }
 
 

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import math
 import os
 import signal
 import threading
@@ -10,7 +9,6 @@ import time
 from collections.abc import Callable
 from concurrent.futures import TimeoutError as FutureTimeoutError
 from dataclasses import dataclass
-from numbers import Real
 from pathlib import Path
 from typing import Any
 
@@ -28,7 +26,7 @@ from sklearn.base import BaseEstimator
 from sklearn.model_selection import PredefinedSplit, cross_val_predict
 
 from ensemble_bo.core.pool import TrialResult
-from ensemble_bo.core.time_budget import TimeBudget
+from ensemble_bo.core.time_budget import TimeBudget, is_seconds
 from ensemble_bo.core.zoo import MODEL_FACTORIES, make_model
 
 ModelFactory = Callable[[str, dict[str, Any], int], BaseEstimator]
@@ -149,14 +147,7 @@ def _evaluate_in_worker(
 
 
 def _check_time_limit(time_limit: object) -> None:
-    if time_limit is None:
-        return
-    if (
-        isinstance(time_limit, bool)
-        or not isinstance(time_limit, Real)
-        or not math.isfinite(time_limit)
-        or time_limit <= 0
-    ):
+    if time_limit is not None and not is_seconds(time_limit):
         raise ValueError(
             "time_limit must be a positive finite number of seconds or None, "
             f"got {time_limit!r}"

@@ -21,16 +21,21 @@ from collections.abc import Callable
 from numbers import Real
 
 
+def is_seconds(value: object) -> bool:
+    """Whether `value` is a positive finite number of seconds (a bool is not)."""
+    return (
+        not isinstance(value, bool)
+        and isinstance(value, Real)
+        and math.isfinite(value)
+        and value > 0
+    )
+
+
 def check_time_budget(seconds: object) -> float | None:
     """`seconds` as a positive finite float, or None (no wall-time budget)."""
     if seconds is None:
         return None
-    if (
-        isinstance(seconds, bool)
-        or not isinstance(seconds, Real)
-        or not math.isfinite(seconds)
-        or seconds <= 0
-    ):
+    if not is_seconds(seconds):
         raise ValueError(
             "time_budget must be a positive finite number of seconds or null, "
             f"got {seconds!r}"

@@ -13,9 +13,8 @@ Pure: no Kedro, no MLflow, no files.
 
 from __future__ import annotations
 
-import math
 from collections.abc import Mapping
-from numbers import Integral, Real
+from numbers import Integral
 from typing import TYPE_CHECKING, Any
 
 from ensemble_bo.core.estimator import VOTING
@@ -29,7 +28,7 @@ from ensemble_bo.core.strategies import (
     check_max_initial_failures,
     segor_variant,
 )
-from ensemble_bo.core.time_budget import check_time_budget
+from ensemble_bo.core.time_budget import check_time_budget, is_seconds
 from ensemble_bo.core.zoo import MODEL_FACTORIES, make_model, model_task
 
 if TYPE_CHECKING:
@@ -210,14 +209,7 @@ def _check_model_name(
 
 
 def _check_time_limit(path: str, value: Any, tasks: tuple[str, ...]) -> None:
-    if value is None:
-        return
-    if (
-        isinstance(value, bool)
-        or not isinstance(value, Real)
-        or not math.isfinite(value)
-        or value <= 0
-    ):
+    if value is not None and not is_seconds(value):
         raise InvalidInput(
             f"{path}={value!r} is not a positive number of seconds or null (the "
             "time one configuration's k-fold evaluation may take)"
