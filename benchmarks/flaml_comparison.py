@@ -125,6 +125,19 @@ class Cell:
     def key(self) -> str:
         return cell_key(self.dataset, self.repetition, self.tool, self.time_budget)
 
+    def coordinates(self) -> dict[str, Any]:
+        """What names the cell in its record."""
+        return {
+            "key": self.key,
+            "dataset": self.dataset,
+            "task": self.task,
+            "repetition": self.repetition,
+            "seed": self.seed,
+            "tool": self.tool,
+            "time_budget": self.time_budget,
+            "setup": dict(self.setup),
+        }
+
 
 def cell_key(dataset: str, repetition: int, tool: str, time_budget: float) -> str:
     return f"{dataset}/r{repetition}/{tool}/T{time_budget:g}"
@@ -255,16 +268,7 @@ def run_cell(cell: Cell, data_processing: dict[str, Any]) -> dict[str, Any]:
     # evaluation worker processes too.
     warnings.filterwarnings("ignore")
     os.environ["PYTHONWARNINGS"] = "ignore"
-    record: dict[str, Any] = {
-        "key": cell.key,
-        "dataset": cell.dataset,
-        "task": cell.task,
-        "repetition": cell.repetition,
-        "seed": cell.seed,
-        "tool": cell.tool,
-        "time_budget": cell.time_budget,
-        "setup": dict(cell.setup),
-    }
+    record = cell.coordinates()
     start = time.perf_counter()
     try:
         raw = load_raw_dataset(cell.dataset, RAW_DATA, project_path=PROJECT)
@@ -684,14 +688,7 @@ def run_cells(cells: list[Cell], data_processing: dict, output: Path, jobs: int)
                 record = future.result()
             except Exception as error:  # noqa: BLE001 - e.g. a worker killed for memory
                 record = {
-                    "key": cell.key,
-                    "dataset": cell.dataset,
-                    "task": cell.task,
-                    "repetition": cell.repetition,
-                    "seed": cell.seed,
-                    "tool": cell.tool,
-                    "time_budget": cell.time_budget,
-                    "setup": dict(cell.setup),
+                    **cell.coordinates(),
                     "status": "failed",
                     "error": f"{type(error).__name__}: {error}",
                 }
