@@ -65,7 +65,9 @@ def search_node(method: Method) -> Callable[..., EnsembleSearchResult]:
             journal.discard()
         publish(SearchResumable(str(journal.directory), len(journal.entries())))
         label = f"{_label(settings, label_blocks(method))} on {model_input.name}"
-        with progress_bar(settings["budget"], label) as on_iteration:
+        with progress_bar(
+            settings["budget"], label, settings["time_budget"]
+        ) as on_iteration:
             return run_method(
                 method,
                 model_input,
