@@ -675,11 +675,12 @@ def _check_resumable(cells: list[Cell], stored: dict[str, dict[str, Any]]) -> No
 
 def run_cells(cells: list[Cell], data_processing: dict, output: Path, jobs: int):
     start = time.perf_counter()
-    # "spawn" processes set the thread limits on import. Each serves up to 20
-    # cells: a fresh one per cell would pay the imports (5-8 s here) 400 times;
-    # every cell's own fit is timed inside it, so the imports never count.
+    # "spawn" processes set the thread limits on import, and serve every cell: a
+    # fresh one per cell would pay the imports (5-8 s here) 600 times, and every
+    # cell's own fit is timed inside it, so the imports never count. No
+    # max_tasks_per_child: Python 3.11's executor hangs replacing such workers.
     with ProcessPoolExecutor(
-        jobs, mp_context=multiprocessing.get_context("spawn"), max_tasks_per_child=20
+        jobs, mp_context=multiprocessing.get_context("spawn")
     ) as pool:
         futures = {pool.submit(run_cell, cell, data_processing): cell for cell in cells}
         for done, future in enumerate(as_completed(futures), 1):
