@@ -9,6 +9,7 @@ from sklearn.base import BaseEstimator, RegressorMixin
 from sklearn.tree import DecisionTreeRegressor
 
 from ensemble_bo.core.evaluation import CrossValidationEvaluator
+from ensemble_bo.core.time_budget import TimeBudget
 from ensemble_bo.core.zoo import make_model
 
 RNG = np.random.default_rng(0)
@@ -141,6 +142,37 @@ def test_a_worker_that_dies_is_a_failed_trial_and_the_next_one_runs(limited):
     assert not result.ok and result.oof_predictions is None
     assert result.error.startswith("TerminatedWorkerError")
     assert _worker_pid(limited) != os.getpid()
+
+
+@pytest.fixture
+def with_time_budget(limited):
+    """`limited` (time limit 1 s) sharing a started time budget; its seconds are set
+    by the test."""
+    limited.time_budget = TimeBudget(1000.0)
+    limited.time_budget.start()
+    yield limited
+    limited.time_budget = None
+
+
+def test_a_trial_running_past_the_time_budget_is_cut_with_a_message_saying_so(
+    with_time_budget,
+):
+    _worker_pid(with_time_budget)  # the worker is up
+    with_time_budget.time_budget.seconds = with_time_budget.time_budget.elapsed + 0.3
+    result = with_time_budget({"probe": "sleep", "seconds": 60.0})
+    assert result.error == (
+        f"TimeoutError: fit was cut at the end of the time budget of "
+        f"{with_time_budget.time_budget.seconds:g} s"
+    )
+    assert result.fit_seconds < 1.0  # the budget's 0.3 s, not the 1 s limit
+    assert with_time_budget.time_budget.spent()
+
+
+def test_the_time_limit_applies_when_it_is_shorter_than_the_time_left(
+    with_time_budget,
+):
+    result = with_time_budget({"probe": "sleep", "seconds": 60.0})
+    assert result.error == "TimeoutError: fit exceeded the time limit of 1 s"
 
 
 def test_an_evaluator_with_a_worker_can_be_pickled(limited):

@@ -1,6 +1,7 @@
-"""The wall-time budget: the clock, the search loop that checks it, the evaluator
-that cuts a trial at its end, and a resumed search that is charged its replayed
-trials. The loop's tests run on a fake clock, so they are exact, not timed."""
+"""The wall-time budget: the clock, the search loop that checks it, and a resumed
+search that is charged its replayed trials. The loop's tests run on a fake clock,
+so they are exact, not timed. The evaluator that cuts a trial at the budget's
+end is tested with the other time limits, in test_evaluation.py."""
 
 import re
 
@@ -8,7 +9,6 @@ import numpy as np
 import pytest
 
 from ensemble_bo.api import default_parameters
-from ensemble_bo.core.evaluation import CrossValidationEvaluator
 from ensemble_bo.core.journal import ReplayingEvaluator, TrialJournal
 from ensemble_bo.core.optimizer import RandomSearch
 from ensemble_bo.core.pool import TrialResult
@@ -16,10 +16,6 @@ from ensemble_bo.core.results import AllTrialsFailed
 from ensemble_bo.core.strategies import SegorSearch
 from ensemble_bo.core.time_budget import TimeBudget, check_time_budget
 from ensemble_bo.core.validation import InvalidInput, check_settings
-from tests.core.test_evaluation import FOLDS as EVAL_FOLDS
-from tests.core.test_evaluation import X as EVAL_X
-from tests.core.test_evaluation import Y as EVAL_Y
-from tests.core.test_evaluation import _probe_factory
 from tests.core.test_strategies import FOLDS, SPACE, Y, synthetic_evaluator
 
 
@@ -115,49 +111,6 @@ def test_the_same_seed_and_time_budget_give_the_same_trials_as_the_plain_budget(
     plain = timed_segor(seconds=None, trial_seconds=0.3, budget=4)
     assert timed.pool.configs == plain.pool.configs
     assert timed.members == plain.members
-
-
-def test_a_trial_running_past_the_budget_is_cut_with_a_message_saying_so():
-    budget = TimeBudget(1.0)
-    evaluate = CrossValidationEvaluator(
-        "decision_tree_regressor",
-        EVAL_X,
-        EVAL_Y,
-        EVAL_FOLDS,
-        model_factory=_probe_factory,
-        time_budget=budget,
-    )
-    try:
-        # The worker starts on this first call: the budget counts its start-up,
-        # and the trial gets what is left once the worker is up.
-        budget.start()
-        result = evaluate({"probe": "sleep", "seconds": 60.0})
-        assert result.error == (
-            "TimeoutError: fit was cut at the end of the time budget of 1 s"
-        )
-        assert result.fit_seconds < 1.0 + 0.5
-        assert budget.spent()
-    finally:
-        evaluate.close()
-
-
-def test_the_time_limit_applies_when_it_is_shorter_than_the_time_left():
-    budget = TimeBudget(1000.0)
-    evaluate = CrossValidationEvaluator(
-        "decision_tree_regressor",
-        EVAL_X,
-        EVAL_Y,
-        EVAL_FOLDS,
-        time_limit=0.5,
-        model_factory=_probe_factory,
-        time_budget=budget,
-    )
-    try:
-        budget.start()
-        result = evaluate({"probe": "sleep", "seconds": 60.0})
-        assert result.error == "TimeoutError: fit exceeded the time limit of 0.5 s"
-    finally:
-        evaluate.close()
 
 
 def test_a_resumed_search_is_charged_the_recorded_seconds_of_its_replayed_trials(
