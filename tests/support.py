@@ -14,6 +14,31 @@ from pathlib import Path
 
 PROJECT = Path(__file__).resolve().parents[1]
 
+# The default regression space, segor_sklearn (every family: 0.1-1 s a trial on
+# concrete), is searched end to end by tests/test_run.py's concrete_run alone.
+# Searches that test plumbing (a run, its tracking, a rerun, the API) use the
+# papers' decision tree instead (~0.02 s a trial): as `kedro run --params` for a
+# segor run ...
+CHEAP_MODEL = "decision_tree_regressor"
+CHEAP_SEGOR = f"segor.model={CHEAP_MODEL}"
+# ... and for the methods whose `model` is auto (smbo, esmbo, ers,
+# random_search), which take default_models.regression (and still log "auto").
+CHEAP_AUTO = f"default_models.regression={CHEAP_MODEL}"
+
+
+def cheap_parameters() -> dict:
+    """The project's default parameters, searching CHEAP_MODEL for regression
+    (segor's model and the `auto` methods'), for searches run in process."""
+    from ensemble_bo.api import default_parameters  # noqa: PLC0415
+
+    parameters = default_parameters()
+    parameters["default_models"] = {
+        **parameters["default_models"],
+        "regression": CHEAP_MODEL,
+    }
+    parameters["segor"] = {**parameters["segor"], "model": CHEAP_MODEL}
+    return parameters
+
 
 def copy_project(root: Path, datasets: Iterable[str] = ("concrete",)) -> Path:
     """A runnable copy of the project at `root`: conf (no conf/local), .telemetry,

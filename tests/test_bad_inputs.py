@@ -24,6 +24,7 @@ from ensemble_bo.core.preparation import prepare
 from ensemble_bo.core.refit import refit_and_score
 from ensemble_bo.core.results import AllTrialsFailed
 from ensemble_bo.core.validation import InvalidInput
+from ensemble_bo.core.zoo import model_task
 from ensemble_bo.pipelines.data_processing.nodes import validate_and_split
 from ensemble_bo.validation import check_run_inputs
 
@@ -447,9 +448,7 @@ def run_end_to_end(data, method, model, budget=2, seed=0):
 
 
 REGRESSION_SPACES = sorted(
-    name
-    for name in PARAMETERS["models"]
-    if not name.endswith(("classifier", "svm")) and name != "sego_sklearn"
+    name for name in PARAMETERS["models"] if model_task(name) == "regression"
 )
 CLASSIFICATION_SPACES = sorted(set(PARAMETERS["models"]) - set(REGRESSION_SPACES))
 

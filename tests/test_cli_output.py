@@ -33,11 +33,12 @@ import ensemble_bo.cli
 from ensemble_bo.cli import RunFailed, describe_error, run, verbose_logging
 from ensemble_bo.settings import silence_known_warnings
 from ensemble_bo.summary import log_run_summary, run_summary, where_to_look
-from tests.support import copy_project
+from tests.support import CHEAP_SEGOR, copy_project
 
 PROJECT = Path(__file__).resolve().parents[1]
 TINY = (
-    "budget=6,ensemble.size=3,segor.optimizer.n_initial=3,segor.optimizer.gp_restarts=1"
+    "budget=6,ensemble.size=3,segor.optimizer.n_initial=3,segor.optimizer.gp_restarts=1,"
+    + CHEAP_SEGOR
 )
 MAX_LINES = 60
 BOX = ("╭", "╰", "│", "─")

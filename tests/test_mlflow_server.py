@@ -27,24 +27,25 @@ from mlflow.tracking import MlflowClient
 from mlflow.tracking._tracking_service.utils import _use_tracking_uri
 
 from tests.mlflow_server import MlflowServer, mlflow_server  # noqa: F401 - fixture
-from tests.support import KEDRO, git_project, kedro_env
+from tests.support import CHEAP_MODEL, CHEAP_SEGOR, KEDRO, git_project, kedro_env
 
 pytestmark = pytest.mark.slow
 
 # As small as tests/test_tracking_store.py's runs.
 TINY = (
-    "budget=3,ensemble.size=2,segor.optimizer.n_initial=3,segor.optimizer.gp_restarts=1"
+    "budget=3,ensemble.size=2,segor.optimizer.n_initial=3,segor.optimizer.gp_restarts=1,"
+    + CHEAP_SEGOR
 )
 MODEL = "segor_model"  # conf/base/mlflow.yml: "*_model" is logged as a model
 SCHEDULE = "conf/scheduled/tiny.yml"
-SCHEDULE_TEXT = """
+SCHEDULE_TEXT = f"""
 jobs:
   tiny_segor:
     pipeline: segor
     params:
       budget: 3
-      ensemble: {size: 2}
-      segor: {optimizer: {n_initial: 3, gp_restarts: 1}}
+      ensemble: {{size: 2}}
+      segor: {{model: {CHEAP_MODEL}, optimizer: {{n_initial: 3, gp_restarts: 1}}}}
 """
 
 

@@ -26,6 +26,7 @@ from ensemble_bo.tracking import (
     process_tags,
 )
 from tests.support import (
+    CHEAP_SEGOR,
     KEDRO,
     command_line,
     copy_project,
@@ -121,7 +122,9 @@ def test_a_killed_kedro_run_leaves_no_process_and_is_marked_killed(tmp_path):
         uri, "ensemble_bo"
     )  # the store exists before kedro and this test read it
     # Every trial runs in the time-limit worker; the budget keeps the search going.
-    params = "budget=5000,segor.time_limit=600,segor.optimizer.n_initial=5"
+    params = (
+        f"budget=5000,segor.time_limit=600,segor.optimizer.n_initial=5,{CHEAP_SEGOR}"
+    )
     with open(tmp_path / "kedro.log", "wb") as log:
         run = subprocess.Popen(
             [*KEDRO, "run", "--pipelines=segor", "--params", params],

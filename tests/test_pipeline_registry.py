@@ -14,6 +14,7 @@ from ensemble_bo.core.methods import METHODS, Method, SearchParts, run_method
 from ensemble_bo.core.preparation import ModelInput
 from ensemble_bo.core.strategies import SingleBestSearch
 from ensemble_bo.pipeline_registry import register_pipelines
+from tests.support import cheap_parameters
 
 PROJECT = Path(__file__).resolve().parents[1]
 
@@ -134,7 +135,7 @@ def test_a_registered_method_becomes_a_pipeline_a_benchmark_method_and_runs(
         {"name": "toy", "categorical_columns": []},
     )
     toy_parameters = {
-        **parameters,
+        **cheap_parameters(),  # random_search's model is auto: the cheap tree
         "budget": 4,
         "random_search": {**parameters["random_search"], "time_limit": None},
     }

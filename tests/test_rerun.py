@@ -34,9 +34,9 @@ from ensemble_bo.rerun import (
     time_budget_note,
 )
 from ensemble_bo.tracking import RUNTIME_PARAMS_ARTIFACT
-from tests.support import git, git_project, kedro_env
+from tests.support import CHEAP_SEGOR, git, git_project, kedro_env
 
-PARAMS = "dataset=cpu_performance,budget=6,segor.optimizer.n_initial=3"
+PARAMS = f"dataset=cpu_performance,budget=6,segor.optimizer.n_initial=3,{CHEAP_SEGOR}"
 EXPERIMENT = "ensemble_bo"
 ENSEMBLE_BO = [sys.executable, "-m", "ensemble_bo"]
 

@@ -12,17 +12,16 @@ import pandas as pd
 import pytest
 from mlflow.tracking import MlflowClient
 
-from ensemble_bo.api import default_parameters
 from ensemble_bo.core.methods import run_method
 from ensemble_bo.core.preparation import prepare
 from ensemble_bo.core.refit import refit_and_score
-from tests.support import copy_project
+from tests.support import CHEAP_SEGOR, cheap_parameters, copy_project
 
 PROJECT = Path(__file__).resolve().parents[1]
 BUDGET = 10
 PARAMS = (
     f"budget={BUDGET},seed=1,ensemble.size=4,segor.optimizer.n_initial=4,"
-    "segor.optimizer.gp_restarts=1"
+    f"segor.optimizer.gp_restarts=1,{CHEAP_SEGOR}"
 )
 pytestmark = pytest.mark.slow
 
@@ -84,7 +83,7 @@ def kill_when(project: Path, trials: int) -> dict[str, int]:
 
 def uninterrupted_metrics() -> dict[str, float]:
     """What an uninterrupted run computes, in process, from the same parameters."""
-    parameters = default_parameters()
+    parameters = cheap_parameters()  # PARAMS' model
     parameters.update(budget=BUDGET, seed=1)
     parameters["ensemble"] = {**parameters["ensemble"], "size": 4}
     parameters["segor"] = {

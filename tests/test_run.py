@@ -20,11 +20,13 @@ from mlflow.tracking import MlflowClient
 from ensemble_bo import EnsembleSearch, provenance
 from ensemble_bo.api import default_parameters
 from ensemble_bo.core.preparation import split_dataset
-from tests.support import git, git_project
+from tests.support import CHEAP_AUTO, CHEAP_MODEL, git, git_project
 
 # End to end: real `kedro run`s (deselect locally with -m 'not slow').
 pytestmark = pytest.mark.slow
 
+# concrete_run: the suite's one search of the default regression space,
+# segor_sklearn (the other searches name the cheap tree, tests/support.py).
 SMALL = "budget=12,ensemble.size=4,segor.optimizer.n_initial=4,segor.optimizer.gp_restarts=1"
 
 
@@ -82,7 +84,9 @@ def test_run_logs_parameters_and_provenance(project, concrete_run):
         and params["dataset"] == "concrete"
     )
     assert params["ensemble.size"] == "4" and params["ensemble.variant"] == "f-m"
-    assert params["segor.model"] == "decision_tree_regressor"
+    # the default space: every regression family, one conditional space
+    assert params["segor.model"] == "segor_sklearn"
+    assert params["models.segor_sklearn.regressor.type"] == "categorical"
     assert params["models.decision_tree_regressor.max_depth.high"] == "30"
     assert params["data_processing.test_size"] == "0.33"
     assert (
@@ -168,6 +172,7 @@ def test_run_logs_stepped_metrics_for_every_iteration(project, concrete_run):
     assert (
         0 < final["test_mse_ensemble"] < 1 and 0 < final["test_mse_single_best"] < 1.5
     )
+    assert final["trials_failed"] == 0
 
 
 def test_run_logs_artifacts_and_a_loadable_model(project, concrete_run):
@@ -186,6 +191,10 @@ def test_run_logs_artifacts_and_a_loadable_model(project, concrete_run):
         client.download_artifacts(run_id, "tables/segor_trial_history.csv")
     )
     assert len(history) == 12 and history["final_weight"].sum() == pytest.approx(1.0)
+    # every trial a family of segor_sklearn (the default space), several tried
+    families = default_parameters()["models"]["segor_sklearn"]["regressor"]["choices"]
+    assert set(history["regressor"]) <= set(families)
+    assert history["regressor"].nunique() > 1 and (history["status"] == "ok").all()
     # the pool, with every model's out-of-fold predictions, for a later posthoc run
     with open(
         client.download_artifacts(run_id, "pools/segor_search_result.pkl"), "rb"
@@ -254,7 +263,7 @@ def test_agnostic_bayes_pipelines_run_end_to_end(project, method):
         project,
         f"--pipelines={method}",
         "--params",
-        "budget=8,segor.optimizer.n_initial=4,ers.n_samples=200",
+        f"budget=8,segor.optimizer.n_initial=4,ers.n_samples=200,{CHEAP_AUTO}",
     )
     assert completed.returncode == 0, completed.stderr[-3000:]
     client = client_for(project)
@@ -310,13 +319,14 @@ def test_single_best_pipelines_log_their_own_run(project, method):
         project,
         f"--pipelines={method}",
         "--params",
-        "budget=8,segor.optimizer.n_initial=4",
+        f"budget=8,segor.optimizer.n_initial=4,{CHEAP_AUTO}",
     )
     assert completed.returncode == 0, completed.stderr[-3000:]
     client = client_for(project)
     run = latest_run(client)
     assert run.info.run_name == f"{method}-concrete-0"
     assert run.data.params[f"{method}.model"] == "auto"
+    assert run.data.params["default_models.regression"] == CHEAP_MODEL
     assert (
         run.data.metrics["test_mse_ensemble"]
         == run.data.metrics["test_mse_single_best"]
@@ -332,7 +342,9 @@ def test_single_best_pipelines_log_their_own_run(project, method):
 
 
 def test_posthoc_selects_from_the_pool_an_earlier_run_saved(project):
-    smbo = kedro_run(project, "--pipelines=smbo", "--params", "budget=10,seed=7")
+    smbo = kedro_run(
+        project, "--pipelines=smbo", "--params", f"budget=10,seed=7,{CHEAP_AUTO}"
+    )
     assert smbo.returncode == 0, smbo.stderr[-3000:]
     source = latest_run(client_for(project))
     completed = kedro_run(

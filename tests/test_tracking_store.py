@@ -29,6 +29,7 @@ from ensemble_bo.tracking import (
     sqlite_database,
 )
 from tests.support import (
+    CHEAP_SEGOR,
     copy_project,
     kedro,
     read_only_files_are_enforced,
@@ -36,7 +37,8 @@ from tests.support import (
 )
 
 TINY = (
-    "budget=3,ensemble.size=2,segor.optimizer.n_initial=3,segor.optimizer.gp_restarts=1"
+    "budget=3,ensemble.size=2,segor.optimizer.n_initial=3,segor.optimizer.gp_restarts=1,"
+    + CHEAP_SEGOR
 )
 
 

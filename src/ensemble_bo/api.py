@@ -43,6 +43,7 @@ from ensemble_bo.core.preparation import (
 from ensemble_bo.core.refit import ensemble_estimator
 from ensemble_bo.core.results import EnsembleSearchResult
 from ensemble_bo.core.seeding import derive_seed
+from ensemble_bo.core.zoo import quiet_iteration_caps
 
 DEFAULTS = Path(__file__).resolve().parent / "defaults"
 
@@ -242,7 +243,8 @@ class EnsembleSearch(BaseEstimator):
             result, dataset["categorical_columns"], settings["voting"], seed
         )
         start = time.perf_counter()
-        self.ensemble_ = ensemble.fit(features, target)
+        with quiet_iteration_caps():
+            self.ensemble_ = ensemble.fit(features, target)
         self.refit_seconds_ = time.perf_counter() - start
         self.result_: EnsembleSearchResult = result
         self.cv_loss_ = float(result.history[-1].ensemble_loss)

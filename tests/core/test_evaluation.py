@@ -2,10 +2,13 @@ import os
 import pickle
 import re
 import time
+import warnings
 
 import numpy as np
 import pytest
 from sklearn.base import BaseEstimator, RegressorMixin
+from sklearn.exceptions import ConvergenceWarning
+from sklearn.model_selection import PredefinedSplit, cross_val_predict
 from sklearn.tree import DecisionTreeRegressor
 
 from ensemble_bo.core.evaluation import CrossValidationEvaluator
@@ -194,3 +197,25 @@ def test_a_time_limit_must_be_positive_and_finite(time_limit):
         CrossValidationEvaluator(
             "decision_tree_regressor", X, Y, FOLDS, time_limit=time_limit
         )
+
+
+def test_a_fit_stopped_at_its_iteration_cap_is_a_quiet_successful_trial():
+    capped = {
+        "learning_rate_init": 0.01,
+        "activation": "relu",
+        "n_hidden_layers": 1,
+        "units_1": 5,
+        "max_iter": 2,
+    }
+    with warnings.catch_warnings(record=True) as plain:
+        warnings.simplefilter("always")
+        cross_val_predict(
+            make_model("mlp_regressor", capped, 0), X, Y, cv=PredefinedSplit(FOLDS)
+        )
+    assert any(issubclass(w.category, ConvergenceWarning) for w in plain)
+
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        result = CrossValidationEvaluator("mlp_regressor", X, Y, FOLDS)(capped)
+    assert result.ok
+    assert not any(issubclass(w.category, ConvergenceWarning) for w in caught)

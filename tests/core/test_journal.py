@@ -3,7 +3,6 @@
 import numpy as np
 import pytest
 
-from ensemble_bo.api import default_parameters
 from ensemble_bo.core.journal import (
     ReplayingEvaluator,
     TrialJournal,
@@ -13,8 +12,9 @@ from ensemble_bo.core.methods import run_method
 from ensemble_bo.core.pool import TrialResult
 from ensemble_bo.core.preparation import ModelInput
 from ensemble_bo.core.results import SearchInterrupted
+from tests.support import cheap_parameters
 
-CONF = default_parameters()
+CONF = cheap_parameters()  # segor searches the tree
 RNG = np.random.default_rng(0)
 X = RNG.normal(size=(50, 3))
 DATA = ModelInput(

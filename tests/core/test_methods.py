@@ -16,8 +16,12 @@ from ensemble_bo.core.methods import (
 from ensemble_bo.core.preparation import ModelInput
 from ensemble_bo.core.results import SearchInterrupted
 from ensemble_bo.core.zoo import model_task
+from tests.support import CHEAP_MODEL, cheap_parameters
 
 CONF = default_parameters()
+# The searches below: CONF with the decision tree as the regression space (segor's
+# and the `auto` methods'), as cheap as a search gets.
+CHEAP = cheap_parameters()
 RNG = np.random.default_rng(0)
 X = RNG.normal(size=(60, 3))
 Y = X[:, 0] + 0.1 * RNG.normal(size=60)
@@ -38,8 +42,9 @@ CLASSES = ModelInput(
 
 
 def settings(budget=6, **blocks):
-    """The conf's parameters: short initial designs, in-process evaluations."""
-    chosen = {**CONF, "budget": budget}
+    """The conf's parameters: short initial designs, in-process evaluations, the
+    tree for regression."""
+    chosen = {**CHEAP, "budget": budget}
     for name in ("segor", "sego", "esmbo", "smbo", "random_search", "ers"):
         block = {**chosen[name], "time_limit": None}
         if block["optimizer"]["kind"] == "gp":
@@ -50,14 +55,28 @@ def settings(budget=6, **blocks):
     return chosen
 
 
+def test_the_default_spaces_are_every_family_for_each_task():
+    # searched end to end by tests/test_run.py (regression) and its sego run
+    assert CONF["default_models"] == {
+        "regression": "segor_sklearn",
+        "classification": "sego_sklearn",
+    }
+    assert CONF["segor"]["model"] == CONF["default_models"]["regression"]
+    assert CONF["sego"]["model"] == CONF["default_models"]["classification"]
+    for name in ("smbo", "esmbo", "ers", "random_search"):
+        assert CONF[name]["model"] == "auto", name
+
+
 def test_every_method_reads_blocks_the_conf_declares_and_runs_on_its_tasks():
+    assert CHEAP["default_models"]["regression"] == CHEAP_MODEL
     for method in METHODS.values():
         assert set(method.params) <= set(CONF), method.name
         for task in method.tasks:
             data = REGRESSION if task == "regression" else CLASSES
             result = run_method(method.name, data, settings(budget=5), seed=0)
             assert result.task == task and len(result.pool) == 5
-            assert result.algorithm == CONF["default_models"][task]
+            # `auto` (and segor's model) resolved to the task's default_models entry
+            assert result.algorithm == CHEAP["default_models"][task]
             assert [r.iteration for r in result.history] == list(range(5))
             assert math.isfinite(result.history[-1].ensemble_loss)
 
@@ -66,8 +85,8 @@ def test_segor_builds_a_fixed_size_ensemble_from_the_conf_space():
     assert CONF["ensemble"]["variant"] == "f-m"
     result = run_method("segor", REGRESSION, settings(ensemble={"size": 3}), 0)
     assert len(result.pool) == 6 and len(result.members) == 3
-    assert result.algorithm == "decision_tree_regressor"
-    assert set(result.pool.configs[0]) == set(CONF["models"]["decision_tree_regressor"])
+    assert result.algorithm == CHEAP_MODEL
+    assert set(result.pool.configs[0]) == set(CONF["models"][CHEAP_MODEL])
 
 
 def test_a_variant_sets_only_the_ensemble_variant():

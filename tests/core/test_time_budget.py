@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 
 from ensemble_bo.api import default_parameters
+from ensemble_bo.core.evaluation import CrossValidationEvaluator
 from ensemble_bo.core.journal import ReplayingEvaluator, TrialJournal
 from ensemble_bo.core.optimizer import RandomSearch
 from ensemble_bo.core.pool import TrialResult
@@ -140,3 +141,19 @@ def test_a_bad_time_budget_is_refused_before_anything_is_trained(seconds):
     settings = {**default_parameters(), "time_budget": seconds}
     with pytest.raises(InvalidInput, match=f"time_budget must be .*got {seconds!r}"):
         check_settings("segor", settings)
+
+
+def test_the_first_evaluation_is_not_cut_by_a_spent_budget():
+    # A worker start-up that outlasts a short budget still leaves one model.
+    clock = FakeClock()
+    budget = TimeBudget(1.0, clock=clock)
+    budget.start()
+    clock.now += 5.0
+    features = np.arange(2.0 * len(Y)).reshape(-1, 2)
+    evaluate = CrossValidationEvaluator(
+        "decision_tree_regressor", features, Y, FOLDS, time_budget=budget
+    )
+    assert evaluate._trial_limit() == (None, "")  # no limit: runs in process
+    assert evaluate({"max_depth": 2}).ok and evaluate.evaluations == 1
+    limit, cut_by = evaluate._trial_limit()  # the next one would be cut at once
+    assert limit == 1e-3 and "end of the time budget of 1 s" in cut_by

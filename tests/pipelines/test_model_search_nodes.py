@@ -5,7 +5,6 @@ import pandas as pd
 import pytest
 
 from ensemble_bo import events
-from ensemble_bo.api import default_parameters
 from ensemble_bo.core.journal import JournalFolder, TrialJournal
 from ensemble_bo.core.methods import METHODS, POSTHOC, run_method
 from ensemble_bo.core.preparation import make_model_input
@@ -16,8 +15,9 @@ from ensemble_bo.pipelines.model_search.nodes import (
     search_node,
     selection_node,
 )
+from tests.support import cheap_parameters
 
-CONF = default_parameters()
+CONF = cheap_parameters()  # the regression searches: the cheap tree
 RNG = np.random.default_rng(0)
 FEATURES = pd.DataFrame(RNG.normal(size=(60, 3)), columns=["x0", "x1", "x2"])
 CODES = (FEATURES.x0 + 0.3 * FEATURES.x1 > 0).astype(int) + (FEATURES.x2 > 1)

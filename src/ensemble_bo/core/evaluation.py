@@ -27,7 +27,7 @@ from sklearn.model_selection import PredefinedSplit, cross_val_predict
 
 from ensemble_bo.core.pool import TrialResult
 from ensemble_bo.core.time_budget import TimeBudget, is_seconds
-from ensemble_bo.core.zoo import MODEL_FACTORIES, make_model
+from ensemble_bo.core.zoo import MODEL_FACTORIES, make_model, quiet_iteration_caps
 
 ModelFactory = Callable[[str, dict[str, Any], int], BaseEstimator]
 
@@ -45,7 +45,8 @@ def _evaluate(
     start = time.perf_counter()
     try:
         model = model_factory(algorithm, config, random_state)
-        predictions = cross_val_predict(model, X, y, cv=PredefinedSplit(fold_ids))
+        with quiet_iteration_caps():
+            predictions = cross_val_predict(model, X, y, cv=PredefinedSplit(fold_ids))
         if not np.all(np.isfinite(predictions)):
             raise ValueError("the model predicted NaN or infinite values")
     except Exception as error:  # noqa: BLE001 - any training failure is a failed trial
@@ -188,6 +189,9 @@ class CrossValidationEvaluator:
     in the worker), and a trial cut by the budget fails with a TimeoutError
     text saying so. The limit is taken once the worker is up, so that its
     start-up, which the budget counts, does not also make a trial overshoot.
+    The first evaluation is not cut by the budget (only by `time_limit`): a
+    start-up that outlasts a short budget on a busy machine must still leave
+    the search a model to refit.
     """
 
     algorithm: str
@@ -210,6 +214,7 @@ class CrossValidationEvaluator:
                 f"{len(self.fold_ids)}"
             )
         _check_time_limit(self.time_limit)
+        self.evaluations = 0
         self._executor: ProcessPoolExecutor | None = None
         self._lock = threading.Lock()
 
@@ -227,6 +232,12 @@ class CrossValidationEvaluator:
         self._lock = threading.Lock()
 
     def __call__(self, config: dict[str, Any]) -> TrialResult:
+        try:
+            return self._evaluate_config(config)
+        finally:
+            self.evaluations += 1
+
+    def _evaluate_config(self, config: dict[str, Any]) -> TrialResult:
         if self._trial_limit()[0] is None:
             return _evaluate(
                 self.model_factory,
@@ -242,7 +253,11 @@ class CrossValidationEvaluator:
 
     def _trial_limit(self) -> tuple[float | None, str]:
         """This evaluation's limit in seconds (None: none) and what a cut says."""
-        remaining = None if self.time_budget is None else self.time_budget.remaining()
+        remaining = (
+            None
+            if self.time_budget is None or not self.evaluations
+            else self.time_budget.remaining()
+        )
         if remaining is None or (
             self.time_limit is not None and self.time_limit <= remaining
         ):

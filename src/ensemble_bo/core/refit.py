@@ -13,7 +13,7 @@ from ensemble_bo.core.estimator import build_ensemble_model
 from ensemble_bo.core.losses import zero_one_loss
 from ensemble_bo.core.results import EnsembleSearchResult
 from ensemble_bo.core.seeding import derive_seed
-from ensemble_bo.core.zoo import make_model
+from ensemble_bo.core.zoo import make_model, quiet_iteration_caps
 
 
 def ensemble_estimator(
@@ -84,7 +84,8 @@ def refit_and_score(
     def fitted_losses(weights: Mapping[int, float] | None):
         model = ensemble_estimator(result, categorical_columns, voting, seed, weights)
         start = time.perf_counter()
-        model.fit(train_features, train_target)
+        with quiet_iteration_caps():
+            model.fit(train_features, train_target)
         fit_seconds = time.perf_counter() - start
         losses = test_sample_losses(
             model, test_features, test_target, task, target_scaling

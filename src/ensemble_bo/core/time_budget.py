@@ -3,8 +3,8 @@
 The search checks it between trials and stops once it is spent; the evaluator
 caps each trial's time limit at what is left, so a trial that would run past
 the end is cut like any trial past its time limit (a failed trial). A search
-therefore ends within one trial's time limit of its budget, and usually within
-one proposal's time.
+therefore ends within one proposal's time of its budget, or one trial's when
+its first trial (never cut, so that there is a model to refit) ends later.
 
 The clock starts when the search starts, so the budget covers the start-up of
 the process that evaluations run in (a few seconds: it imports scikit-learn),

@@ -26,7 +26,9 @@ nothing.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+import warnings
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import contextmanager
 from typing import Any, Literal
 
 from sklearn.base import BaseEstimator
@@ -45,6 +47,7 @@ from sklearn.ensemble import (
     RandomForestClassifier,
     RandomForestRegressor,
 )
+from sklearn.exceptions import ConvergenceWarning
 from sklearn.impute import SimpleImputer
 from sklearn.linear_model import ElasticNet
 from sklearn.naive_bayes import GaussianNB
@@ -317,6 +320,20 @@ MODEL_TASKS: dict[str, Task] = {
     **dict.fromkeys(_REGRESSORS, "regression"),
     **dict.fromkeys(_CLASSIFIERS, "classification"),
 }
+
+
+@contextmanager
+def quiet_iteration_caps() -> Iterator[None]:
+    """Fits inside stop at their iteration caps without ConvergenceWarning.
+
+    A cap (the MLP's epochs, libsvm's iterations, elastic net's max_iter) is
+    part of the configuration in its space: a fit that stops at it is that
+    configuration, not a failure, and the warning, once per fold of every
+    trial and per member of every refit, would flood a quiet run.
+    """
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConvergenceWarning)
+        yield
 
 
 def _unknown(algorithm: str) -> ValueError:
