@@ -319,7 +319,8 @@ def test_single_best_pipelines_log_their_own_run(project, method):
         project,
         f"--pipelines={method}",
         "--params",
-        f"budget=8,segor.optimizer.n_initial=4,{CHEAP_AUTO}",
+        # a time budget that the 8 trials do not reach: the trials end the search
+        f"budget=8,time_budget=300,segor.optimizer.n_initial=4,{CHEAP_AUTO}",
     )
     assert completed.returncode == 0, completed.stderr[-3000:]
     client = client_for(project)
@@ -327,6 +328,11 @@ def test_single_best_pipelines_log_their_own_run(project, method):
     assert run.info.run_name == f"{method}-concrete-0"
     assert run.data.params[f"{method}.model"] == "auto"
     assert run.data.params["default_models.regression"] == CHEAP_MODEL
+    # the time split every run logs
+    assert run.data.params["time_budget"] == "300"
+    metrics = run.data.metrics
+    assert metrics["trials"] == 8 and metrics["time_budget_reached"] == 0
+    assert 0 < metrics["search_seconds"] < 300 and metrics["refit_seconds"] > 0
     assert (
         run.data.metrics["test_mse_ensemble"]
         == run.data.metrics["test_mse_single_best"]
