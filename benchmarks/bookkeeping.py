@@ -6,7 +6,10 @@ predictions (SEGOR: L(E[j] <- h) and, when dynamic, L(E + h) for all h; SEGO: th
 squared margin of the vote with slot j replaced by each h, on the pool's 0/1
 correctness; ESMBO: the bootstrap risks of all h on N replicas and each
 replica's argmin). Pools of t models x n validation rows of synthetic
-predictions (3-class labels for SEGO); median of repeats.
+predictions (for SEGO: labels and class probabilities, K = 3 classes for its
+squared margin, then K = 10 for each of its objectives: the squared margin and
+the vote's error on the labels, the log-loss on the probability of the true
+class, the Brier score on all K probabilities); median of repeats.
 
     .venv/bin/python benchmarks/bookkeeping.py
 """
@@ -28,6 +31,8 @@ from ensemble_bo.core.strategies import EsmboSearch, SegorSearch, SegoSearch
 RESULTS = Path(__file__).resolve().parent / "results"
 SPACE = SearchSpace.from_dict({"x": {"type": "float", "low": 0.0, "high": 1.0}})
 TARGET_MS = 50.0
+# SEGO's objectives, timed on pools of K = 10 classes (issue 13's target).
+CLASS_LOSSES = ("squared_margin", "error", "log_loss", "brier")
 
 
 def filled_pool(t: int, n: int, rng: np.random.Generator) -> tuple[Pool, np.ndarray]:
@@ -39,14 +44,25 @@ def filled_pool(t: int, n: int, rng: np.random.Generator) -> tuple[Pool, np.ndar
 
 
 def filled_classification_pool(
-    t: int, n: int, rng: np.random.Generator
+    t: int, n: int, rng: np.random.Generator, n_classes: int = 3
 ) -> tuple[Pool, np.ndarray]:
-    labels = rng.integers(0, 3, size=n)
+    """t models of 70% accuracy, with class probabilities whose argmax is the label."""
+    labels = rng.integers(0, n_classes, size=n)
     pool = Pool(n, labels=labels)
+    rows = np.arange(n)
     for _ in range(t):
         wrong = rng.random(n) < 0.3
-        predictions = np.where(wrong, (labels + 1) % 3, labels).astype(float)
-        pool.add({"x": 0.5}, np.array([0.5]), TrialResult(predictions, 0.0))
+        predictions = np.where(wrong, (labels + 1) % n_classes, labels)
+        probabilities = rng.random((n, n_classes))
+        probabilities[rows, predictions] += 1.0
+        probabilities /= probabilities.sum(axis=1, keepdims=True)
+        pool.add(
+            {"x": 0.5},
+            np.array([0.5]),
+            TrialResult(
+                predictions.astype(float), 0.0, oof_probabilities=probabilities
+            ),
+        )
     return pool, labels
 
 
@@ -58,7 +74,7 @@ def iteration_seconds(search, pool: Pool, iterations: int = 5) -> float:
     for iteration in range(iterations + 1):
         start = time.perf_counter()
         search._begin_iteration(iteration, pool)
-        targets = search._targets(pool.outputs, single)
+        targets = search._targets(pool, slice(None), single)
         search.optimizer._values = list(targets)  # what relabel stores, without copies
         search.optimizer._X = [np.zeros(1)] * len(targets)
         search._update(pool, single)
@@ -85,12 +101,15 @@ def main() -> None:
                     RandomSearch(SPACE), None, y, folds, n_replicas=10
                 ),
             }
-            labelled_pool, labels = filled_classification_pool(t, n, rng)
             pools = {name: pool for name in strategies}
-            strategies["SEGO (m = 12)"] = SegoSearch(
-                RandomSearch(SPACE), None, labels, folds, 12
-            )
-            pools["SEGO (m = 12)"] = labelled_pool
+            for n_classes, losses in ((3, ("squared_margin",)), (10, CLASS_LOSSES)):
+                labelled_pool, labels = filled_classification_pool(t, n, rng, n_classes)
+                for loss in losses:
+                    name = f"SEGO {loss} (m = 12, K = {n_classes})"
+                    strategies[name] = SegoSearch(
+                        RandomSearch(SPACE), None, labels, folds, 12, loss=loss
+                    )
+                    pools[name] = labelled_pool
             for name, search in strategies.items():
                 ms = 1000 * iteration_seconds(search, pools[name])
                 rows.append(

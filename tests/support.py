@@ -1,4 +1,5 @@
-"""Helpers for tests that run real processes: a project copy, process trees, permissions."""
+"""Helpers for tests: a project copy, process trees, permissions, cheap parameters,
+an optimizer that records what strategies tell it."""
 
 from __future__ import annotations
 
@@ -11,6 +12,8 @@ import sys
 import time
 from collections.abc import Iterable, Mapping
 from pathlib import Path
+
+import numpy as np
 
 PROJECT = Path(__file__).resolve().parents[1]
 
@@ -308,3 +311,15 @@ def start_hook_run(tracking_uri: str, pipeline_name: str = "segor", **changes):
         ),
     )
     return hook
+
+
+class RecordingRelabels:
+    """Mixin for an optimizer class: keeps every set of GP targets a strategy hands over."""
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.relabels = []
+
+    def relabel(self, values):
+        self.relabels.append(np.array(values))
+        super().relabel(values)

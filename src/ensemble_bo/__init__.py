@@ -6,6 +6,8 @@ from ensemble_bo import EnsembleSearch, METHODS
 from ensemble_bo.api import EnsembleSearch
 from ensemble_bo.core.methods import METHODS
 
-__version__ = "0.1"
+# Part of every search journal's key (core.journal): 0.2 pools keep class
+# probabilities, so trials recorded by 0.1, which lack them, are not replayed.
+__version__ = "0.2"
 
 __all__ = ["METHODS", "EnsembleSearch", "__version__"]

@@ -344,10 +344,11 @@ def _model_space_report(
         "Mean rank of each method's CV loss at each iteration over datasets and "
         "repetitions (1 = best): convergence_mean_rank.csv, convergence.png. "
         "ESMBO Fig. 1-2 rank the test risk per iteration; these curves rank the "
-        "CV objective each method optimizes (its `loss`, or the variant's for "
-        "segor; for classification ensembles the squared margin, for single "
-        "models the error rate), which is optimistic for the methods that select "
-        "on it and compares like with like only where the methods share it.",
+        "CV objective each method optimizes (its `loss`, or its variant's: "
+        "segor:g-h, sego:log_loss; by default the squared margin for "
+        "classification ensembles and the error rate for single models), which "
+        "is optimistic for the methods that select on it and compares like with "
+        "like only where the methods share it.",
     ]
     if len(curves):
         last = curves.iloc[[-1]].rename(index=lambda i: f"iteration {i}")

@@ -504,12 +504,20 @@ def test_unknown_voting_is_named():
         _classifier(voting="mean").fit(np.zeros((2, 1)), [0, 1])
 
 
-def test_soft_voting_names_the_member_without_predict_proba():
+def test_soft_voting_takes_the_one_hot_vote_of_a_member_without_predict_proba():
+    # As the search's out-of-fold probabilities do (evaluation.out_of_fold_predictions).
+    X = np.array([[0.0], [1.0], [2.0], [3.0]])
+    y = np.array(["a", "a", "b", "b"])
     model = EnsembleClassifier(
-        [("tree", DecisionTreeClassifier()), ("svm", SVC())], voting="soft"
+        [("tree", DecisionTreeClassifier(max_depth=1)), ("svm", SVC())],
+        weights=[1.0, 3.0],
+        voting="soft",
+    ).fit(X, y)
+    tree, svm = model.estimators_
+    one_hot = np.eye(2)[svm.predict(X)]
+    np.testing.assert_allclose(
+        model.predict_proba(X), 0.25 * tree.predict_proba(X) + 0.75 * one_hot
     )
-    with pytest.raises(ValueError, match=r"estimator\(s\) \['svm'\] lack"):
-        model.fit(np.zeros((2, 1)), [0, 1])
 
 
 def test_classifier_rejects_a_continuous_target():

@@ -7,7 +7,7 @@ from ensemble_bo.core.losses import (
     cv_loss_of_mean_ensembles,
     fold_weights,
     huber_loss,
-    objective_loss,
+    objective,
     regression_loss,
     squared_error,
     tukey_bisquare_loss,
@@ -134,11 +134,11 @@ def test_vote_losses_are_sego_eq_8_and_9_by_hand():
     # M = 1, -1, 1/3; eq. 8 (1 - M) / 2 = 0, 1, 1/3; eq. 9 (1 - M)**2 / 4 = 0, 1, 1/9.
     correct = np.array([[1, 0, 1], [1, 0, 1], [1, 0, 0]], dtype=float)  # (m, n)
     residuals = correct.mean(axis=0) - 1.0
-    margin = objective_loss("classification", "margin")
-    squared_margin = objective_loss("classification", "squared_margin")
+    margin = objective("classification", "margin").per_sample_loss
+    squared_margin = objective("classification", "squared_margin").per_sample_loss
     np.testing.assert_allclose(margin(residuals), [0.0, 1.0, 1 / 3])
     np.testing.assert_allclose(squared_margin(residuals), [0.0, 1.0, 1 / 9])
-    assert objective_loss("classification", "auto") is squared_margin
+    assert objective("classification", "auto").per_sample_loss is squared_margin
 
 
 def test_vote_losses_follow_eq7_on_random_member_correctness():
@@ -146,23 +146,25 @@ def test_vote_losses_follow_eq7_on_random_member_correctness():
     eq7 = np.mean(1 - 2 * (~correct), axis=0)  # M, literally as SEGO writes it
     residuals = correct.mean(axis=0) - 1.0
     np.testing.assert_allclose(
-        objective_loss("classification", "squared_margin")(residuals),
+        objective("classification", "squared_margin").per_sample_loss(residuals),
         (1 - eq7) ** 2 / 4,
     )
     # a single member's loss is its zero-one loss, under both
     single = correct[0].astype(float) - 1.0
-    for name in ("squared_margin", "margin"):
+    for name in ("squared_margin", "margin", "error"):
         np.testing.assert_allclose(
-            objective_loss("classification", name)(single), 1.0 - correct[0]
+            objective("classification", name).per_sample_loss(single), 1.0 - correct[0]
         )
 
 
-def test_objective_loss_by_task_and_bad_names():
-    assert objective_loss("regression", "auto") is squared_error
-    assert objective_loss("regression", "h") is huber_loss
+def test_objective_by_task_and_bad_names():
+    assert objective("regression", "auto").per_sample_loss is squared_error
+    assert objective("regression", "h").per_sample_loss is huber_loss
     with pytest.raises(ValueError, match="'hinge' does not apply to classification"):
-        objective_loss("classification", "hinge")
+        objective("classification", "hinge")
     with pytest.raises(ValueError, match="'mse' does not apply to classification"):
-        objective_loss("classification", "mse")
+        objective("classification", "mse")
     with pytest.raises(ValueError, match="unknown task 'ranking'"):
-        objective_loss("ranking", "auto")
+        objective("ranking", "auto")
+    with pytest.raises(ValueError, match="unknown regression loss 'brier'"):
+        objective("regression", "brier")

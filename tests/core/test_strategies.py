@@ -27,6 +27,7 @@ from ensemble_bo.core.strategies import (
     posthoc_selection,
     segor_variant,
 )
+from tests.support import RecordingRelabels
 
 N_SAMPLES = 40
 RNG = np.random.default_rng(0)
@@ -55,16 +56,8 @@ def synthetic_evaluator(config):
     return TrialResult(predictions, 0.001)
 
 
-class RecordingOptimizer(GPEIOptimizer):
+class RecordingOptimizer(RecordingRelabels, GPEIOptimizer):
     """Keeps every set of GP targets the strategy hands over."""
-
-    def __init__(self, *args, **kwargs):
-        super().__init__(*args, **kwargs)
-        self.relabels = []
-
-    def relabel(self, values):
-        self.relabels.append(np.array(values))
-        super().relabel(values)
 
 
 def brute_force_loss(pool_predictions, member_indices):

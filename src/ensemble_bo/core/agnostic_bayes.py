@@ -381,7 +381,8 @@ def mean_ensemble_cv_loss(
 ) -> Callable[[np.ndarray], float]:
     """weights (t,) -> CV loss of the weighted average sum_h w_h h(x_i) (s.2.2, s.4.2).
 
-    predictions (t, n) are out-of-fold (h_{j_i}(x_i) of s.4.2); failed (NaN)
+    predictions (t, n) are out-of-fold (h_{j_i}(x_i) of s.4.2), or (t, n, K)
+    class probabilities with y (n, K); failed (NaN)
     rows must get weight 0. For label predictions, write the vote loss instead.
     """
     predictions, y, fold_ids = check_problem(predictions, y, fold_ids)
@@ -389,7 +390,9 @@ def mean_ensemble_cv_loss(
     sample_weights = fold_weights(fold_ids)
 
     def cv_loss(weights: np.ndarray) -> float:
-        ensemble = weights_of_usable_rows(weights, usable) @ predictions[usable]
+        ensemble = np.tensordot(
+            weights_of_usable_rows(weights, usable), predictions[usable], axes=1
+        )
         return float(per_sample_loss(ensemble - y) @ sample_weights)
 
     return cv_loss

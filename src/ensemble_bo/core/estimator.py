@@ -86,8 +86,9 @@ class EnsembleClassifier(ClassifierMixin, BaseEstimator):
         class with the largest total wins (weighted plurality vote, as in SEGO).
         Ties, up to a relative 1e-9, go to the lowest index in `classes_`.
         "soft": the class with the largest weighted mean of the members'
-        `predict_proba` wins, ties again to the lowest index; every member needs
-        `predict_proba`.
+        `predict_proba` wins, ties again to the lowest index; a member without
+        `predict_proba` (an SVC without Platt scaling) contributes the one-hot
+        of its prediction, as it does to the search's out-of-fold probabilities.
 
     Attributes
     ----------
@@ -162,23 +163,12 @@ class EnsembleClassifier(ClassifierMixin, BaseEstimator):
         """Fit a clone of every member on all of X (n_samples, n_features), y (n_samples,)."""
         if self.voting not in VOTING:
             raise ValueError(f"voting must be one of {VOTING}, got {self.voting!r}")
-        names, members = self._validated_members()
+        _, members = self._validated_members()
         weights = (
             np.ones(len(members))
             if self.weights is None
             else _checked_weights(self.weights, len(members))
         )
-        if self.voting == "soft":
-            # Checked before fitting anything, so a bad configuration fails fast.
-            lacking = [
-                name
-                for name, member in zip(names, members)
-                if not hasattr(member, "predict_proba")
-            ]
-            if lacking:
-                raise ValueError(
-                    f"voting='soft' needs predict_proba, which estimator(s) {lacking} lack"
-                )
         X = self._validate_X(X, reset=True)
         y = column_or_1d(y, warn=True)
         target_type = type_of_target(y, input_name="y")
@@ -229,7 +219,7 @@ class EnsembleClassifier(ClassifierMixin, BaseEstimator):
     def _member_scores(self, member, X) -> np.ndarray:
         """One member's votes (one-hot) or probabilities, shape (n_samples, n_classes)."""
         n_classes = len(self.classes_)
-        if self.voting == "hard":
+        if self.voting == "hard" or not hasattr(member, "predict_proba"):
             votes = np.asarray(member.predict(X)).astype(int).ravel()
             return np.eye(n_classes)[votes]
         return self._aligned_proba(member, X, n_classes)

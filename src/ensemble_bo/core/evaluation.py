@@ -22,7 +22,7 @@ import numpy as np
 # that other code (a joblib.Parallel elsewhere) is using.
 from joblib.externals.loky import ProcessPoolExecutor
 from joblib.externals.loky.process_executor import BrokenProcessPool
-from sklearn.base import BaseEstimator
+from sklearn.base import BaseEstimator, clone, is_classifier
 from sklearn.model_selection import PredefinedSplit, cross_val_predict
 
 from ensemble_bo.core.pool import TrialResult
@@ -46,16 +46,52 @@ def _evaluate(
     try:
         model = model_factory(algorithm, config, random_state)
         with quiet_iteration_caps():
-            predictions = cross_val_predict(model, X, y, cv=PredefinedSplit(fold_ids))
-        if not np.all(np.isfinite(predictions)):
+            predictions, probabilities = out_of_fold_predictions(model, X, y, fold_ids)
+        if not np.all(np.isfinite(predictions)) or (
+            probabilities is not None and not np.all(np.isfinite(probabilities))
+        ):
             raise ValueError("the model predicted NaN or infinite values")
     except Exception as error:  # noqa: BLE001 - any training failure is a failed trial
         return TrialResult(
             None, time.perf_counter() - start, f"{type(error).__name__}: {error}"
         )
     return TrialResult(
-        np.asarray(predictions, dtype=float), time.perf_counter() - start
+        np.asarray(predictions, dtype=float),
+        time.perf_counter() - start,
+        oof_probabilities=probabilities,
     )
+
+
+def out_of_fold_predictions(
+    model: BaseEstimator, X: np.ndarray, y: np.ndarray, fold_ids: np.ndarray
+) -> tuple[np.ndarray, np.ndarray | None]:
+    """(predictions (n,), class probabilities (n, K) or None) of k-fold CV.
+
+    Regression: cross_val_predict's predictions, no probabilities. A
+    classifier, y holding codes 0..K-1, is fitted once per fold and gives both
+    its `predict` labels and its `predict_proba` (columns placed by its
+    `classes_`, so a fold missing a class leaves that column 0);
+    cross_val_predict takes one method per fit, and fitting twice would double
+    the cost. A classifier without predict_proba (an SVC without Platt
+    scaling) gives the one-hot of its labels: its hard vote, with no
+    calibration fits added, which the log-loss then prices as a sure answer.
+    """
+    if not is_classifier(model):
+        return cross_val_predict(model, X, y, cv=PredefinedSplit(fold_ids)), None
+    codes = np.asarray(y).astype(int)
+    identity = np.eye(int(codes.max()) + 1)
+    predictions = np.empty(len(codes))
+    probabilities = np.zeros((len(codes), len(identity)))
+    for fold in np.unique(fold_ids):
+        test = fold_ids == fold
+        fitted = clone(model).fit(X[~test], codes[~test])
+        predictions[test] = fitted.predict(X[test])
+        if hasattr(fitted, "predict_proba"):
+            columns = np.asarray(fitted.classes_).astype(int)
+            probabilities[np.ix_(test, columns)] = fitted.predict_proba(X[test])
+        else:
+            probabilities[test] = identity[predictions[test].astype(int)]
+    return predictions, probabilities
 
 
 # How often a worker checks that the process that started it is still alive.

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import dataclass
 
 import numpy as np
 from scipy.special import huber
@@ -78,46 +79,149 @@ def zero_one_loss(predicted_labels: np.ndarray, y: np.ndarray) -> np.ndarray:
     return np.not_equal(predicted_labels, y).astype(float)
 
 
-# Classification (SEGO s.3). The search combines the members' 0/1 correctness
-# vectors c_h = I[h(x) = y] by their mean: for an ensemble of m members the mean
-# correctness is c / m with c the correct votes, the multiclass margin (eq. 7) is
-# M = 2 c / m - 1 and the residual against the target 1 is r = c / m - 1 = (M - 1) / 2.
-# So the margin loss (eq. 8), (1 - M) / 2, is |r| and the squared-margin loss
-# (eq. 9), (1 - M)**2 / 4, is r**2: the mean-combiner machinery of the regression
-# strategies (cv_loss_of_mean_ensembles, greedy selection, BFGS) optimizes them
-# unchanged. For one model both are its zero-one loss.
-# The margin loss is linear in the members, so an ensemble minimizing it is
-# never better than its best member (SEGO s.3.3): it is here as the paper's
-# eq. 8, for comparison. A vote's own zero-one error is not a function of the
-# mean correctness: post-hoc selection computes it from the labels
-# (selection.greedy_vote_selection).
-VOTE_LOSSES: dict[str, Callable[[np.ndarray], np.ndarray]] = {
-    "squared_margin": squared_error,
-    "margin": np.abs,
+# Classification (SEGO s.3). The margin losses combine the members' 0/1
+# correctness vectors c_h = I[h(x) = y] by their mean: for an ensemble of m
+# members the mean correctness is c / m with c the correct votes, the multiclass
+# margin (eq. 7) is M = 2 c / m - 1 and the residual against the target 1 is
+# r = c / m - 1 = (M - 1) / 2. So the margin loss (eq. 8), (1 - M) / 2, is |r|
+# and the squared-margin loss (eq. 9), (1 - M)**2 / 4, is r**2: the mean-combiner
+# machinery of the regression strategies (cv_loss_of_mean_ensembles, greedy
+# selection, BFGS) optimizes them unchanged. For one model both are its
+# zero-one loss. The margin loss is linear in the members, so an ensemble
+# minimizing it is never better than its best member (SEGO s.3.3): it is here
+# as the paper's eq. 8, for comparison.
+#
+# The probability losses average the members' out-of-fold class probabilities
+# (soft voting), through the same machinery: the log-loss of the mean only
+# needs each member's probability of the true class, p_h(y_i | x_i), whose
+# mean's residual against 1 is r = p - 1, so the loss is -log(1 + r); the Brier
+# score (Brier 1950: the squared distance of the probability vector to the
+# one-hot label, summed over the classes, in [0, 2]) takes the (n, K) residuals
+# of the mean probabilities against the one-hot labels and sums the class axis.
+#
+# The zero-one error of a vote is not a function of a mean: `error` scores one
+# model by its zero-one loss (|r| of its correctness) and an ensemble of several
+# by its plurality vote (selection.plurality_vote_cv_errors).
+
+
+def margin_loss(residuals: np.ndarray) -> np.ndarray:
+    """SEGO eq. 8 on residuals r = mean correctness - 1: |r|, elementwise."""
+    return np.abs(residuals)
+
+
+# sklearn.metrics.log_loss clips probabilities to [eps, 1 - eps] likewise.
+LOG_LOSS_EPS = float(np.finfo(float).eps)
+
+
+def log_loss_of_true_class(residuals: np.ndarray) -> np.ndarray:
+    """-log p on residuals r = p - 1 of the probability p of the true class; any shape.
+
+    p is clipped to [LOG_LOSS_EPS, 1], so a model sure of a wrong class costs
+    -log(eps) = 36.04 on that sample instead of infinity.
+    """
+    return -np.log(np.clip(1.0 + np.asarray(residuals, dtype=float), LOG_LOSS_EPS, 1.0))
+
+
+def brier_loss(residuals: np.ndarray) -> np.ndarray:
+    """Brier score on residuals (..., n, K) of probabilities minus one-hot labels: (..., n).
+
+    The sum over the K classes of the squared residuals (Brier 1950; 2 for a
+    sure wrong prediction, twice scikit-learn's binary `brier_score_loss`).
+    """
+    return np.square(residuals).sum(axis=-1)
+
+
+# What a pool member contributes to each objective (Pool.member_outputs).
+PREDICTIONS = "predictions"  # regression predictions (t, n)
+CORRECTNESS = "correctness"  # 0/1 I[label = y] (t, n)
+TRUE_CLASS_PROBABILITY = "true_class_probability"  # p_h(y_i | x_i) (t, n)
+PROBABILITIES = "probabilities"  # class probabilities (t, n, K)
+# sum_k p_h(k | x_i)**2 (t, n): with the true-class probability, what the Brier
+# score's expansion needs besides one product over all probabilities.
+PROBABILITY_SQUARE_NORM = "probability_square_norm"
+
+
+@dataclass(frozen=True)
+class Objective:
+    """The CV loss a search or a selection minimizes, and what it is computed on.
+
+    per_sample_loss maps the residuals of the members' mean output against
+    `target(y)` to per-sample losses (summing a class axis away); `outputs` is
+    the kind of pool output members contribute (Pool.member_outputs); `vote`:
+    ensembles of several members are scored by their plurality vote, not by
+    the mean of the outputs (the `error` objective).
+    """
+
+    name: str
+    task: str
+    per_sample_loss: Callable[[np.ndarray], np.ndarray]
+    outputs: str
+    vote: bool = False
+
+    @property
+    def voting(self) -> str:
+        """The final classifier's matching combiner: soft for the probability losses."""
+        return (
+            "soft"
+            if self.outputs in (TRUE_CLASS_PROBABILITY, PROBABILITIES)
+            else "hard"
+        )
+
+    def target(self, y: np.ndarray) -> np.ndarray:
+        """What the members' mean output is compared with, for targets or class codes y (n,).
+
+        Regression: y, shape (n,); correctness and true-class probability: ones
+        (n,); probabilities: one-hot codes (n, K), K = max code + 1.
+        """
+        y = np.asarray(y)
+        if self.outputs == PREDICTIONS:
+            return y.astype(float)
+        if self.outputs == PROBABILITIES:
+            return np.eye(int(y.max()) + 1)[y.astype(int)]
+        return np.ones(len(y))
+
+
+CLASSIFICATION_OBJECTIVES: dict[str, Objective] = {
+    objective.name: objective
+    for objective in (
+        Objective("error", "classification", margin_loss, CORRECTNESS, vote=True),
+        Objective("squared_margin", "classification", squared_error, CORRECTNESS),
+        Objective("margin", "classification", margin_loss, CORRECTNESS),
+        Objective(
+            "log_loss", "classification", log_loss_of_true_class, TRUE_CLASS_PROBABILITY
+        ),
+        Objective("brier", "classification", brier_loss, PROBABILITIES),
+    )
 }
 
 
-def objective_loss(task: str, name: str) -> Callable[[np.ndarray], np.ndarray]:
-    """Per-sample loss of the residuals a strategy minimizes, for `task`.
+def objective(task: str, name: str, auto: str = "squared_margin") -> Objective:
+    """The objective called `name` for `task`.
 
-    Regression: a loss of `regression_loss` ("mse", "huber", "tukey" or m/h/t) on
-    residuals of the standardized target. Classification: a loss of VOTE_LOSSES
-    on the residuals of the members' mean correctness against 1 (see above).
-    "auto" is mse for regression and SEGO's squared margin for classification.
+    Regression: a loss of `regression_loss` ("mse", "huber", "tukey" or m/h/t)
+    on residuals of the standardized target. Classification: one of
+    CLASSIFICATION_OBJECTIVES. "auto" is mse for regression and `auto` for
+    classification (SEGO's squared margin; post-hoc selection passes "error").
     """
     if task == "regression":
-        return regression_loss("mse" if name == "auto" else name)
+        name = "mse" if name == "auto" else name
+        per_sample_loss = regression_loss(name)  # raises for an unknown name
+        return Objective(
+            REGRESSION_LOSS_SHORTHANDS.get(name, name),
+            task,
+            per_sample_loss,
+            PREDICTIONS,
+        )
     if task != "classification":
         raise ValueError(
             f"unknown task {task!r}; expected 'regression' or 'classification'"
         )
-    name = "squared_margin" if name == "auto" else name
     try:
-        return VOTE_LOSSES[name]
+        return CLASSIFICATION_OBJECTIVES[auto if name == "auto" else name]
     except KeyError:
         raise ValueError(
             f"loss {name!r} does not apply to classification; available: "
-            f"{sorted(VOTE_LOSSES)} or auto"
+            f"{sorted(CLASSIFICATION_OBJECTIVES)} or auto"
         ) from None
 
 
@@ -155,14 +259,58 @@ def cv_loss_of_mean_ensembles(
     member_count: how many members that sum holds (0 for an empty ensemble,
     which scores each candidate alone); candidate_predictions: (t, n); y: (n,);
     weights: (n,) from `fold_weights`, or (n, k) for k weightings at once (e.g.
-    bootstrap replicas). Returns (t,) or (t, k): O(t * n) array work, no Python
-    loop over candidates (design.md s.3).
+    bootstrap replicas). Outputs with a class axis (class probabilities) are
+    (n, K) per model instead of (n,), y too, and per_sample_loss sums that axis
+    away. Returns (t,) or (t, k): O(t * n) array work, no Python loop over
+    candidates (design.md s.3).
     """
     candidate_predictions = np.asarray(candidate_predictions, dtype=float)
     losses = np.empty((len(candidate_predictions), *np.shape(weights)[1:]))
-    for start in range(0, len(candidate_predictions), ROW_BLOCK):
-        block = candidate_predictions[start : start + ROW_BLOCK] + member_sum
+    # The same number of values per block whatever the class axis holds.
+    rows = max(1, ROW_BLOCK // int(np.prod(candidate_predictions.shape[2:])))
+    for start in range(0, len(candidate_predictions), rows):
+        block = candidate_predictions[start : start + rows] + member_sum
         block /= member_count + 1
         block -= y
-        losses[start : start + ROW_BLOCK] = per_sample_loss(block) @ weights
+        losses[start : start + rows] = per_sample_loss(block) @ weights
     return losses
+
+
+def brier_of_mean_ensembles(
+    member_sum: np.ndarray | float,
+    member_count: int,
+    probabilities: np.ndarray,
+    square_norms: np.ndarray,
+    true_class_probabilities: np.ndarray,
+    labels: np.ndarray,
+    weights: np.ndarray,
+) -> np.ndarray:
+    """`cv_loss_of_mean_ensembles` for the Brier score, by its expansion.
+
+    member_sum: (n, K) sum of the members' probabilities (0: no member);
+    probabilities: (t, n, K) of the candidates, with their square_norms and
+    true_class_probabilities (t, n) (Pool.member_outputs); labels: (n,) codes;
+    weights: (n,) or (n, k). Returns (t,) or (t, k), the same values up to
+    rounding. With p = (S + p_h) / M the mean of M = members + 1,
+    sum_k (p_k - Y_k)**2 = |p|**2 - 2 p_y + 1 = (|S|**2 + 2 S.p_h + |p_h|**2) / M**2
+    - 2 (S_y + p_h,y) / M + 1, so only S.p_h reads every class of every
+    candidate: one matrix product instead of the generic path's passes over
+    (t, n, K) temporaries (benchmarks/bookkeeping.py).
+    """
+    n, n_classes = probabilities.shape[1:]
+    total = np.broadcast_to(np.asarray(member_sum, dtype=float), (n, n_classes))
+    columns = weights if weights.ndim == 2 else weights[:, None]  # (n, k)
+    size = member_count + 1
+    rows = np.arange(n)
+    constant = (
+        np.square(total).sum(axis=1) / size**2 - 2.0 * total[rows, labels] / size + 1.0
+    ) @ columns
+    cross = probabilities.reshape(len(probabilities), n * n_classes) @ (
+        total[:, :, None] * columns[:, None, :]
+    ).reshape(n * n_classes, -1)
+    losses = (
+        constant
+        + (2.0 * cross + square_norms @ columns) / size**2
+        - 2.0 * (true_class_probabilities @ columns) / size
+    )
+    return losses if weights.ndim == 2 else losses[:, 0]

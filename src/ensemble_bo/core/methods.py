@@ -15,11 +15,12 @@ from the run's seed, runs the search and its selection stage.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from ensemble_bo.core.evaluation import CrossValidationEvaluator
 from ensemble_bo.core.journal import ReplayingEvaluator, TrialJournal
+from ensemble_bo.core.losses import objective
 from ensemble_bo.core.optimizer import Optimizer, make_optimizer
 from ensemble_bo.core.preparation import ModelInput
 from ensemble_bo.core.results import (
@@ -31,12 +32,15 @@ from ensemble_bo.core.results import (
 from ensemble_bo.core.seeding import derive_seed
 from ensemble_bo.core.space import SearchSpace
 from ensemble_bo.core.strategies import (
+    ESMBO_ENSEMBLES,
     EsmboSearch,
     PoolSearch,
     SegorSearch,
     SegoSearch,
     SingleBestSearch,
     agnostic_bayes_selection,
+    bfgs_reweighted,
+    ensemble_cv_loss,
     posthoc_selection,
     segor_variant,
 )
@@ -73,7 +77,9 @@ class SearchParts:
 class Selection:
     """A stage that chooses an ensemble from a finished search's pool.
 
-    `select(source, data, block, seed)` reads the parameter block `params`.
+    `select(source, data, block, seed)` reads the parameter block `params`;
+    `applies(block)` says whether it runs (otherwise the search's own
+    ensemble is the result).
     """
 
     name: str
@@ -82,6 +88,7 @@ class Selection:
         [EnsembleSearchResult, ModelInput, Mapping[str, Any], int],
         EnsembleSearchResult,
     ]
+    applies: Callable[[Mapping[str, Any]], bool] = lambda block: True
 
 
 @dataclass(frozen=True)
@@ -102,6 +109,27 @@ class Method:
     extra_params: tuple[str, ...] = ()
     selection: Selection | None = None
     variant: Callable[[Settings, str], dict[str, Any]] | None = None
+    # What `optimizer.preset: paper` sets: the GP of the method's paper.
+    paper_optimizer: Mapping[str, Any] = field(default_factory=dict)
+    # The block whose `weighting` (counts | bfgs) reweighs the final ensemble.
+    weighting_params: str | None = None
+
+    def optimizer_options(self, options: Mapping[str, Any]) -> dict[str, Any]:
+        """The search block's `optimizer` options, `preset: paper` expanded.
+
+        The preset's entries override the block's; other options (n_candidates,
+        ...) stay. A method without a paper GP (random search) ignores it.
+        """
+        options = dict(options)
+        preset = options.pop("preset", None)
+        if preset not in (None, "paper"):
+            raise ValueError(
+                f"{self.search_params}.optimizer.preset={preset!r} is not 'paper' "
+                "or absent"
+            )
+        if preset == "paper" and options.get("kind", "gp") == "gp":
+            options |= self.paper_optimizer
+        return options
 
     @property
     def params(self) -> tuple[str, ...]:
@@ -153,6 +181,24 @@ def _segor_with_variant(settings: Settings, variant: str) -> dict[str, Any]:
     return {**settings, "ensemble": {**settings["ensemble"], "variant": variant}}
 
 
+def _loss_variant(block: str) -> Callable[[Settings, str], dict[str, Any]]:
+    """`<method>:<loss>` sets `<block>.loss` (e.g. sego:log_loss, smbo_posthoc:brier);
+    check_settings then refuses a loss that does not fit the data's task."""
+
+    def with_loss(settings: Settings, loss: str) -> dict[str, Any]:
+        return {**settings, block: {**settings[block], "loss": loss}}
+
+    return with_loss
+
+
+def _esmbo_variant(settings: Settings, variant: str) -> dict[str, Any]:
+    """`esmbo:<ensemble>` sets `esmbo.ensemble` (esmbo:replica_winners), any
+    other `esmbo:<loss>` its loss."""
+    if variant in ESMBO_ENSEMBLES:
+        return {**settings, "esmbo": {**settings["esmbo"], "ensemble": variant}}
+    return _loss_variant("esmbo")(settings, variant)
+
+
 def _sego(parts: SearchParts) -> PoolSearch:
     return SegoSearch(
         parts.optimizer,
@@ -174,6 +220,10 @@ def _esmbo(parts: SearchParts) -> PoolSearch:
         loss=parts.block["loss"],
         seed=derive_seed(parts.seed, "bootstrap replicas"),
         task=parts.data.task,
+        rho=parts.block["rho"],
+        # rho is tuned once the initial design is in (random search: 10 trials).
+        rho_tuned_at=getattr(parts.optimizer, "n_initial", 10),
+        n_posterior_samples=parts.block["n_samples"],
     )
 
 
@@ -211,9 +261,25 @@ def _agnostic_bayes(
     )
 
 
+# `optimizer.preset: paper`. SEGO s.4 and SEGOR s.2.3 slice-sample the GP's
+# hyperparameters and integrate EI over the samples (Snoek et al. 2012); ESMBO
+# s.6 fits SMBO's and ESMBO's GP by maximizing the marginal likelihood. All ran
+# Spearmint, whose chooser starts the GP once 2 evaluations are in (its first
+# points come from its Sobol grid).
+SLICE_SAMPLED_GP = {"hyperparameters": "slice", "n_initial": 2}
+MARGINAL_LIKELIHOOD_GP = {"hyperparameters": "ml2", "n_initial": 2}
+
 # Selection stages, by name; `posthoc` also runs on its own over a saved pool.
 POSTHOC = Selection("posthoc", "posthoc", _posthoc)
 AGNOSTIC_BAYES = Selection("agnostic_bayes", "ers", _agnostic_bayes)
+# ESMBO's final ensemble: its whole pool weighed by the agnostic Bayes posterior
+# (`esmbo.ensemble: posterior`), or the replicas' winners of Alg. 2.
+ESMBO_POSTERIOR = Selection(
+    "agnostic_bayes",
+    "esmbo",
+    _agnostic_bayes,
+    applies=lambda block: block["ensemble"] == "posterior",
+)
 # Selections that also run on their own, over the pool an earlier run saved.
 SAVED_POOL_SELECTIONS = (POSTHOC,)
 
@@ -229,22 +295,33 @@ METHODS: dict[str, Method] = {
             _segor,
             extra_params=("ensemble",),
             variant=_segor_with_variant,
+            paper_optimizer=SLICE_SAMPLED_GP,
+            weighting_params="ensemble",
         ),
         Method(
             "sego",
-            "SEGO: ensemble-aware GP-EI for classification, squared-margin loss, "
-            "majority vote (Lévesque et al. 2016)",
+            "SEGO: ensemble-aware GP-EI for classification; squared-margin loss "
+            "and majority vote (Lévesque et al. 2016), or the vote's error, "
+            "log-loss or Brier score (sego:<loss>)",
             CLASSIFICATION,
             "sego",
             _sego,
+            variant=_loss_variant("sego"),
+            paper_optimizer=SLICE_SAMPLED_GP,
+            weighting_params="sego",
         ),
         Method(
             "esmbo",
-            "ESMBO: round-robin GP-EI over bootstrap replicas, agnostic Bayes "
-            "ensemble of the replicas' winners (Lacoste et al. 2014, Alg. 2)",
+            "ESMBO: round-robin GP-EI over bootstrap replicas of ceil(rho n) "
+            "samples, then an agnostic Bayes ensemble of its pool or of the "
+            "replicas' winners (Lacoste et al. 2014, Alg. 2)",
             ANY_TASK,
             "esmbo",
             _esmbo,
+            selection=ESMBO_POSTERIOR,
+            variant=_esmbo_variant,
+            paper_optimizer=MARGINAL_LIKELIHOOD_GP,
+            weighting_params="esmbo",
         ),
         Method(
             "ers",
@@ -254,6 +331,8 @@ METHODS: dict[str, Method] = {
             "ers",
             _single_best,
             selection=AGNOSTIC_BAYES,
+            variant=_loss_variant("ers"),
+            weighting_params="ers",
         ),
         Method(
             "smbo",
@@ -261,6 +340,7 @@ METHODS: dict[str, Method] = {
             ANY_TASK,
             "smbo",
             _single_best,
+            paper_optimizer=MARGINAL_LIKELIHOOD_GP,
         ),
         Method(
             "smbo_posthoc",
@@ -270,6 +350,8 @@ METHODS: dict[str, Method] = {
             "smbo",
             _single_best,
             selection=POSTHOC,
+            variant=_loss_variant("posthoc"),
+            paper_optimizer=MARGINAL_LIKELIHOOD_GP,
         ),
         Method(
             "random_search",
@@ -365,7 +447,7 @@ def run_method(
     optimizer = make_optimizer(
         SearchSpace.from_dict(settings["models"][model]),
         derive_seed(seed, "optimizer"),
-        **block["optimizer"],
+        **chosen.optimizer_options(block["optimizer"]),
     )
     time_budget = TimeBudget(settings["time_budget"])
     evaluate = CrossValidationEvaluator(
@@ -405,15 +487,36 @@ def run_method(
         evaluate.close()
     if replay is not None:
         result.trials_reused = replay.reused
-    if chosen.selection is None:
-        return result
+    final = result
     selection = chosen.selection
-    try:
-        selected = selection.select(result, data, settings[selection.params], seed)
-    except Exception as error:
-        raise SearchInterrupted(result, settings["budget"], error) from error
-    joined = join_selection(result, selected)
-    if joined.history:
+    if selection is not None and selection.applies(settings[selection.params]):
+        try:
+            selected = selection.select(result, data, settings[selection.params], seed)
+        except Exception as error:
+            raise SearchInterrupted(result, settings["budget"], error) from error
+        final = join_selection(result, selected)
+    weighting = chosen.weighting_params
+    if weighting is not None and settings[weighting]["weighting"] == "bfgs":
+        final = _bfgs_weighted(final, data)
+    if final is not result and final.history:
         for callback in callbacks:
-            callback(joined.history[-1])
-    return joined
+            callback(final.history[-1])
+    return final
+
+
+def _bfgs_weighted(
+    result: EnsembleSearchResult, data: ModelInput
+) -> EnsembleSearchResult:
+    """The ensemble reweighted by BFGS, its last record carrying the new CV loss."""
+    weighted = bfgs_reweighted(result, data.fold_ids)
+    loss = ensemble_cv_loss(
+        weighted.pool,
+        objective(weighted.task, weighted.objective),
+        weighted.target,
+        data.fold_ids,
+        weighted.member_weights,
+    )
+    history = weighted.history[:-1] + [
+        replace(weighted.history[-1], action="weigh", ensemble_loss=loss)
+    ]
+    return replace(weighted, history=history)

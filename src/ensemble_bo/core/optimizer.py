@@ -219,6 +219,7 @@ class GPEIOptimizer(Optimizer):
         self.batch_strategy = batch_strategy
         self.n_candidates = n_candidates
         self.n_local_starts = n_local_starts
+        self.n_initial = int(n_initial)
 
     def _propose(self, size: int) -> list[Suggestion]:
         # Pre-loaded observations stand in for part of the initial design.

@@ -8,33 +8,52 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from ensemble_bo.core.losses import (
+    CORRECTNESS,
+    PREDICTIONS,
+    PROBABILITIES,
+    PROBABILITY_SQUARE_NORM,
+    TRUE_CLASS_PROBABILITY,
+)
+
 
 @dataclass(frozen=True)
 class TrialResult:
     """Outcome of evaluating one configuration by cross-validation.
 
-    `oof_predictions` has shape (n,) when `ok`, else is None and `error` says why.
+    `oof_predictions` has shape (n,) when `ok`, else is None and `error` says
+    why. For classification, `oof_predictions` are class codes and
+    `oof_probabilities` (n, K) the class probabilities of the same fits (None:
+    the model has none, and the pool takes the one-hot of its labels).
     """
 
     oof_predictions: np.ndarray | None
     fit_seconds: float
     error: str | None = None
+    oof_probabilities: np.ndarray | None = None
 
     @property
     def ok(self) -> bool:
         return self.error is None
 
 
+def n_classes(labels: np.ndarray) -> int:
+    """K for class codes 0..K-1 (the largest code + 1)."""
+    return int(np.max(labels)) + 1
+
+
 class Pool:
     """Trained-model history shared by all strategies (design.md s.3).
 
-    Out-of-fold predictions are kept in one (capacity, n) array that doubles
-    when full, so appending is amortized O(n) and `predictions` is a view.
-    Failed trials keep a row of NaN so that row i is always trial i.
+    Out-of-fold outputs are kept in (capacity, n) arrays that double when
+    full, so appending is amortized O(n) and reading them is a view. Failed
+    trials keep rows of NaN so that row i is always trial i.
 
-    For classification, `labels` (n,) are the true class codes: predictions are
-    class codes too, and the pool also keeps each model's 0/1 correctness,
-    which is what the strategies combine (see `outputs`).
+    For classification, `labels` (n,) are the true class codes 0..K-1:
+    predictions are class codes too, and the pool also keeps, computed once
+    per model, what the objectives combine (losses.Objective.outputs): each
+    model's 0/1 correctness, its class probabilities (n, K) and its
+    probability of the true class (see `member_outputs`).
     """
 
     def __init__(
@@ -49,9 +68,19 @@ class Pool:
             raise ValueError(
                 f"labels of shape {self.labels.shape}, expected ({self.n_samples},)"
             )
-        self._predictions = np.full((initial_capacity, self.n_samples), np.nan)
-        # Classification: correctness computed once per model, not per iteration.
-        self._correct = None if self.labels is None else self._predictions.copy()
+        shapes = {PREDICTIONS: (self.n_samples,)}
+        if self.labels is not None:
+            self.n_classes = n_classes(self.labels)
+            shapes |= {
+                CORRECTNESS: (self.n_samples,),
+                TRUE_CLASS_PROBABILITY: (self.n_samples,),
+                PROBABILITIES: (self.n_samples, self.n_classes),
+                PROBABILITY_SQUARE_NORM: (self.n_samples,),
+            }
+        self._outputs = {
+            kind: np.full((initial_capacity, *shape), np.nan)
+            for kind, shape in shapes.items()
+        }
         self.configs: list[dict[str, Any]] = []
         self.encoded: list[np.ndarray] = []
         self.fit_seconds: list[float] = []
@@ -60,53 +89,99 @@ class Pool:
     def __len__(self) -> int:
         return len(self.configs)
 
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        """Unpickle, also a pool saved before probabilities were kept (one array
+        of predictions): its classifiers count as giving one-hot probabilities."""
+        if "_predictions" in state:
+            predictions = state.pop("_predictions")
+            state.pop("_correct", None)
+            self.__dict__.update(state)
+            self.__init__(self.n_samples, len(predictions), self.labels)
+            self.__dict__.update({k: v for k, v in state.items() if k != "_outputs"})
+            for index, row in enumerate(predictions[: len(self)]):
+                if np.isfinite(row).all():
+                    for kind, values in self._trial_outputs(
+                        index, TrialResult(row, 0.0)
+                    ).items():
+                        self._outputs[kind][index] = values
+            return
+        self.__dict__.update(state)
+
     def add(
         self, config: dict[str, Any], encoded: np.ndarray, result: TrialResult
     ) -> int:
         """Append one trial; returns its index."""
         index = len(self)
-        if result.ok:
-            predictions = np.asarray(result.oof_predictions, dtype=float)
-            if predictions.shape != (self.n_samples,):
-                raise ValueError(
-                    f"trial {index}: predictions of shape {predictions.shape}, "
-                    f"expected ({self.n_samples},)"
-                )
-        if index == self._predictions.shape[0]:
-            self._predictions = self._grown(self._predictions)
-            if self._correct is not None:
-                self._correct = self._grown(self._correct)
-        if result.ok:
-            self._predictions[index] = predictions
-            if self._correct is not None:
-                self._correct[index] = predictions == self.labels
+        outputs = self._trial_outputs(index, result) if result.ok else {}
+        if index == len(self._outputs[PREDICTIONS]):
+            self._outputs = {
+                kind: self._grown(rows) for kind, rows in self._outputs.items()
+            }
+        for kind, values in outputs.items():
+            self._outputs[kind][index] = values
         self.configs.append(dict(config))
         self.encoded.append(np.asarray(encoded, dtype=float))
         self.fit_seconds.append(float(result.fit_seconds))
         self.errors.append(result.error)
         return index
 
-    def _grown(self, rows: np.ndarray) -> np.ndarray:
-        grown = np.full((2 * len(rows), self.n_samples), np.nan)
+    def _trial_outputs(self, index: int, result: TrialResult) -> dict[str, np.ndarray]:
+        """Every output kind of a successful trial, its shapes checked."""
+        predictions = np.asarray(result.oof_predictions, dtype=float)
+        if predictions.shape != (self.n_samples,):
+            raise ValueError(
+                f"trial {index}: predictions of shape {predictions.shape}, "
+                f"expected ({self.n_samples},)"
+            )
+        if self.labels is None:
+            return {PREDICTIONS: predictions}
+        if result.oof_probabilities is None:
+            probabilities = np.eye(self.n_classes)[predictions.astype(int)]
+        else:
+            probabilities = np.asarray(result.oof_probabilities, dtype=float)
+            expected = (self.n_samples, self.n_classes)
+            if probabilities.shape != expected:
+                raise ValueError(
+                    f"trial {index}: probabilities of shape {probabilities.shape}, "
+                    f"expected {expected}"
+                )
+        return {
+            PREDICTIONS: predictions,
+            CORRECTNESS: predictions == self.labels,
+            PROBABILITIES: probabilities,
+            PROBABILITY_SQUARE_NORM: np.square(probabilities).sum(axis=1),
+            TRUE_CLASS_PROBABILITY: probabilities[
+                np.arange(self.n_samples), self.labels.astype(int)
+            ],
+        }
+
+    @staticmethod
+    def _grown(rows: np.ndarray) -> np.ndarray:
+        grown = np.full((2 * len(rows), *rows.shape[1:]), np.nan)
         grown[: len(rows)] = rows
         return grown
 
     @property
     def predictions(self) -> np.ndarray:
         """Out-of-fold predictions, shape (t, n); rows of failed trials are NaN."""
-        return self._predictions[: len(self)]
+        return self.member_outputs(PREDICTIONS)
 
-    @property
-    def outputs(self) -> np.ndarray:
-        """What the strategies average, shape (t, n); NaN rows for failed trials.
+    def member_outputs(self, kind: str) -> np.ndarray:
+        """What each model contributes to an objective (losses.Objective.outputs).
 
-        Regression: the predictions. Classification: 1.0 where a model predicts
-        the true class, else 0.0, so the mean over members is the fraction of
-        correct votes that SEGO's margin losses are defined on.
+        "predictions" (t, n); for classification also "correctness" (t, n), 1.0
+        where a model predicts the true class, so the mean over members is the
+        fraction of correct votes that SEGO's margin losses are defined on;
+        "probabilities" (t, n, K); "true_class_probability" (t, n);
+        "probability_square_norm" (t, n), sum_k p_k**2. Rows of failed trials
+        are NaN.
         """
-        if self._correct is None:
-            return self.predictions
-        return self._correct[: len(self)]
+        if kind not in self._outputs:
+            raise ValueError(
+                f"a {'classification' if self.labels is not None else 'regression'} "
+                f"pool has no {kind!r} outputs; it has {sorted(self._outputs)}"
+            )
+        return self._outputs[kind][: len(self)]
 
     @property
     def ok(self) -> np.ndarray:

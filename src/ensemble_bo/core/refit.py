@@ -8,9 +8,10 @@ from collections.abc import Mapping, Sequence
 import numpy as np
 import pandas as pd
 from sklearn.base import BaseEstimator
+from sklearn.metrics import log_loss, roc_auc_score
 
 from ensemble_bo.core.estimator import build_ensemble_model
-from ensemble_bo.core.losses import zero_one_loss
+from ensemble_bo.core.losses import brier_loss, zero_one_loss
 from ensemble_bo.core.results import EnsembleSearchResult
 from ensemble_bo.core.seeding import derive_seed
 from ensemble_bo.core.zoo import make_model, quiet_iteration_caps
@@ -26,8 +27,12 @@ def ensemble_estimator(
     """Unfitted model on raw feature frames: the members `weights` names (pool
     index -> weight; default the search's ensemble), each built with the
     search's model seed (as in its cross-validation), one-hot encoding first.
+    `voting` "auto" combines classifiers as the objective the ensemble was
+    chosen by does (EnsembleSearchResult.voting).
     """
     weights = result.member_weights if weights is None else weights
+    if voting == "auto":
+        voting = result.voting
     model_seed = derive_seed(seed, "models")
     return build_ensemble_model(
         result.task,
@@ -59,6 +64,30 @@ def test_sample_losses(
     return np.square((predictions - np.asarray(target)) / target_scaling["std"])
 
 
+def classification_test_metrics(
+    model: BaseEstimator, features: pd.DataFrame, target: pd.Series
+) -> dict[str, float]:
+    """Log-loss, Brier score and ROC AUC of a fitted classifier's predict_proba.
+
+    Brier: the sum over classes of squared probability errors (losses.brier_loss,
+    0 to 2). ROC AUC: binary, or the macro one-vs-rest mean for more classes; NaN
+    where the test part lacks a class, which leaves it undefined.
+    """
+    probabilities = model.predict_proba(features)
+    classes = model.classes_
+    labels = np.asarray(target)
+    one_hot = (labels[:, None] == classes[None, :]).astype(float)
+    if len(classes) == 2:
+        auc = roc_auc_score(one_hot[:, 1], probabilities[:, 1])
+    else:
+        auc = roc_auc_score(labels, probabilities, multi_class="ovr", labels=classes)
+    return {
+        "log_loss": float(log_loss(labels, probabilities, labels=classes)),
+        "brier": float(brier_loss(probabilities - one_hot).mean()),
+        "roc_auc": float(auc),
+    }
+
+
 def refit_and_score(
     result: EnsembleSearchResult,
     train_features: pd.DataFrame,
@@ -74,7 +103,8 @@ def refit_and_score(
 
     Returns the fitted ensemble, the run's metrics (test MSE of the
     standardized target for regression, error rate for classification, of the
-    ensemble and of the single best model; distinct members; failed trials;
+    ensemble and of the single best model, and for classification their
+    log-loss, Brier score and ROC AUC too; distinct members; failed trials;
     the time split: the search's seconds and the ensemble's refit seconds,
     and whether the time budget ended the search) and the ensemble's
     per-sample test losses (n_test,).
@@ -93,7 +123,7 @@ def refit_and_score(
         return model, losses, fit_seconds
 
     ensemble, ensemble_losses, refit_seconds = fitted_losses(None)
-    _, single_losses, _ = fitted_losses({result.best_single: 1.0})
+    single, single_losses, _ = fitted_losses({result.best_single: 1.0})
     name = "test_error" if task == "classification" else "test_mse"
     metrics = {
         f"{name}_ensemble": float(ensemble_losses.mean()),
@@ -107,4 +137,10 @@ def refit_and_score(
         "refit_seconds": refit_seconds,
         "time_budget_reached": float(result.stopped_by == "time_budget"),
     }
+    if task == "classification":
+        for model, which in ((ensemble, "ensemble"), (single, "single_best")):
+            for metric, value in classification_test_metrics(
+                model, test_features, test_target
+            ).items():
+                metrics[f"test_{metric}_{which}"] = value
     return ensemble, metrics, ensemble_losses

@@ -12,6 +12,7 @@ from ensemble_bo.core.analysis import (
     ensemble_mutual_information,
     mean_pairwise_disagreement,
 )
+from ensemble_bo.core.losses import objective
 from ensemble_bo.core.pool import Pool
 
 
@@ -56,6 +57,16 @@ class EnsembleSearchResult:
     # "budget" of trials or its "time_budget" (core.time_budget).
     search_seconds: float = 0.0
     stopped_by: str = "budget"
+    # The objective the ensemble was chosen by (losses.objective's name: mse,
+    # squared_margin, log_loss, ...); "" in results saved before it was kept.
+    objective: str = ""
+
+    @property
+    def voting(self) -> str:
+        """The classifier combiner matching the objective: soft for probability losses."""
+        if self.task == "regression" or not self.objective:
+            return "hard"
+        return objective(self.task, self.objective).voting
 
     @property
     def member_weights(self) -> dict[int, float]:

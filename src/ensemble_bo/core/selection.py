@@ -17,17 +17,23 @@ PerSampleLoss = Callable[[np.ndarray], np.ndarray]
 def check_problem(
     predictions: np.ndarray, y: np.ndarray, fold_ids: np.ndarray
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """predictions (t, n), y (n,), fold_ids (n,) as arrays; ValueError naming a bad shape."""
+    """predictions (t, n), y (n,), fold_ids (n,) as arrays; ValueError naming a bad shape.
+
+    Outputs with a class axis (probabilities) are (t, n, K) with y (n, K).
+    """
     predictions = np.asarray(predictions, dtype=float)
     y = np.asarray(y, dtype=float)
     fold_ids = np.asarray(fold_ids)
-    if predictions.ndim != 2 or predictions.shape[0] == 0 or predictions.shape[1] == 0:
+    if predictions.ndim not in (2, 3) or 0 in predictions.shape[:2]:
         raise ValueError(
-            f"predictions must have shape (t, n) with t, n >= 1, got {predictions.shape}"
+            "predictions must have shape (t, n) or (t, n, K) with t, n >= 1, got "
+            f"{predictions.shape}"
         )
     n = predictions.shape[1]
-    if y.shape != (n,):
-        raise ValueError(f"y has shape {y.shape}, expected ({n},) to match predictions")
+    if y.shape != predictions.shape[1:]:
+        raise ValueError(
+            f"y has shape {y.shape}, expected {predictions.shape[1:]} to match predictions"
+        )
     if fold_ids.shape != (n,):
         raise ValueError(
             f"fold_ids has shape {fold_ids.shape}, expected ({n},) to match predictions"
@@ -39,7 +45,7 @@ def check_problem(
 
 def usable_rows(predictions: np.ndarray) -> np.ndarray:
     """(t,) mask of rows that are entirely finite; NaN rows are failed trials."""
-    return np.all(np.isfinite(predictions), axis=1)
+    return np.isfinite(predictions).reshape(len(predictions), -1).all(axis=1)
 
 
 def weights_of_usable_rows(weights: np.ndarray, usable: np.ndarray) -> np.ndarray:
@@ -145,7 +151,8 @@ def greedy_selection_with_replacement(
     """Caruana et al. (2004) forward selection with replacement (SEGOR s.2.2).
 
     predictions: (t, n) out-of-fold predictions of the pool (NaN rows = failed
-    trials, never chosen); y, fold_ids: (n,). The ensemble is the plain mean of
+    trials, never chosen), or (t, n, K) probabilities with y (n, K); y,
+    fold_ids: (n,). The ensemble is the plain mean of
     its members. It starts from the `warm_start` individually best distinct models
     (SEGO s.2.1 uses 3, after Caruana's sorted initialization; fewer if fewer
     trials succeeded), then adds whichever pool member, possibly already in,
@@ -157,7 +164,7 @@ def greedy_selection_with_replacement(
     usable = _usable(predictions)
     candidates = predictions[usable]
     weights = fold_weights(fold_ids)
-    member_sum = np.zeros(predictions.shape[1])
+    member_sum = np.zeros(predictions.shape[1:])
 
     def losses_with_each(step: int) -> np.ndarray:
         return cv_loss_of_mean_ensembles(
@@ -277,7 +284,8 @@ def bfgs_weights(
 ) -> np.ndarray:
     """Weights (m,) on the simplex minimizing the CV loss of sum_i w_i r_i (SEGOR s.3.3).
 
-    predictions_of_members: (m, n), all finite; y, fold_ids: (n,). The weights are
+    predictions_of_members: (m, n) or (m, n, K), all finite; y: (n,) or (n, K);
+    fold_ids: (n,). The weights are
     softmax(z) with z[0] fixed at 0 (softmax is shift-invariant, so m - 1 logits
     identify the weights), which keeps them positive and summing to 1 while BFGS
     runs unconstrained; gradients are scipy's finite differences because the loss
@@ -310,7 +318,10 @@ def bfgs_weights(
 
     def cv_loss(free_logits: np.ndarray) -> float:
         return float(
-            per_sample_loss(weights_of(free_logits) @ predictions - y) @ sample_weights
+            per_sample_loss(
+                np.tensordot(weights_of(free_logits), predictions, axes=1) - y
+            )
+            @ sample_weights
         )
 
     result = minimize(cv_loss, start[1:], method="BFGS")

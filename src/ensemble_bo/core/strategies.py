@@ -8,7 +8,8 @@ in the pool and updates its ensemble.
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import replace
 from typing import Any
 
 import numpy as np
@@ -26,9 +27,14 @@ from ensemble_bo.core.agnostic_bayes import (
     tune_rho,
 )
 from ensemble_bo.core.losses import (
+    PROBABILITIES,
+    PROBABILITY_SQUARE_NORM,
+    TRUE_CLASS_PROBABILITY,
+    Objective,
+    brier_of_mean_ensembles,
     cv_loss_of_mean_ensembles,
     fold_weights,
-    objective_loss,
+    objective,
     regression_loss,
 )
 from ensemble_bo.core.optimizer import Optimizer
@@ -43,6 +49,7 @@ from ensemble_bo.core.selection import (
     bfgs_weights,
     greedy_selection_with_replacement,
     greedy_vote_selection,
+    plurality_vote_cv_errors,
     weighted_vote_cv_error,
 )
 from ensemble_bo.core.time_budget import TimeBudget
@@ -155,17 +162,16 @@ class PoolSearch:
             )
         self.optimizer = optimizer
         self.evaluate = evaluate
-        self.per_sample_loss = objective_loss(task, loss)
+        self.objective = objective(task, loss)
+        self.per_sample_loss = self.objective.per_sample_loss
         self.target = np.asarray(y)
-        # Regression combines predictions and compares them to y; classification
-        # combines the models' 0/1 correctness and compares it to 1 (Pool.outputs).
         self.labels = self.target if task == "classification" else None
-        self.y = (
-            np.ones(len(self.target))
-            if task == "classification"
-            else self.target.astype(float)
-        )
+        # What the mean of the members' outputs is compared with (Objective.target):
+        # y for regression, 1 for correctness, one-hot labels for probabilities.
+        self.y = self.objective.target(self.target)
+        self.fold_ids = np.asarray(fold_ids)
         self.weights = fold_weights(fold_ids)
+        self._forget_sample_losses()
 
     def run(
         self,
@@ -202,6 +208,7 @@ class PoolSearch:
             np.empty(0),
             target=self.target,
             algorithm=algorithm,
+            objective=self.objective.name,
         )
         single_losses: list[float] = []
         clock = TimeBudget() if time_budget is None else time_budget
@@ -250,6 +257,7 @@ class PoolSearch:
         clock: TimeBudget,
     ) -> None:
         pool = result.pool
+        self._forget_sample_losses()
         self._start()
         for iteration in range(budget):
             if iteration and clock.spent():
@@ -257,15 +265,18 @@ class PoolSearch:
                 return
             slot = self._begin_iteration(iteration, pool)
             # NaN rows (failed trials) stay NaN and out of the GP.
-            self.optimizer.relabel(self._targets(pool.outputs, single_losses))
+            self.optimizer.relabel(self._targets(pool, slice(None), single_losses))
             suggestion = self.optimizer.ask()
             trial_result = self.evaluate(suggestion.config)
             trial = pool.add(suggestion.config, suggestion.encoded, trial_result)
-            new_row = pool.outputs[trial : trial + 1]
-            new_single = self._cv_loss(new_row[0]) if trial_result.ok else math.nan
+            new_single = (
+                self._cv_loss(self._outputs(pool)[trial])
+                if trial_result.ok
+                else math.nan
+            )
             self.optimizer.tell(
                 suggestion,
-                float(self._targets(new_row, [new_single])[0])
+                float(self._targets(pool, slice(trial, trial + 1), [new_single])[0])
                 if trial_result.ok
                 else None,
             )
@@ -296,20 +307,85 @@ class PoolSearch:
             ):
                 raise _InitialTrialsFailed
 
+    def _outputs(self, pool: Pool) -> np.ndarray:
+        """What each model of the pool contributes to the objective: (t, n) or (t, n, K)."""
+        return pool.member_outputs(self.objective.outputs)
+
     def _cv_loss(self, prediction: np.ndarray) -> float:
-        """k-fold CV loss of one prediction vector (n,)."""
+        """k-fold CV loss of one combined output, (n,) or (n, K)."""
         return float(self.per_sample_loss(prediction - self.y) @ self.weights)
 
     def _losses_with_each(
-        self, member_sum: np.ndarray, member_count: int, candidates: np.ndarray
+        self, pool: Pool, members: Sequence[int], candidates: slice
     ) -> np.ndarray:
+        """CV loss of the ensemble `members` (pool indices, repeats allowed) plus
+        each candidate (a slice of the pool: a view, never a copy); NaN for
+        failed candidates."""
+        if self.objective.vote and len(members):
+            return self._vote_losses_with_each(pool, members, candidates)
+        outputs = self._outputs(pool)
+        member_sum = outputs[list(members)].sum(axis=0)
+        if self.objective.outputs == PROBABILITIES:  # the Brier score
+            return brier_of_mean_ensembles(
+                member_sum,
+                len(members),
+                outputs[candidates],
+                pool.member_outputs(PROBABILITY_SQUARE_NORM)[candidates],
+                pool.member_outputs(TRUE_CLASS_PROBABILITY)[candidates],
+                self.labels.astype(int),
+                self.weights,
+            )
         return cv_loss_of_mean_ensembles(
             member_sum,
-            member_count,
-            candidates,
+            len(members),
+            outputs[candidates],
             self.y,
             self.per_sample_loss,
             self.weights,
+        )
+
+    def _vote_losses_with_each(
+        self, pool: Pool, members: Sequence[int], candidates: slice
+    ) -> np.ndarray:
+        labels = self.labels.astype(int)
+        votes = np.zeros((len(labels), pool.n_classes))
+        for member in members:
+            votes[np.arange(len(labels)), pool.predictions[member].astype(int)] += 1
+        indices = np.arange(len(pool))[candidates]
+        ok = pool.ok[indices]
+        losses = np.full(len(indices), math.nan)
+        losses[ok] = plurality_vote_cv_errors(
+            votes, pool.predictions[indices[ok]].astype(int), labels, self.weights
+        )
+        return losses
+
+    def _forget_sample_losses(self) -> None:
+        self._sample_loss_rows = np.empty((0, len(self.target)))
+        self._sample_losses_done = 0
+
+    def _sample_losses(self, pool: Pool) -> np.ndarray:
+        """Each model's own per-sample losses (t, n), NaN rows for failed trials.
+
+        Computed once per model (single-model risks under any weighting are then
+        one matrix product), in a buffer that doubles like the pool's.
+        """
+        done, total = self._sample_losses_done, len(pool)
+        if done < total:
+            if total > len(self._sample_loss_rows):
+                grown = np.full((max(64, 2 * total), len(self.target)), math.nan)
+                if done:
+                    grown[:done] = self._sample_loss_rows[:done]
+                self._sample_loss_rows = grown
+            self._sample_loss_rows[done:total] = self.per_sample_loss(
+                self._outputs(pool)[done:total] - self.y
+            )
+            self._sample_losses_done = total
+        return self._sample_loss_rows[:total]
+
+    def _ensemble_cv_loss(self, pool: Pool, weights: dict[int, float]) -> float:
+        """CV loss of the ensemble weighing pool model i by weights[i] (any scale)."""
+        return ensemble_cv_loss(
+            pool, self.objective, self.target, self.fold_ids, weights
         )
 
     # What a strategy defines.
@@ -321,9 +397,10 @@ class PoolSearch:
         return -1
 
     def _targets(
-        self, candidates: np.ndarray, single_losses: Sequence[float]
+        self, pool: Pool, candidates: slice, single_losses: Sequence[float]
     ) -> np.ndarray:
-        """GP targets of candidate models (k, n) whose own CV losses are `single_losses`."""
+        """GP targets of the pool's models `candidates` (a slice) whose own CV
+        losses are `single_losses`."""
         raise NotImplementedError
 
     def _update(self, pool: Pool, single_losses: list[float]) -> tuple[str, float]:
@@ -349,7 +426,7 @@ class SingleBestSearch(PoolSearch):
         self._best: int | None = None
 
     def _targets(
-        self, candidates: np.ndarray, single_losses: Sequence[float]
+        self, pool: Pool, candidates: slice, single_losses: Sequence[float]
     ) -> np.ndarray:
         return np.asarray(single_losses, dtype=float)
 
@@ -363,6 +440,11 @@ class SingleBestSearch(PoolSearch):
         return [] if self._best is None else [self._best]
 
 
+# ESMBO's final ensemble (`esmbo.ensemble`): the whole pool weighed by the agnostic
+# Bayes posterior (a selection stage, core.methods), or the replicas' winners.
+ESMBO_ENSEMBLES = ("posterior", "replica_winners")
+
+
 class EsmboSearch(PoolSearch):
     """ESMBO (Lacoste et al. 2014, s.4, Alg. 2): agnostic Bayes ensemble with SMBO.
 
@@ -371,7 +453,20 @@ class EsmboSearch(PoolSearch):
     R_{S'_v}(h) of every model in the pool (the cached per-sample losses make
     each new model update all N histories at once). The ensemble holds each
     replica's argmin; a model is weighted by the share of replicas it wins,
-    a replica with tied minima splitting its share evenly.
+    a replica with tied minima splitting its share evenly (the method registry
+    can instead weigh the whole pool by the agnostic Bayes posterior after the
+    search: `esmbo.ensemble`).
+
+    Each replica resamples ceil(rho n) of the n samples. The paper's holdout
+    losses are independent, so rho = 1 is right there; the k-fold losses here
+    come from models trained on overlapping data, worth fewer independent
+    samples, and AB s.4.1 resamples ceil(rho n) with rho tuned (s.4.2).
+    rho="auto" tunes it as ERS does (`tune_rho`: the bootstrap posterior's
+    ensemble loss over RHO_GRID) on the pool of the first `rho_tuned_at` trials
+    (the initial design, whose proposals do not depend on the replicas), then
+    draws the replicas again with it; until then they use rho = 1. Every
+    target is recomputed from the pool each iteration, so the GP never mixes
+    the two.
     """
 
     def __init__(
@@ -384,62 +479,89 @@ class EsmboSearch(PoolSearch):
         loss: str = "auto",
         seed: int = 0,
         task: str = "regression",
+        rho: float | str = 1.0,
+        rho_tuned_at: int = 10,
+        n_posterior_samples: int = 1000,
     ):
         if int(n_replicas) != n_replicas or n_replicas < 1:
             raise ValueError(
                 f"n_replicas must be a positive integer, got {n_replicas!r}"
             )
+        if rho != "auto" and (
+            isinstance(rho, bool)
+            or not isinstance(rho, int | float)
+            or not 0 < rho <= 1
+        ):
+            raise ValueError(f"rho must be in (0, 1] or 'auto', got {rho!r}")
         super().__init__(optimizer, evaluate, y, fold_ids, loss, task)
-        n = len(self.y)
-        rng = np.random.default_rng(seed)
-        # Row j: how often each validation sample appears in S'_j, over n.
+        self.n_replicas = int(n_replicas)
+        self.rho_setting = rho
+        self.rho_tuned_at = int(rho_tuned_at)
+        self.n_posterior_samples = int(n_posterior_samples)
+        self._seed = seed
+        self._draw_replicas(1.0 if rho == "auto" else float(rho))
+
+    def _draw_replicas(self, rho: float) -> None:
+        self.rho = rho
+        n = len(self.target)
+        size = math.ceil(rho * n)
+        rng = np.random.default_rng(self._seed)
+        # Row j: how often each validation sample appears in S'_j, over its size.
         self.replica_weights = np.array(
             [
-                np.bincount(rng.integers(0, n, size=n), minlength=n) / n
-                for _ in range(int(n_replicas))
+                np.bincount(rng.integers(0, n, size=size), minlength=n) / size
+                for _ in range(self.n_replicas)
             ]
         )
         # (n, N) and contiguous: the update multiplies every model's losses by it.
         self._replica_columns = np.ascontiguousarray(self.replica_weights.T)
 
+    def _tune_rho(self, pool: Pool) -> None:
+        """rho as ERS tunes it, on the pool so far (AB s.4.2), and replicas drawn with it."""
+        ok = np.flatnonzero(pool.ok)
+        if ok.size < 2:  # nothing to weigh yet: keep rho = 1
+            return
+        losses = self._sample_losses(pool)[ok]
+        tuned = tune_rho(
+            lambda L, rng, rho: bootstrap_posterior(
+                L, self.n_posterior_samples, rng, rho=rho
+            ),
+            losses,
+            lambda weights: self._ensemble_cv_loss(
+                pool, {int(i): w for i, w in zip(ok, weights, strict=True) if w > 0}
+            ),
+            np.random.default_rng(self._seed),
+        )
+        self._draw_replicas(float(tuned.value))
+
     def _start(self) -> None:
         self._winners: list[list[int]] = []
+        if self.rho_setting == "auto":
+            self._draw_replicas(1.0)
 
     def _begin_iteration(self, iteration: int, pool: Pool) -> int:
+        if self.rho_setting == "auto" and iteration == self.rho_tuned_at:
+            self._tune_rho(pool)
         self._replica = iteration % len(self.replica_weights)
         return self._replica
 
     def _targets(
-        self, candidates: np.ndarray, single_losses: Sequence[float]
+        self, pool: Pool, candidates: slice, single_losses: Sequence[float]
     ) -> np.ndarray:
-        return cv_loss_of_mean_ensembles(
-            0.0,
-            0,
-            candidates,
-            self.y,
-            self.per_sample_loss,
-            self.replica_weights[self._replica],
+        return (
+            self._sample_losses(pool)[candidates] @ self.replica_weights[self._replica]
         )
 
     def _update(self, pool: Pool, single_losses: list[float]) -> tuple[str, float]:
         ok = np.flatnonzero(pool.ok)
         if ok.size == 0:
             return "none", math.nan
-        risks = cv_loss_of_mean_ensembles(
-            0.0,
-            0,
-            pool.outputs[ok],
-            self.y,
-            self.per_sample_loss,
-            self._replica_columns,
-        )
+        risks = self._sample_losses(pool)[ok] @ self._replica_columns
         # Exact ties (e.g. the same model trained twice) share the replica's vote.
         self._winners = [
             ok[np.flatnonzero(column == column.min())].tolist() for column in risks.T
         ]
-        weights = self._weights()
-        prediction = sum(w * pool.outputs[i] for i, w in weights.items())
-        return "select", self._cv_loss(prediction)
+        return "select", self._ensemble_cv_loss(pool, self._weights())
 
     def _members(self) -> list[int]:
         return [winners[0] for winners in self._winners]
@@ -506,15 +628,14 @@ class SegorSearch(PoolSearch):
             for k, index in enumerate(slots)
             if k != self._slot and index is not None
         ]
-        # Summing m rows afresh costs O(m n) and cannot drift like a running update.
-        self._others_sum = pool.outputs[self._others].sum(axis=0)
         return -1 if self._slot is None else self._slot
 
     def _targets(
-        self, candidates: np.ndarray, single_losses: Sequence[float]
+        self, pool: Pool, candidates: slice, single_losses: Sequence[float]
     ) -> np.ndarray:
         """f(gamma | E, j) = L(E[j] <- h) for each candidate h."""
-        return self._losses_with_each(self._others_sum, len(self._others), candidates)
+        # Summing m rows afresh costs O(m n) and cannot drift like a running update.
+        return self._losses_with_each(pool, self._others, candidates)
 
     def _members(self) -> list[int]:
         return [index for index in self._slots if index is not None]
@@ -528,14 +649,12 @@ class SegorSearch(PoolSearch):
         best_replacement = int(np.nanargmin(replace_losses))
         options = [("replace", float(replace_losses[best_replacement]))]
         if self.sizing != "fixed" and slots:
-            grow_losses = self._losses_with_each(
-                pool.outputs[slots].sum(axis=0), len(slots), pool.outputs
-            )
+            grow_losses = self._losses_with_each(pool, slots, slice(None))
             best_addition = int(np.nanargmin(grow_losses))
             options.append(("grow", float(grow_losses[best_addition])))
             if self.sizing == "dynamic" and others:
-                mean_of_others = pool.outputs[others].mean(axis=0)
-                options.append(("shrink", self._cv_loss(mean_of_others)))
+                counts = {i: float(others.count(i)) for i in sorted(set(others))}
+                options.append(("shrink", self._ensemble_cv_loss(pool, counts)))
         # min keeps the first of equal losses: replace, then grow, then shrink.
         action, loss = min(options, key=lambda option: option[1])
         if action == "replace" and slot is not None:
@@ -579,13 +698,43 @@ class SegoSearch(SegorSearch):
         )
 
 
+def ensemble_cv_loss(
+    pool: Pool,
+    chosen: Objective,
+    target: np.ndarray,
+    fold_ids: np.ndarray,
+    weights: Mapping[int, float],
+) -> float:
+    """CV loss under `chosen` of the ensemble weighing pool model i by weights[i].
+
+    target: the pool's target (n,), regression values or class codes; weights
+    of any scale. A vote objective scores several members by their weighted
+    plurality vote, everything else by the weighted mean of their outputs.
+    """
+    members = list(weights)
+    shares = np.array([weights[i] for i in members], dtype=float)
+    shares /= shares.sum()
+    if chosen.vote and len(members) > 1:
+        return weighted_vote_cv_error(pool.predictions[members], target, fold_ids)(
+            shares
+        )
+    combined = np.tensordot(
+        shares, pool.member_outputs(chosen.outputs)[members], axes=1
+    )
+    return float(
+        chosen.per_sample_loss(combined - chosen.target(target))
+        @ fold_weights(fold_ids)
+    )
+
+
 WEIGHTINGS = ("counts", "bfgs")
 
 
 def _pool_objective(
     source: EnsembleSearchResult, y: np.ndarray, loss: str
-) -> tuple[np.ndarray, np.ndarray, Callable[[np.ndarray], np.ndarray]]:
-    """(outputs (t, n), what they are compared to (n,), per-sample loss) of a saved pool.
+) -> tuple[Objective, np.ndarray, np.ndarray]:
+    """(objective, the pool's outputs for it (t, n) or (t, n, K), what their mean
+    is compared to) of a saved pool; for classification, "auto" is the vote's error.
 
     Checks first that the pool was evaluated on `y`, this run's training target.
     """
@@ -595,12 +744,11 @@ def _pool_objective(
             "(another dataset, seed or data_processing setting): rerun its pipeline "
             "with the same parameters first"
         )
-    pool = source.pool
-    target = np.ones(pool.n_samples) if source.task == "classification" else y
+    chosen = objective(source.task, loss, auto="error")
     return (
-        pool.outputs,
-        np.asarray(target, dtype=float),
-        objective_loss(source.task, loss),
+        chosen,
+        source.pool.member_outputs(chosen.outputs),
+        chosen.target(source.target),
     )
 
 
@@ -619,34 +767,24 @@ def posthoc_selection(
     from the `warm_start` best single models (SEGO: 3), keeping the best prefix;
     weights are the members' counts, or with `weighting="bfgs"` weights fitted
     to the CV loss (SEGOR s.3.3). One history record per selection step. For
-    classification, loss "auto" selects by the CV error of the majority vote
-    (SEGO eq. 3-4); "squared_margin" or "margin" by those losses of the members'
-    mean correctness (BFGS weights always fit the squared margin: the vote's
-    error is piecewise constant in the weights).
+    classification, loss "auto" or "error" selects by the CV error of the
+    majority vote (SEGO eq. 3-4); "squared_margin" or "margin" by those losses
+    of the members' mean correctness, "log_loss" or "brier" by those of their
+    mean probabilities (losses.Objective). BFGS weights fit the vote's error
+    by the squared margin: that error is piecewise constant in the weights.
     """
     if weighting not in WEIGHTINGS:
         raise ValueError(f"weighting={weighting!r} is not one of {list(WEIGHTINGS)}")
-    outputs, target, per_sample_loss = _pool_objective(source, y, loss)
-    if source.task == "classification" and loss == "auto":
+    chosen, outputs, target = _pool_objective(source, y, loss)
+    if chosen.vote:
         selection = greedy_vote_selection(
             source.pool.predictions, source.target, fold_ids, max_size, warm_start
         )
     else:
         selection = greedy_selection_with_replacement(
-            outputs, target, fold_ids, per_sample_loss, max_size, warm_start
+            outputs, target, fold_ids, chosen.per_sample_loss, max_size, warm_start
         )
     members = [int(index) for index in selection.members]
-    weights = None
-    if weighting == "bfgs":
-        distinct = sorted(set(members))
-        fitted = bfgs_weights(
-            outputs[distinct],
-            target,
-            fold_ids,
-            per_sample_loss,
-            initial_weights=np.array([members.count(i) for i in distinct], dtype=float),
-        )
-        weights = dict(zip(distinct, map(float, fitted), strict=True))
     best_single = float(np.nanmin(source.single_losses))
     history = [
         IterationRecord(
@@ -663,15 +801,40 @@ def posthoc_selection(
         )
         for step in range(len(selection.path))
     ]
-    return EnsembleSearchResult(
+    selected = EnsembleSearchResult(
         source.pool,
         members,
         source.single_losses,
         history,
         target=source.target,
-        weights=weights,
         algorithm=source.algorithm,
+        objective=chosen.name,
     )
+    return bfgs_reweighted(selected, fold_ids) if weighting == "bfgs" else selected
+
+
+def bfgs_reweighted(
+    result: EnsembleSearchResult, fold_ids: np.ndarray
+) -> EnsembleSearchResult:
+    """The ensemble with its distinct members' weights fitted to the CV loss (SEGOR s.3.3).
+
+    BFGS on the simplex (selection.bfgs_weights) over the weighted mean of the
+    members' outputs for the result's objective, starting from their current
+    weights, so the fitted ensemble is never worse on that loss. A vote's error
+    is piecewise constant in the weights: it is fitted by the squared margin.
+    """
+    chosen = objective(result.task, result.objective or "auto")
+    fitted_by = objective(result.task, "squared_margin") if chosen.vote else chosen
+    start = result.member_weights
+    members = sorted(start)
+    fitted = bfgs_weights(
+        result.pool.member_outputs(fitted_by.outputs)[members],
+        fitted_by.target(result.target),
+        fold_ids,
+        fitted_by.per_sample_loss,
+        initial_weights=np.array([start[i] for i in members]),
+    )
+    return replace(result, weights=dict(zip(members, map(float, fitted), strict=True)))
 
 
 POSTERIORS = {
@@ -746,7 +909,8 @@ def agnostic_bayes_selection(
     predictions. Those losses come from k models trained on overlapping data,
     so the effective sample size ratio rho (s.4.1) is tuned over 20 values in
     [0.1, 0.8] to the CV loss of the weighted ensemble (s.4.2; for classification
-    with loss "auto", the CV error of its weighted vote, AB eq. 1); the Dirichlet
+    with loss "auto" or "error", the CV error of its weighted vote, AB eq. 1;
+    otherwise the objective's loss of its weighted mean output); the Dirichlet
     posterior also tunes its prior mass alpha, SoftMin its temperature, and
     ArgMin (all weight on the lowest CV loss) has nothing to tune.
     """
@@ -754,15 +918,16 @@ def agnostic_bayes_selection(
         raise ValueError(
             f"posterior={posterior!r} is not one of {sorted(AB_WEIGHTINGS)}"
         )
-    outputs, target, per_sample_loss = _pool_objective(source, y, loss)
-    losses = per_sample_loss(outputs - target)  # (t, n), NaN rows for failed trials
-    if source.task == "classification" and loss == "auto":
+    chosen, outputs, target = _pool_objective(source, y, loss)
+    # (t, n), NaN rows for failed trials
+    losses = chosen.per_sample_loss(outputs - target)
+    if chosen.vote:
         ensemble_loss = weighted_vote_cv_error(
             source.pool.predictions, source.target, fold_ids
         )
     else:
         ensemble_loss = mean_ensemble_cv_loss(
-            outputs, target, fold_ids, per_sample_loss
+            outputs, target, fold_ids, chosen.per_sample_loss
         )
     tuned = _tuned_pool_weights(
         posterior,
@@ -794,4 +959,5 @@ def agnostic_bayes_selection(
         target=source.target,
         weights=weights,
         algorithm=source.algorithm,
+        objective=chosen.name,
     )

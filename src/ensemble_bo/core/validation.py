@@ -18,12 +18,13 @@ from numbers import Integral
 from typing import TYPE_CHECKING, Any
 
 from ensemble_bo.core.estimator import VOTING
-from ensemble_bo.core.losses import objective_loss
+from ensemble_bo.core.losses import objective
 from ensemble_bo.core.optimizer import make_optimizer
 from ensemble_bo.core.preparation import TASKS, check_split_options
 from ensemble_bo.core.space import SearchSpace, parameter_from_spec
 from ensemble_bo.core.strategies import (
     AB_WEIGHTINGS,
+    ESMBO_ENSEMBLES,
     WEIGHTINGS,
     check_max_initial_failures,
     segor_variant,
@@ -107,11 +108,12 @@ def check_data_processing(options: Any) -> None:
 
 
 def check_voting(voting: Any) -> None:
-    """The classification ensemble's combiner: hard or soft."""
-    if voting not in VOTING:
+    """The classification ensemble's combiner: auto, hard or soft."""
+    if voting != "auto" and voting not in VOTING:
         raise InvalidInput(
-            f"voting={voting!r} is not one of {list(VOTING)} (hard: weighted majority "
-            "vote; soft: mean of the members' probabilities)"
+            f"voting={voting!r} is not one of {['auto', *VOTING]} (auto: the one "
+            "matching the objective; hard: weighted majority vote; soft: mean of "
+            "the members' probabilities)"
         )
 
 
@@ -233,11 +235,25 @@ def _check_loss(path: str, value: Any, tasks: tuple[str, ...]) -> None:
     problems = []
     for task in tasks:
         try:
-            objective_loss(task, value)
+            objective(task, value)
         except ValueError as error:
             problems.append(str(error))
     if len(problems) == len(tasks):
         raise InvalidInput(f"{path}={value!r}: {'; '.join(problems)}")
+
+
+def _check_rho(path: str, value: Any, tasks: tuple[str, ...]) -> None:
+    if value == "auto":
+        return
+    if (
+        isinstance(value, bool)
+        or not isinstance(value, int | float)
+        or not 0 < value <= 1
+    ):
+        raise InvalidInput(
+            f"{path}={value!r} is not 'auto' or a number in (0, 1] (the share of "
+            "the n validation samples each bootstrap replica draws)"
+        )
 
 
 def _one_of(allowed: tuple[str, ...]):
@@ -270,6 +286,8 @@ _BLOCK_KEYS = {
     "loss": _check_loss,
     "posterior": _one_of(AB_WEIGHTINGS),
     "weighting": _one_of(WEIGHTINGS),
+    "ensemble": _one_of(ESMBO_ENSEMBLES),
+    "rho": _check_rho,
 }
 
 
@@ -406,4 +424,8 @@ def _check_search_model(
                 f"{path}={model!r} is a {model_task(model)} model space and "
                 f"{method.name} builds {' or '.join(sorted(method.tasks))} ensembles"
             )
-    check_optimizer(method.search_params, block["optimizer"], spaces[model])
+    try:
+        options = method.optimizer_options(block["optimizer"])
+    except (TypeError, ValueError) as error:  # not a mapping, an unknown preset
+        raise InvalidInput(f"{method.search_params}.optimizer: {error}") from None
+    check_optimizer(method.search_params, options, spaces[model])
