@@ -345,8 +345,8 @@ def _model_space_report(
         "repetitions (1 = best): convergence_mean_rank.csv, convergence.png. "
         "ESMBO Fig. 1-2 rank the test risk per iteration; these curves rank the "
         "CV objective each method optimizes (its `loss`, or its variant's: "
-        "segor:g-h, sego:log_loss; by default the squared margin for "
-        "classification ensembles and the error rate for single models), which "
+        "segor:g-h, sego:log_loss; for classification by default SEGO's squared "
+        "margin, and the error rate for the other methods), which "
         "is optimistic for the methods that select on it and compares like with "
         "like only where the methods share it.",
     ]

@@ -32,7 +32,7 @@ from ensemble_bo.core.seeding import derive_seed
 from ensemble_bo.core.space import SearchSpace
 from ensemble_bo.core.strategies import EsmboSearch, agnostic_bayes_selection
 from ensemble_bo.core.validation import InvalidInput, check_settings
-from tests.support import PROJECT, cheap_parameters
+from tests.support import PROJECT, RecordingRelabels, cheap_parameters
 
 PARAMETERS = default_parameters()
 
@@ -67,16 +67,8 @@ def table_evaluator(table=TABLE):
     return evaluate
 
 
-class RecordingRandomSearch(RandomSearch):
+class RecordingRandomSearch(RecordingRelabels, RandomSearch):
     """Random search that keeps every set of targets the strategy relabels it with."""
-
-    def __init__(self, *args, **kwargs):
-        super().__init__(*args, **kwargs)
-        self.relabels = []
-
-    def relabel(self, values):
-        self.relabels.append(np.array(values, dtype=float))
-        super().relabel(values)
 
 
 def esmbo(rho=1.0, **kwargs):
@@ -93,6 +85,29 @@ def hand_replicas(seed, n, size, n_replicas):
         for sample in rng.integers(0, n, size=size):
             counts[replica, sample] += 1
     return counts
+
+
+def hand_tuned_rho(predictions, n_posterior, seed):
+    """tune_rho on these models' squared errors, with a bootstrap posterior and
+    the fold-weighted MSE of the weighted mean prediction written here."""
+    predictions = [np.asarray(p, dtype=float) for p in predictions]
+    losses = np.array([(p - Y) ** 2 for p in predictions])
+    weights_of_samples = fold_weights(FOLDS)
+
+    def ensemble_loss(weights):
+        mean = sum(w * p for w, p in zip(weights, predictions, strict=True))
+        return float(((mean / np.sum(weights) - Y) ** 2) @ weights_of_samples)
+
+    # fold_weights is the mean over folds of the folds' means
+    assert ensemble_loss(np.eye(len(predictions))[0]) == pytest.approx(
+        hand_cv_mse(predictions[0])
+    )
+    return tune_rho(
+        lambda L, rng, rho: bootstrap_posterior(L, n_posterior, rng, rho=rho),
+        losses,
+        ensemble_loss,
+        np.random.default_rng(seed),
+    )
 
 
 def hand_cv_mse(prediction, y=Y, folds=FOLDS):
@@ -172,27 +187,10 @@ def test_auto_rho_is_tuned_on_the_initial_design_and_the_replicas_redrawn():
     predictions = result.pool.predictions
     np.testing.assert_array_equal(predictions[3], TABLE[3])  # the table, in order
 
-    # The oracle: tune_rho on the first 6 trials' successful squared errors, with a
-    # bootstrap posterior and an ensemble loss written here.
+    # The oracle: tune_rho on the first 6 trials' successful squared errors.
     first = [h for h in range(tuned_at) if TABLE[h] is not None]
     assert first == [0, 1, 3, 4, 5]
-    losses = np.array([(np.asarray(TABLE[h]) - Y) ** 2 for h in first])
-    weights_of_samples = fold_weights(FOLDS)
-
-    def ensemble_loss(weights):
-        mean = sum(
-            w * np.asarray(TABLE[h]) for w, h in zip(weights, first, strict=True)
-        )
-        return float(((mean / np.sum(weights) - Y) ** 2) @ weights_of_samples)
-
-    # fold_weights is the mean over folds of the folds' means
-    assert ensemble_loss(np.eye(len(first))[0]) == pytest.approx(hand_cv_mse(TABLE[0]))
-    expected = tune_rho(
-        lambda L, rng, rho: bootstrap_posterior(L, n_posterior, rng, rho=rho),
-        losses,
-        ensemble_loss,
-        np.random.default_rng(7),
-    )
+    expected = hand_tuned_rho([TABLE[h] for h in first], n_posterior, seed=7)
     # inside the grid (a bug returning its first or last value would show), < 1
     # (so the redraw shows)
     assert expected.value in RHO_GRID[1:-1]
@@ -217,9 +215,10 @@ def test_auto_rho_is_tuned_on_the_initial_design_and_the_replicas_redrawn():
         assert result.history[i].slot == i % 4
 
 
-def test_auto_rho_stays_one_without_two_successes_at_the_tuning():
+def test_auto_rho_waits_for_two_successful_trials():
+    # At iteration 6 one trial has trained (2), at 7 two (2 and 6): tuned then.
     table = [None, None, TABLE[0], None, None, None, TABLE[1], TABLE[3]]
-    optimizer = RandomSearch(SPACE, seed=3)
+    optimizer = RecordingRandomSearch(SPACE, seed=3)
     search = EsmboSearch(
         optimizer,
         table_evaluator(table),
@@ -231,8 +230,33 @@ def test_auto_rho_stays_one_without_two_successes_at_the_tuning():
         rho_tuned_at=6,
         n_posterior_samples=50,
     )
-    search.run(8, max_initial_failures=None)
-    assert search.rho == 1.0
+    result = search.run(8, max_initial_failures=None)
+    expected = hand_tuned_rho([TABLE[0], TABLE[1]], 50, seed=7)
+    assert search.rho == pytest.approx(expected.value, rel=1e-12)
+    assert result.search_metrics == {"esmbo_rho": search.rho}
+    # iteration 6's targets still came from the rho = 1 replicas
+    before = hand_replicas(7, N, N, 4) / N
+    losses = (result.pool.predictions[:6] - Y) ** 2
+    np.testing.assert_allclose(
+        optimizer.relabels[6], losses @ before[6 % 4], rtol=1e-10, equal_nan=True
+    )
+
+
+def test_auto_rho_stays_one_without_two_successes():
+    table = [None, None, TABLE[0], None, None, None, None]
+    search = EsmboSearch(
+        RandomSearch(SPACE, seed=3),
+        table_evaluator(table),
+        Y,
+        FOLDS,
+        n_replicas=4,
+        seed=7,
+        rho="auto",
+        rho_tuned_at=6,
+        n_posterior_samples=50,
+    )
+    result = search.run(7, max_initial_failures=None)
+    assert search.rho == 1.0 and result.search_metrics == {"esmbo_rho": 1.0}
     np.testing.assert_allclose(
         search.replica_weights, hand_replicas(7, N, N, 4) / N, atol=1e-12
     )
@@ -289,7 +313,7 @@ def test_an_exact_copy_shares_its_replicas_win():
 
 # ------------------------------------------------------- run_method on real data
 
-BUDGET = 10
+BUDGET = 12  # rho is tuned at iteration 10
 
 
 @pytest.fixture(scope="module")
@@ -366,10 +390,11 @@ def test_esmbo_s_posterior_ensemble_is_agnostic_bayes_over_its_pool(
         r.ensemble_loss for r in winners.history[:-1]
     ]
 
-    # replica_winners: the shares of the replicas' winners, rho tuned at the end of
-    # the initial design (n_initial 4)
+    # replica_winners: the shares of the replicas' winners, rho tuned after the
+    # initial design (n_initial 4) and on at least 10 trials
     search = built_searches[1]
-    assert search.rho_tuned_at == 4 and search.rho in RHO_GRID
+    assert search.rho_tuned_at == 10 and search.rho in RHO_GRID
+    assert winners.search_metrics == {"esmbo_rho": search.rho}
     size = int(np.ceil(search.rho * len(cpu_data.target)))
     counts = hand_replicas(
         derive_seed(0, "bootstrap replicas"), len(cpu_data.target), size, 10
@@ -453,6 +478,7 @@ GP_OPTIONS = {
     "kind": "gp",
     "n_initial": 10,
     "hyperparameters": "map",
+    "acquisition": "ucb",  # the papers' GP maximizes EI: the preset sets it
     "n_candidates": 64,
     "preset": "paper",
 }
@@ -469,8 +495,16 @@ PAPER_GP = {
 
 def test_every_method_is_named_in_the_preset_table():
     assert set(PAPER_GP) == set(METHODS)
-    assert SLICE_SAMPLED_GP == {"hyperparameters": "slice", "n_initial": 2}
-    assert MARGINAL_LIKELIHOOD_GP == {"hyperparameters": "ml2", "n_initial": 2}
+    assert SLICE_SAMPLED_GP == {
+        "hyperparameters": "slice",
+        "acquisition": "ei",
+        "n_initial": 2,
+    }
+    assert MARGINAL_LIKELIHOOD_GP == {
+        "hyperparameters": "ml2",
+        "acquisition": "ei",
+        "n_initial": 2,
+    }
 
 
 @pytest.mark.parametrize("name", sorted(PAPER_GP))
@@ -486,6 +520,7 @@ def test_the_paper_preset_sets_each_method_s_paper_gp(name):
             "kind": "gp",
             "n_initial": 2,
             "hyperparameters": PAPER_GP[name],
+            "acquisition": "ei",
             "n_candidates": 64,
         }
     # no preset: unchanged

@@ -109,7 +109,8 @@ def margin_loss(residuals: np.ndarray) -> np.ndarray:
     return np.abs(residuals)
 
 
-# sklearn.metrics.log_loss clips probabilities to [eps, 1 - eps] likewise.
+# The floor sklearn.metrics.log_loss clips probabilities to (its ceiling,
+# 1 - eps, does not matter for the true class's term).
 LOG_LOSS_EPS = float(np.finfo(float).eps)
 
 

@@ -20,7 +20,6 @@ from typing import Any
 
 from ensemble_bo.core.evaluation import CrossValidationEvaluator
 from ensemble_bo.core.journal import ReplayingEvaluator, TrialJournal
-from ensemble_bo.core.losses import objective
 from ensemble_bo.core.optimizer import Optimizer, make_optimizer
 from ensemble_bo.core.preparation import ModelInput
 from ensemble_bo.core.results import (
@@ -40,7 +39,6 @@ from ensemble_bo.core.strategies import (
     SingleBestSearch,
     agnostic_bayes_selection,
     bfgs_reweighted,
-    ensemble_cv_loss,
     posthoc_selection,
     segor_variant,
 )
@@ -196,6 +194,7 @@ def _esmbo_variant(settings: Settings, variant: str) -> dict[str, Any]:
     other `esmbo:<loss>` its loss."""
     if variant in ESMBO_ENSEMBLES:
         return {**settings, "esmbo": {**settings["esmbo"], "ensemble": variant}}
+    # Anything else is a loss; check_settings names both readings if it is none.
     return _loss_variant("esmbo")(settings, variant)
 
 
@@ -221,8 +220,9 @@ def _esmbo(parts: SearchParts) -> PoolSearch:
         seed=derive_seed(parts.seed, "bootstrap replicas"),
         task=parts.data.task,
         rho=parts.block["rho"],
-        # rho is tuned once the initial design is in (random search: 10 trials).
-        rho_tuned_at=getattr(parts.optimizer, "n_initial", 10),
+        # rho is tuned once the initial design is in, and on at least 10 trials:
+        # the paper preset's design has 2, too few models to weigh.
+        rho_tuned_at=max(getattr(parts.optimizer, "n_initial", 0), 10),
         n_posterior_samples=parts.block["n_samples"],
     )
 
@@ -266,8 +266,8 @@ def _agnostic_bayes(
 # s.6 fits SMBO's and ESMBO's GP by maximizing the marginal likelihood. All ran
 # Spearmint, whose chooser starts the GP once 2 evaluations are in (its first
 # points come from its Sobol grid).
-SLICE_SAMPLED_GP = {"hyperparameters": "slice", "n_initial": 2}
-MARGINAL_LIKELIHOOD_GP = {"hyperparameters": "ml2", "n_initial": 2}
+SLICE_SAMPLED_GP = {"hyperparameters": "slice", "acquisition": "ei", "n_initial": 2}
+MARGINAL_LIKELIHOOD_GP = {"hyperparameters": "ml2", "acquisition": "ei", "n_initial": 2}
 
 # Selection stages, by name; `posthoc` also runs on its own over a saved pool.
 POSTHOC = Selection("posthoc", "posthoc", _posthoc)
@@ -508,14 +508,7 @@ def _bfgs_weighted(
     result: EnsembleSearchResult, data: ModelInput
 ) -> EnsembleSearchResult:
     """The ensemble reweighted by BFGS, its last record carrying the new CV loss."""
-    weighted = bfgs_reweighted(result, data.fold_ids)
-    loss = ensemble_cv_loss(
-        weighted.pool,
-        objective(weighted.task, weighted.objective),
-        weighted.target,
-        data.fold_ids,
-        weighted.member_weights,
-    )
+    weighted, loss = bfgs_reweighted(result, data.fold_ids)
     history = weighted.history[:-1] + [
         replace(weighted.history[-1], action="weigh", ensemble_loss=loss)
     ]

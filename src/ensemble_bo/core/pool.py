@@ -89,23 +89,45 @@ class Pool:
     def __len__(self) -> int:
         return len(self.configs)
 
+    # Pickled: the rows in use of the outputs the others derive from. A
+    # classification pool's correctness, true-class probability and square norm
+    # are recomputed on load, so its pickle holds (1 + K) n values per trial.
+    _PICKLED = (PREDICTIONS, PROBABILITIES)
+
+    def __getstate__(self) -> dict[str, Any]:
+        state = self.__dict__.copy()
+        if "_outputs" not in state:  # an old-format pool not yet loaded
+            return state
+        state["_outputs"] = {
+            kind: rows[: len(self)]
+            for kind, rows in self._outputs.items()
+            if kind in self._PICKLED
+        }
+        return state
+
     def __setstate__(self, state: dict[str, Any]) -> None:
-        """Unpickle, also a pool saved before probabilities were kept (one array
-        of predictions): its classifiers count as giving one-hot probabilities."""
-        if "_predictions" in state:
-            predictions = state.pop("_predictions")
+        """Unpickle, recomputing the derived outputs; also a pool saved before
+        probabilities were kept (one array of predictions), whose classifiers
+        count as giving one-hot probabilities."""
+        state = dict(state)
+        outputs = state.pop("_outputs", None)
+        if outputs is None:
+            outputs = {PREDICTIONS: state.pop("_predictions")}
             state.pop("_correct", None)
-            self.__dict__.update(state)
-            self.__init__(self.n_samples, len(predictions), self.labels)
-            self.__dict__.update({k: v for k, v in state.items() if k != "_outputs"})
-            for index, row in enumerate(predictions[: len(self)]):
-                if np.isfinite(row).all():
-                    for kind, values in self._trial_outputs(
-                        index, TrialResult(row, 0.0)
-                    ).items():
-                        self._outputs[kind][index] = values
-            return
         self.__dict__.update(state)
+        self.__init__(self.n_samples, max(len(self), 1), self.labels)
+        self.__dict__.update({k: v for k, v in state.items() if k != "n_classes"})
+        probabilities = outputs.get(PROBABILITIES)
+        for index in np.flatnonzero(self.ok):
+            trial = TrialResult(
+                outputs[PREDICTIONS][index],
+                0.0,
+                oof_probabilities=None
+                if probabilities is None
+                else probabilities[index],
+            )
+            for kind, values in self._trial_outputs(int(index), trial).items():
+                self._outputs[kind][index] = values
 
     def add(
         self, config: dict[str, Any], encoded: np.ndarray, result: TrialResult

@@ -136,6 +136,7 @@ def refit_and_score(
         "search_seconds": result.search_seconds,
         "refit_seconds": refit_seconds,
         "time_budget_reached": float(result.stopped_by == "time_budget"),
+        **result.search_metrics,
     }
     if task == "classification":
         for model, which in ((ensemble, "ensemble"), (single, "single_best")):

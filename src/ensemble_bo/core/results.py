@@ -57,6 +57,9 @@ class EnsembleSearchResult:
     # "budget" of trials or its "time_budget" (core.time_budget).
     search_seconds: float = 0.0
     stopped_by: str = "budget"
+    # Quantities of the search worth logging with the run's metrics, by name
+    # (ESMBO's tuned rho: esmbo_rho).
+    search_metrics: dict[str, float] = field(default_factory=dict)
     # The objective the ensemble was chosen by (losses.objective's name: mse,
     # squared_margin, log_loss, ...); "" in results saved before it was kept.
     objective: str = ""
@@ -219,4 +222,5 @@ def join_selection(
         trials_reused=search.trials_reused,
         search_seconds=search.search_seconds,
         stopped_by=search.stopped_by,
+        search_metrics=search.search_metrics,
     )

@@ -138,11 +138,17 @@ class _InitialTrialsFailed(Exception):
 class PoolSearch:
     """The SMBO loop every strategy shares; subclasses say what the GP minimizes.
 
+    `loss` "auto" is mse for regression and, for classification,
+    AUTO_CLASSIFICATION_OBJECTIVE: SEGO's squared margin for the ensemble
+    searches, the error rate for the searches that score single models.
+
     Each iteration: the strategy sets the GP targets of every model in the pool
     (`_targets`), the optimizer proposes a configuration, the evaluator trains
     it, the pool keeps its out-of-fold predictions, the optimizer is told its
     target, and the strategy updates its ensemble (`_update`).
     """
+
+    AUTO_CLASSIFICATION_OBJECTIVE = "squared_margin"
 
     def __init__(
         self,
@@ -162,7 +168,7 @@ class PoolSearch:
             )
         self.optimizer = optimizer
         self.evaluate = evaluate
-        self.objective = objective(task, loss)
+        self.objective = objective(task, loss, auto=self.AUTO_CLASSIFICATION_OBJECTIVE)
         self.per_sample_loss = self.objective.per_sample_loss
         self.target = np.asarray(y)
         self.labels = self.target if task == "classification" else None
@@ -241,6 +247,7 @@ class PoolSearch:
         clock: TimeBudget,
     ) -> None:
         result.search_seconds = clock.elapsed
+        result.search_metrics = self._search_metrics()
         result.members = self._members()
         result.weights = self._weights()
         # An interruption between training a model and scoring it leaves one unscored.
@@ -414,6 +421,10 @@ class PoolSearch:
         """Explicit member weights; None: the members' counts."""
         return None
 
+    def _search_metrics(self) -> dict[str, float]:
+        """Quantities of the search worth logging with the run's metrics."""
+        return {}
+
 
 class SingleBestSearch(PoolSearch):
     """SMBO for one model (ESMBO Alg. 1, `s-m`): the GP models each model's own CV loss.
@@ -421,6 +432,8 @@ class SingleBestSearch(PoolSearch):
     With a RandomSearch optimizer this is random search (RS); the ensemble is
     the single best model of the pool.
     """
+
+    AUTO_CLASSIFICATION_OBJECTIVE = "error"
 
     def _start(self) -> None:
         self._best: int | None = None
@@ -463,11 +476,15 @@ class EsmboSearch(PoolSearch):
     samples, and AB s.4.1 resamples ceil(rho n) with rho tuned (s.4.2).
     rho="auto" tunes it as ERS does (`tune_rho`: the bootstrap posterior's
     ensemble loss over RHO_GRID) on the pool of the first `rho_tuned_at` trials
-    (the initial design, whose proposals do not depend on the replicas), then
-    draws the replicas again with it; until then they use rho = 1. Every
-    target is recomputed from the pool each iteration, so the GP never mixes
-    the two.
+    (or, if fewer than 2 of them trained, once 2 have), then draws the
+    replicas again with it; until then they use rho = 1. Every target is
+    recomputed from the pool each iteration, so the GP never mixes the two.
+    The rho used is in the result's `search_metrics` (`esmbo_rho`).
     """
+
+    # The replicas score single models (the zero-one loss either way); the
+    # ensemble, like ERS's, by its weighted vote.
+    AUTO_CLASSIFICATION_OBJECTIVE = "error"
 
     def __init__(
         self,
@@ -519,8 +536,9 @@ class EsmboSearch(PoolSearch):
     def _tune_rho(self, pool: Pool) -> None:
         """rho as ERS tunes it, on the pool so far (AB s.4.2), and replicas drawn with it."""
         ok = np.flatnonzero(pool.ok)
-        if ok.size < 2:  # nothing to weigh yet: keep rho = 1
+        if ok.size < 2:  # nothing to weigh yet: rho = 1 until there is
             return
+        self._rho_tuned = True
         losses = self._sample_losses(pool)[ok]
         tuned = tune_rho(
             lambda L, rng, rho: bootstrap_posterior(
@@ -536,11 +554,16 @@ class EsmboSearch(PoolSearch):
 
     def _start(self) -> None:
         self._winners: list[list[int]] = []
+        self._rho_tuned = False
         if self.rho_setting == "auto":
             self._draw_replicas(1.0)
 
     def _begin_iteration(self, iteration: int, pool: Pool) -> int:
-        if self.rho_setting == "auto" and iteration == self.rho_tuned_at:
+        if (
+            self.rho_setting == "auto"
+            and not self._rho_tuned
+            and iteration >= self.rho_tuned_at
+        ):
             self._tune_rho(pool)
         self._replica = iteration % len(self.replica_weights)
         return self._replica
@@ -565,6 +588,9 @@ class EsmboSearch(PoolSearch):
 
     def _members(self) -> list[int]:
         return [winners[0] for winners in self._winners]
+
+    def _search_metrics(self) -> dict[str, float]:
+        return {"esmbo_rho": self.rho}
 
     def _weights(self) -> dict[int, float] | None:
         if not self._winners:
@@ -674,7 +700,10 @@ class SegoSearch(SegorSearch):
     m fixed slots filled round-robin (slot j = i mod m); the GP models the
     squared-margin loss (eq. 9, multiclass margin of eq. 7) of the ensemble
     with slot j replaced by each model, and the slot gets the pool's argmin.
-    The final ensemble votes by (weighted) majority. `labels` are class codes.
+    The final ensemble votes by (weighted) majority. Any other classification
+    objective can take the squared margin's place (`loss`: the vote's error, or
+    the log-loss or Brier score of mean probabilities, whose final ensemble
+    then averages probabilities). `labels` are class codes.
     """
 
     def __init__(
@@ -810,18 +839,34 @@ def posthoc_selection(
         algorithm=source.algorithm,
         objective=chosen.name,
     )
-    return bfgs_reweighted(selected, fold_ids) if weighting == "bfgs" else selected
+    if weighting == "counts":
+        return selected
+    # One more record: the reweighted ensemble, which is never worse than the
+    # selected prefix, so it is the record join_selection keeps.
+    weighted, loss = bfgs_reweighted(selected, fold_ids)
+    weighted.history.append(
+        replace(
+            history[selection.size - 1],
+            iteration=len(history),
+            action="weigh",
+            ensemble_loss=loss,
+            ensemble_size=selection.size,
+        )
+    )
+    return weighted
 
 
 def bfgs_reweighted(
     result: EnsembleSearchResult, fold_ids: np.ndarray
-) -> EnsembleSearchResult:
-    """The ensemble with its distinct members' weights fitted to the CV loss (SEGOR s.3.3).
+) -> tuple[EnsembleSearchResult, float]:
+    """The ensemble with its distinct members' weights fitted to the CV loss
+    (SEGOR s.3.3), and its CV loss under the result's objective.
 
     BFGS on the simplex (selection.bfgs_weights) over the weighted mean of the
-    members' outputs for the result's objective, starting from their current
-    weights, so the fitted ensemble is never worse on that loss. A vote's error
-    is piecewise constant in the weights: it is fitted by the squared margin.
+    members' outputs, starting from their current weights, so the fitted
+    ensemble is never worse on that loss. A vote's error is piecewise constant
+    in the weights: it is fitted by the squared margin, and the fit is kept
+    only if the vote's error does not rise (else the weights stay as they were).
     """
     chosen = objective(result.task, result.objective or "auto")
     fitted_by = objective(result.task, "squared_margin") if chosen.vote else chosen
@@ -834,7 +879,15 @@ def bfgs_reweighted(
         fitted_by.per_sample_loss,
         initial_weights=np.array([start[i] for i in members]),
     )
-    return replace(result, weights=dict(zip(members, map(float, fitted), strict=True)))
+    weights = dict(zip(members, map(float, fitted), strict=True))
+    loss = ensemble_cv_loss(result.pool, chosen, result.target, fold_ids, weights)
+    if chosen.vote:
+        start_loss = ensemble_cv_loss(
+            result.pool, chosen, result.target, fold_ids, start
+        )
+        if start_loss < loss:
+            weights, loss = start, start_loss
+    return replace(result, weights=weights), loss
 
 
 POSTERIORS = {

@@ -239,7 +239,12 @@ def _check_loss(path: str, value: Any, tasks: tuple[str, ...]) -> None:
         except ValueError as error:
             problems.append(str(error))
     if len(problems) == len(tasks):
-        raise InvalidInput(f"{path}={value!r}: {'; '.join(problems)}")
+        also = (
+            f" (esmbo:<variant> is a loss or an ensemble: {list(ESMBO_ENSEMBLES)})"
+            if path == "esmbo.loss"
+            else ""
+        )
+        raise InvalidInput(f"{path}={value!r}: {'; '.join(problems)}{also}")
 
 
 def _check_rho(path: str, value: Any, tasks: tuple[str, ...]) -> None:

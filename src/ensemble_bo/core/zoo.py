@@ -12,8 +12,8 @@ factories read them from the configuration and refuse one that lacks them
 (`MissingSettingError`).
 
 Every algorithm is a regressor or a classifier (`model_task`); classifiers are
-given integer class codes 0..K-1 and predict labels (no probabilities: the
-ensembles vote with labels).
+given integer class codes 0..K-1 and predict labels, and their probabilities
+where they have `predict_proba` (evaluation.out_of_fold_predictions).
 
 Missing feature values (NaN) are taken by every model space: an estimator
 whose scikit-learn tags say it accepts them (decision trees, random forests,
@@ -144,8 +144,9 @@ def _random_forest(
 
 
 def _svc(**kernel: Any) -> Factory:
-    # The SVC seed only matters with probability=True, which is off (the
-    # ensembles vote with labels), but is given for uniformity. max_iter, the
+    # The SVC seed only matters with probability=True, which is off (its Platt
+    # scaling would cost 5 more fits; an SVC contributes the one-hot of its
+    # label), but is given for uniformity. max_iter, the
     # cap on libsvm's iterations, comes from the space (see the conf).
     return _estimator(SVC, scaled=True, required=("max_iter",), **kernel)
 
