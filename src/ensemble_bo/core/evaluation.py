@@ -170,7 +170,9 @@ def _load_worker_data(
     _worker_data.update(X=X, y=y, fold_ids=fold_ids)
 
 
-def _worker_ready() -> bool:
+def _worker_ready(model_factory: ModelFactory) -> bool:
+    # Receiving the factory imports its module here, in the start-up, rather
+    # than in the first evaluation, whose time limit it would eat into.
     return bool(_worker_data)
 
 
@@ -210,7 +212,8 @@ class CrossValidationEvaluator:
     process instead, and caps the whole evaluation of one configuration: building
     the model, the k fits and predictions, and sending the predictions back.
     It does not cover starting the worker (which receives X, y and fold_ids once,
-    when it starts, and is reused from call to call). When the limit is passed
+    when it starts, imports the model factory's module, and is reused from call
+    to call). When the limit is passed
     the worker is killed (with any processes it started) and replaced on the next
     call, and the trial fails with a TimeoutError text and fit_seconds = the time
     waited. A worker that dies (a crash in C code, os._exit) is a failed trial as
@@ -360,7 +363,7 @@ class CrossValidationEvaluator:
                 initargs=(self.X, self.y, self.fold_ids, os.getpid()),
             )
             # Wait for the start-up here, so that it does not count in the limit.
-            if not self._executor.submit(_worker_ready).result():
+            if not self._executor.submit(_worker_ready, self.model_factory).result():
                 raise RuntimeError("the worker did not receive its data")
         return self._executor
 
