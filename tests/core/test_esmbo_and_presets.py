@@ -71,10 +71,10 @@ class RecordingRandomSearch(RecordingRelabels, RandomSearch):
     """Random search that keeps every set of targets the strategy relabels it with."""
 
 
-def esmbo(rho=1.0, **kwargs):
+def esmbo(rho=1.0, table=TABLE, **kwargs):
     options = {"n_replicas": 4, "seed": 7, "rho": rho, **kwargs}
     optimizer = RecordingRandomSearch(SPACE, seed=3)
-    return EsmboSearch(optimizer, table_evaluator(), Y, FOLDS, **options)
+    return EsmboSearch(optimizer, table_evaluator(table), Y, FOLDS, **options)
 
 
 def hand_replicas(seed, n, size, n_replicas):
@@ -218,18 +218,7 @@ def test_auto_rho_is_tuned_on_the_initial_design_and_the_replicas_redrawn():
 def test_auto_rho_waits_for_two_successful_trials():
     # At iteration 6 one trial has trained (2), at 7 two (2 and 6): tuned then.
     table = [None, None, TABLE[0], None, None, None, TABLE[1], TABLE[3]]
-    optimizer = RecordingRandomSearch(SPACE, seed=3)
-    search = EsmboSearch(
-        optimizer,
-        table_evaluator(table),
-        Y,
-        FOLDS,
-        n_replicas=4,
-        seed=7,
-        rho="auto",
-        rho_tuned_at=6,
-        n_posterior_samples=50,
-    )
+    search = esmbo("auto", table, rho_tuned_at=6, n_posterior_samples=50)
     result = search.run(8, max_initial_failures=None)
     expected = hand_tuned_rho([TABLE[0], TABLE[1]], 50, seed=7)
     assert search.rho == pytest.approx(expected.value, rel=1e-12)
@@ -238,23 +227,16 @@ def test_auto_rho_waits_for_two_successful_trials():
     before = hand_replicas(7, N, N, 4) / N
     losses = (result.pool.predictions[:6] - Y) ** 2
     np.testing.assert_allclose(
-        optimizer.relabels[6], losses @ before[6 % 4], rtol=1e-10, equal_nan=True
+        search.optimizer.relabels[6],
+        losses @ before[6 % 4],
+        rtol=1e-10,
+        equal_nan=True,
     )
 
 
 def test_auto_rho_stays_one_without_two_successes():
     table = [None, None, TABLE[0], None, None, None, None]
-    search = EsmboSearch(
-        RandomSearch(SPACE, seed=3),
-        table_evaluator(table),
-        Y,
-        FOLDS,
-        n_replicas=4,
-        seed=7,
-        rho="auto",
-        rho_tuned_at=6,
-        n_posterior_samples=50,
-    )
+    search = esmbo("auto", table, rho_tuned_at=6, n_posterior_samples=50)
     result = search.run(7, max_initial_failures=None)
     assert search.rho == 1.0 and result.search_metrics == {"esmbo_rho": 1.0}
     np.testing.assert_allclose(
