@@ -20,6 +20,7 @@ from sklearn.compose import TransformedTargetRegressor
 from sklearn.dummy import DummyClassifier, DummyRegressor
 from sklearn.ensemble import VotingClassifier, VotingRegressor
 from sklearn.linear_model import LinearRegression, LogisticRegression
+from sklearn.metrics import log_loss
 from sklearn.pipeline import Pipeline
 from sklearn.svm import SVC
 from sklearn.tree import DecisionTreeClassifier, DecisionTreeRegressor
@@ -283,6 +284,22 @@ def test_predict_proba_where_voting_classifier_has_none():
     theirs = VotingClassifier(members, voting="soft").fit(X, y)
     with pytest.raises(ValueError):
         theirs.predict_proba(X[:1])
+
+
+@pytest.mark.parametrize("voting", ["hard", "soft"])
+def test_unanimous_members_give_probabilities_of_at_most_one(voting):
+    # 14 weights normalized to sum 1 whose float sum is 1 + 2 ulps: an ESMBO
+    # posterior like this once made the test log-loss refuse the ensemble
+    # (scikit-learn: "y_prob contains values greater than 1").
+    weights = np.random.default_rng(1).random(14)
+    assert sum(weights / weights.sum()) > 1
+    X, y = np.zeros((4, 1)), ["a", "b", "a", "b"]
+    members = [(f"m{i}", _constant_classifier(0)) for i in range(len(weights))]
+    model = EnsembleClassifier(members, weights=list(weights), voting=voting).fit(X, y)
+    probabilities = model.predict_proba(X)
+    assert probabilities.max() <= 1.0
+    np.testing.assert_allclose(probabilities, [[1.0, 0.0]] * 4)
+    assert log_loss(["a"] * 4, probabilities, labels=["a", "b"]) < 1e-12
 
 
 def test_no_private_scikit_learn_names_are_imported():

@@ -197,7 +197,11 @@ class EnsembleClassifier(ClassifierMixin, BaseEstimator):
         """
         check_is_fitted(self)
         X = self._validate_X(X, reset=False)
-        return self._class_scores(X)
+        scores = self._class_scores(X)
+        # Weights summing to 1 in exact arithmetic can sum to 1 + a few ulps,
+        # which scikit-learn's probability metrics refuse; a share of its own
+        # row's float sum never exceeds 1.
+        return scores / scores.sum(axis=1, keepdims=True)
 
     def predict(self, X):
         """Winning class label of every row, shape (n_samples,), from `classes_`."""
