@@ -356,6 +356,10 @@ def test_a_classification_pool_keeps_probabilities_true_class_and_correctness():
         assert np.isnan(pool.member_outputs(kind)[1]).all(), kind
         assert len(pool.member_outputs(kind)) == 3, kind
     assert list(pool.ok) == [True, False, True]
+    # the votes' integer codes, grown with the rows; -1 for the failed trial
+    codes = pool.member_outputs("class_codes")
+    assert codes.dtype == np.int32
+    np.testing.assert_array_equal(codes, [[0, 1, 0, 2], [-1] * 4, [2, 1, 2, 0]])
 
 
 def test_the_pool_names_bad_shapes():
@@ -475,6 +479,8 @@ def test_a_new_pool_round_trips_through_pickle():
     np.testing.assert_array_equal(
         loaded.member_outputs("probabilities")[0], probabilities
     )
+    # derived kinds are recomputed on load, not pickled
+    np.testing.assert_array_equal(loaded.member_outputs("class_codes"), [[0, 1, 0, 2]])
 
 
 # --- out-of-fold probabilities --------------------------------------------------------

@@ -1,7 +1,7 @@
 import numpy as np
 import pytest
 
-from ensemble_bo.core.losses import huber_loss, squared_error
+from ensemble_bo.core.losses import fold_weights, huber_loss, squared_error
 from ensemble_bo.core.selection import (
     bfgs_weights,
     greedy_selection_with_replacement,
@@ -259,6 +259,31 @@ def test_plurality_vote_errors_by_hand():
     # (3, 1, 0) -> 0 wrong; (0, 2, 1) -> 1 wrong; (2, 1, 0) -> 0 wrong: error 1.
     np.testing.assert_allclose(
         plurality_vote_cv_errors(votes, candidates, labels, weights), [1 / 3, 1.0]
+    )
+
+
+@pytest.mark.parametrize("dtype", [np.int32, np.int64])
+def test_plurality_vote_errors_match_a_recount_of_every_vote(dtype):
+    # More candidates than one row block (ROW_BLOCK = 32), in the pool's int32
+    # codes and in int64: each candidate's error equals adding its vote to the
+    # members' and recounting from scratch.
+    rng = np.random.default_rng(5)
+    labels = rng.integers(0, 4, size=40)
+    folds = np.arange(40) % 5
+    members = rng.integers(0, 4, size=(5, 40))
+    candidates = rng.integers(0, 4, size=(70, 40))
+    votes = np.zeros((40, 4))
+    for member in members:
+        votes[np.arange(40), member] += 1
+    expected = [
+        brute_force_vote_error(np.vstack([members, candidate]), labels, folds)
+        for candidate in candidates
+    ]
+    np.testing.assert_allclose(
+        plurality_vote_cv_errors(
+            votes, candidates.astype(dtype), labels, fold_weights(folds)
+        ),
+        expected,
     )
 
 

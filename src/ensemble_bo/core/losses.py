@@ -140,6 +140,9 @@ PROBABILITIES = "probabilities"  # class probabilities (t, n, K)
 # sum_k p_h(k | x_i)**2 (t, n): with the true-class probability, what the Brier
 # score's expansion needs besides one product over all probabilities.
 PROBABILITY_SQUARE_NORM = "probability_square_norm"
+# The predicted class codes as int32 (t, n): what a vote gathers its counts by,
+# without converting the float predictions on every iteration.
+CLASS_CODES = "class_codes"
 
 
 @dataclass(frozen=True)

@@ -9,6 +9,7 @@ import numpy as np
 import pandas as pd
 
 from ensemble_bo.core.losses import (
+    CLASS_CODES,
     CORRECTNESS,
     PREDICTIONS,
     PROBABILITIES,
@@ -42,6 +43,13 @@ def n_classes(labels: np.ndarray) -> int:
     return int(np.max(labels)) + 1
 
 
+def _empty_rows(shape: tuple[int, ...], kind: str) -> np.ndarray:
+    """Rows for an output kind as failed trials leave them: NaN (-1 for codes)."""
+    if kind == CLASS_CODES:
+        return np.full(shape, -1, dtype=np.int32)
+    return np.full(shape, np.nan)
+
+
 class Pool:
     """Trained-model history shared by all strategies (design.md s.3).
 
@@ -72,13 +80,14 @@ class Pool:
         if self.labels is not None:
             self.n_classes = n_classes(self.labels)
             shapes |= {
+                CLASS_CODES: (self.n_samples,),
                 CORRECTNESS: (self.n_samples,),
                 TRUE_CLASS_PROBABILITY: (self.n_samples,),
                 PROBABILITIES: (self.n_samples, self.n_classes),
                 PROBABILITY_SQUARE_NORM: (self.n_samples,),
             }
         self._outputs = {
-            kind: np.full((initial_capacity, *shape), np.nan)
+            kind: _empty_rows((initial_capacity, *shape), kind)
             for kind, shape in shapes.items()
         }
         self.configs: list[dict[str, Any]] = []
@@ -137,7 +146,7 @@ class Pool:
         outputs = self._trial_outputs(index, result) if result.ok else {}
         if index == len(self._outputs[PREDICTIONS]):
             self._outputs = {
-                kind: self._grown(rows) for kind, rows in self._outputs.items()
+                kind: self._grown(rows, kind) for kind, rows in self._outputs.items()
             }
         for kind, values in outputs.items():
             self._outputs[kind][index] = values
@@ -169,6 +178,7 @@ class Pool:
                 )
         return {
             PREDICTIONS: predictions,
+            CLASS_CODES: predictions,
             CORRECTNESS: predictions == self.labels,
             PROBABILITIES: probabilities,
             PROBABILITY_SQUARE_NORM: np.square(probabilities).sum(axis=1),
@@ -178,8 +188,8 @@ class Pool:
         }
 
     @staticmethod
-    def _grown(rows: np.ndarray) -> np.ndarray:
-        grown = np.full((2 * len(rows), *rows.shape[1:]), np.nan)
+    def _grown(rows: np.ndarray, kind: str) -> np.ndarray:
+        grown = _empty_rows((2 * len(rows), *rows.shape[1:]), kind)
         grown[: len(rows)] = rows
         return grown
 
@@ -195,8 +205,9 @@ class Pool:
         where a model predicts the true class, so the mean over members is the
         fraction of correct votes that SEGO's margin losses are defined on;
         "probabilities" (t, n, K); "true_class_probability" (t, n);
-        "probability_square_norm" (t, n), sum_k p_k**2. Rows of failed trials
-        are NaN.
+        "probability_square_norm" (t, n), sum_k p_k**2; "class_codes" (t, n),
+        the predictions as int32. Rows of failed trials are NaN (-1 in
+        "class_codes").
         """
         if kind not in self._outputs:
             raise ValueError(

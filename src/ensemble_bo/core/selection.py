@@ -188,26 +188,34 @@ def plurality_vote_cv_errors(
     """CV error (t,) of the plurality vote after one more vote from each candidate.
 
     votes: (n, K) votes the ensemble gives each class so far; candidate_labels:
-    (t, n) class codes; labels: (n,) true codes; sample_weights: (n,) from
-    `fold_weights`. Ties go to the lowest class index, as EnsembleClassifier
-    breaks them. Hand-written because the vote, unlike a mean, is not linear in
-    the members: only the candidate's class count changes, so the new winner is
-    that class if it overtakes the current top count, the lower index of the two
-    if it ties it, else the current winner. O(t n), in row blocks.
+    (t, n) integer class codes; labels: (n,) true codes; sample_weights: (n,)
+    from `fold_weights`. Ties go to the lowest class index, as
+    EnsembleClassifier breaks them. Hand-written because the vote, unlike a
+    mean, is not linear in the members. One more vote changes only its class's
+    count, so row i's outcome depends on the class c voted alone: the new
+    winner is c if it overtakes the current top count, the lower index of the
+    two if it ties it, else the current winner. That (n, K) table of 0/1 errors
+    is built once; a candidate's error is its n cells, gathered, times the
+    sample weights. O(n K + t n), in row blocks.
     """
-    top = votes.max(axis=1)
-    first_top = votes.argmax(axis=1)  # argmax takes the lowest index of ties
-    rows = np.arange(votes.shape[0])
+    n_samples, n_classes = votes.shape
+    top = votes.max(axis=1, keepdims=True)
+    first_top = votes.argmax(axis=1)[:, None]  # argmax takes the lowest index of ties
+    classes = np.arange(n_classes)
+    new_count = votes + 1
+    winner = np.where(
+        new_count > top,
+        classes,
+        np.where(new_count == top, np.minimum(classes, first_top), first_top),
+    )
+    cell_errors = (winner != labels[:, None]).astype(float).ravel()
+    row_starts = np.arange(n_samples, dtype=candidate_labels.dtype) * n_classes
     errors = np.empty(len(candidate_labels))
     for start in range(0, len(candidate_labels), ROW_BLOCK):
         block = candidate_labels[start : start + ROW_BLOCK]
-        new_count = votes[rows, block] + 1
-        winner = np.where(
-            new_count > top,
-            block,
-            np.where(new_count == top, np.minimum(block, first_top), first_top),
+        errors[start : start + ROW_BLOCK] = (
+            cell_errors[block + row_starts] @ sample_weights
         )
-        errors[start : start + ROW_BLOCK] = (winner != labels) @ sample_weights
     return errors
 
 

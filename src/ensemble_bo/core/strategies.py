@@ -27,6 +27,7 @@ from ensemble_bo.core.agnostic_bayes import (
     tune_rho,
 )
 from ensemble_bo.core.losses import (
+    CLASS_CODES,
     PROBABILITIES,
     PROBABILITY_SQUARE_NORM,
     TRUE_CLASS_PROBABILITY,
@@ -355,14 +356,19 @@ class PoolSearch:
         self, pool: Pool, members: Sequence[int], candidates: slice
     ) -> np.ndarray:
         labels = self.labels.astype(int)
+        codes = pool.member_outputs(CLASS_CODES)
         votes = np.zeros((len(labels), pool.n_classes))
         for member in members:
-            votes[np.arange(len(labels)), pool.predictions[member].astype(int)] += 1
+            votes[np.arange(len(labels)), codes[member]] += 1
         indices = np.arange(len(pool))[candidates]
         ok = pool.ok[indices]
         losses = np.full(len(indices), math.nan)
+        # A view of the codes when every candidate trained, the usual case.
         losses[ok] = plurality_vote_cv_errors(
-            votes, pool.predictions[indices[ok]].astype(int), labels, self.weights
+            votes,
+            codes[candidates] if ok.all() else codes[indices[ok]],
+            labels,
+            self.weights,
         )
         return losses
 
