@@ -9,7 +9,9 @@ from ensemble_bo.core.pool import Pool, TrialResult
 from ensemble_bo.core.results import (
     AllTrialsFailed,
     EnsembleSearchResult,
+    IterationRecord,
     SearchInterrupted,
+    join_selection,
 )
 from ensemble_bo.core.selection import (
     greedy_selection_with_replacement,
@@ -458,6 +460,22 @@ def test_posthoc_bfgs_weights_do_not_lose_to_the_counts():
     assert sum(fitted.member_weights.values()) == pytest.approx(1.0)
     assert set(fitted.member_weights) == set(counts.member_weights)
     assert cv_loss(fitted.member_weights) <= cv_loss(counts.member_weights) + 1e-12
+
+
+def test_a_joined_posthoc_run_reports_the_kept_prefix_not_a_warm_start_step():
+    # The exact model, then two worse ones: the warm start forces all three in,
+    # so the kept ensemble (their mean, Y + 1) is worse than its first step alone.
+    source = pool_of([Y, Y + 1.0, Y + 2.0])
+    source.history = [
+        IterationRecord(2, -1, 2, "ok", "select", 0.0, 0.0, 1, math.nan, 0.0)
+    ]
+    selected = posthoc_selection(source, Y, FOLDS, max_size=3, warm_start=3)
+    assert [r.action for r in selected.history] == ["warm_start"] * 2 + ["add"]
+    assert [r.ensemble_loss for r in selected.history] == pytest.approx([0, 0.25, 1])
+    joined = join_selection(source, selected)
+    assert sorted(joined.members) == [0, 1, 2]
+    assert joined.history[-1].ensemble_loss == pytest.approx(1.0)
+    assert joined.history[-1].ensemble_size == 3
 
 
 def test_posthoc_refuses_a_pool_from_other_data_and_unknown_weightings():

@@ -88,7 +88,7 @@ def test_a_selection_node_names_its_source_when_the_pool_does_not_fit():
     with pytest.raises(ValueError, match="posthoc_source='smbo': the saved pool"):
         select(source, other, "smbo", CONF["posthoc"], 0)
     selected = select(source, data, "smbo", CONF["posthoc"], 0)
-    assert selected.pool is source.pool and selected.history[0].action == "add"
+    assert selected.pool is source.pool and selected.history[-1].action == "add"
 
 
 def test_refit_scores_a_classification_ensemble_by_its_error_rate():

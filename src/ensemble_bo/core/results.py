@@ -25,7 +25,8 @@ class IterationRecord:
     trial: int
     status: str
     # replace | grow | shrink (SEGOR), select (single best), add (post-hoc step),
-    # none (no model trained yet)
+    # warm_start (a post-hoc step inside its warm start, never kept), weigh (the
+    # final weights), none (no model trained yet)
     action: str
     ensemble_loss: float
     best_single_loss: float
@@ -200,14 +201,16 @@ def join_selection(
     """`selection` (an ensemble chosen from `search`'s pool) with the search's curve.
 
     The history is the search's, its last iteration carrying the selected
-    ensemble (its lowest-loss step: post-hoc selection keeps its best prefix),
-    so `cv_loss_ensemble` at iteration t means the same in every method: the
-    CV loss of the ensemble the method holds after t + 1 trained models.
+    ensemble (its lowest-loss step outside a warm start: post-hoc selection
+    keeps its best prefix of at least the warm start's size), so
+    `cv_loss_ensemble` at iteration t means the same in every method: the CV
+    loss of the ensemble the method holds after t + 1 trained models.
     """
-    if not search.history or not selection.history:
+    keepable = [r for r in selection.history if r.action != "warm_start"]
+    if not search.history or not keepable:
         return selection
     chosen = min(
-        selection.history,
+        keepable,
         key=lambda record: (np.isnan(record.ensemble_loss), record.ensemble_loss),
     )
     last = replace(

@@ -72,7 +72,8 @@ class GreedySelection:
     loss_curve: (max_size,) CV loss of the mean of path[: k + 1];
     size: length of the best prefix (the first minimum of loss_curve[warm_start - 1:]);
     members: (size,) that prefix, pool indices with repeats;
-    weights: (t,) count of each pool index in `members` divided by size.
+    weights: (t,) count of each pool index in `members` divided by size;
+    smallest_size: the shortest prefix that could be kept (the warm start's, or 1).
     """
 
     path: np.ndarray
@@ -80,6 +81,7 @@ class GreedySelection:
     size: int
     members: np.ndarray
     weights: np.ndarray
+    smallest_size: int
 
     @property
     def loss(self) -> float:
@@ -130,7 +132,7 @@ def _greedy_path(
     size = first + int(np.argmin(curve[first:])) + 1
     members = path[:size].copy()
     member_weights = np.bincount(members, minlength=n_rows) / size
-    return GreedySelection(path, curve, size, members, member_weights)
+    return GreedySelection(path, curve, size, members, member_weights, first + 1)
 
 
 def _usable(predictions: np.ndarray) -> np.ndarray:

@@ -827,7 +827,8 @@ def posthoc_selection(
             slot=-1,
             trial=int(selection.path[step]),
             status="ok",
-            action="add",
+            # Prefixes shorter than the warm start are never kept.
+            action="add" if step + 1 >= selection.smallest_size else "warm_start",
             ensemble_loss=float(selection.loss_curve[step]),
             best_single_loss=best_single,
             ensemble_size=step + 1,
