@@ -1,0 +1,178 @@
+"""Methods against baselines, cell by cell, from a benchmark's stored cells.
+
+The benchmark pipeline's report compares methods on per-dataset means; the
+issues' targets are stated over (dataset, repetition) cells: "beats X on >= 70%
+of cells, with a one-sided Wilcoxon p < 0.05 over datasets". This reads the
+cell store the pipeline writes (one JSON record per finished cell), keeps one
+model space and budget, and prints, for every method:
+
+- its mean test loss (error rate or standardized MSE) and, for
+  classification, the ensemble's test log-loss, Brier score and ROC AUC;
+- against each baseline, over the cells both have: the win rate (ties count
+  half, ESMBO s.6.2), the datasets won on the mean over repetitions, and the
+  one-sided Wilcoxon signed-rank p-value of "method lower than baseline" on
+  the per-dataset means (core.analysis.wilcoxon_test, SEGO eq. 10 averaging).
+
+    .venv/bin/python benchmarks/cell_comparison.py --model sego_sklearn_paper \\
+        --baselines smbo_posthoc smbo --name issue13_classification
+
+Writes benchmarks/results/<name>.md and <name>.json.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from ensemble_bo.core.analysis import markdown_table, wilcoxon_test, win_frequency
+
+ROOT = Path(__file__).resolve().parents[1]
+RESULTS = Path(__file__).resolve().parent / "results"
+CELLS = ROOT / "data" / "07_model_output" / "benchmark_cells"
+# The ensemble's classification test metrics beside the error rate (core.refit).
+CLASSIFICATION_METRICS = {
+    "log-loss": "test_log_loss_ensemble",
+    "Brier": "test_brier_ensemble",
+    "ROC AUC": "test_roc_auc_ensemble",
+}
+
+
+def load_cells(folder: Path, model: str, budget: int) -> pd.DataFrame:
+    """One row per finished cell of `model` at `budget`; refuses two cells for
+    one (dataset, method, repetition), which would make the pairing ambiguous."""
+    rows = []
+    for path in sorted(folder.glob("*.json")):
+        record = json.loads(path.read_text())
+        if record["model"] != model or record["budget"] != budget:
+            continue
+        if record["status"] != "ok":
+            continue
+        rows.append(
+            {
+                "dataset": record["dataset"],
+                "method": record["method"],
+                "repetition": record["repetition"],
+                "task": record["task"],
+                "test_loss": record["test_loss"],
+                "members": record["ensemble_members_distinct"],
+                "seconds": record["wall_seconds"],
+                **{
+                    name: record["test_metrics"].get(metric, np.nan)
+                    for name, metric in CLASSIFICATION_METRICS.items()
+                },
+            }
+        )
+    if not rows:
+        raise SystemExit(
+            f"no finished cell of model {model!r} at budget {budget} in {folder}"
+        )
+    cells = pd.DataFrame(rows)
+    coordinates = ["dataset", "method", "repetition"]
+    repeated = cells[cells.duplicated(coordinates, keep=False)]
+    if len(repeated):
+        raise SystemExit(
+            "more than one stored cell for "
+            f"{repeated[coordinates].drop_duplicates().values.tolist()[:5]}: the "
+            "store holds cells of other settings; compare one grid's store"
+        )
+    return cells
+
+
+def method_table(cells: pd.DataFrame, methods: list[str]) -> pd.DataFrame:
+    columns = ["test_loss", "members", "seconds"]
+    if (cells["task"] == "classification").all():
+        columns[1:1] = list(CLASSIFICATION_METRICS)
+    table = cells.groupby("method")[columns].mean().reindex(methods)
+    table.insert(0, "cells", cells.groupby("method").size().reindex(methods))
+    return table.rename(
+        columns={"test_loss": "test loss", "members": "distinct members"}
+    ).rename(columns={"seconds": "seconds per cell"})
+
+
+def against(cells: pd.DataFrame, method: str, baseline: str) -> dict[str, float]:
+    """Win rate over the cells both have, datasets won, one-sided Wilcoxon p."""
+    by_cell = cells.pivot_table(
+        index=["dataset", "repetition"], columns="method", values="test_loss"
+    )[[method, baseline]].dropna()
+    wins = win_frequency(by_cell).loc[method, baseline]
+    by_dataset = by_cell.groupby(level="dataset").mean()
+    datasets_won = win_frequency(by_dataset).loc[method, baseline] * len(by_dataset)
+    return {
+        "method": method,
+        "baseline": baseline,
+        "cells": len(by_cell),
+        "win rate": float(wins),
+        "cells won": float(wins * len(by_cell)),
+        "datasets": len(by_dataset),
+        "datasets won": float(datasets_won),
+        "Wilcoxon p (one-sided)": wilcoxon_test(
+            by_dataset[method], by_dataset[baseline], alternative="less"
+        ),
+    }
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--model", required=True, help="the cells' model space")
+    parser.add_argument("--baselines", nargs="+", required=True)
+    parser.add_argument("--name", required=True, help="results file name")
+    parser.add_argument("--budget", type=int, default=50)
+    parser.add_argument("--cells", type=Path, default=CELLS, help="the cell store")
+    parser.add_argument(
+        "--methods", nargs="*", help="methods to keep, in this order (default: all)"
+    )
+    args = parser.parse_args()
+    cells = load_cells(args.cells, args.model, args.budget)
+    methods = args.methods or sorted(cells["method"].unique())
+    unknown = sorted(set(methods + args.baselines) - set(cells["method"]))
+    if unknown:
+        raise SystemExit(
+            f"no cells of {unknown}; the store has {sorted(cells['method'].unique())}"
+        )
+    cells = cells[cells["method"].isin(methods + args.baselines)]
+    comparisons = pd.DataFrame(
+        [
+            against(cells, method, baseline)
+            for baseline in args.baselines
+            for method in methods
+            if method != baseline
+        ]
+    )
+    table = method_table(cells, list(dict.fromkeys(methods + args.baselines)))
+    lines = [
+        f"# {args.name}: model space `{args.model}`, budget {args.budget}",
+        "",
+        f"Datasets: {', '.join(sorted(cells['dataset'].unique()))}; "
+        f"repetitions: {cells['repetition'].nunique()}.",
+        "",
+        "## Means over cells",
+        "",
+        markdown_table(table.round(4), index_name="method"),
+        "",
+        "## Against the baselines (win rate over cells, ties half; Wilcoxon on "
+        "per-dataset means, method lower)",
+        "",
+        markdown_table(comparisons.set_index("method").round(4), index_name="method"),
+        "",
+    ]
+    RESULTS.mkdir(exist_ok=True)
+    (RESULTS / f"{args.name}.md").write_text("\n".join(lines))
+    (RESULTS / f"{args.name}.json").write_text(
+        json.dumps(
+            {
+                "methods": table.reset_index().to_dict(orient="records"),
+                "comparisons": comparisons.to_dict(orient="records"),
+            },
+            indent=1,
+            default=float,
+        )
+    )
+    print("\n".join(lines))  # noqa: T201
+
+
+if __name__ == "__main__":
+    main()

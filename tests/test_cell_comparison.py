@@ -1,0 +1,72 @@
+"""benchmarks/cell_comparison.py: the issues' cell-level targets, by hand."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+from pathlib import Path
+
+import pytest
+
+SCRIPT = Path(__file__).resolve().parents[1] / "benchmarks" / "cell_comparison.py"
+spec = importlib.util.spec_from_file_location("cell_comparison", SCRIPT)
+cell_comparison = importlib.util.module_from_spec(spec)
+spec.loader.exec_module(cell_comparison)
+
+
+def store(folder: Path, losses: dict, model="space", budget=50) -> Path:
+    """One JSON record per (method, dataset, repetition) -> test loss."""
+    for (method, dataset, repetition), loss in losses.items():
+        record = {
+            "key": f"{dataset}__{model}__{method}__r{repetition}",
+            "dataset": dataset,
+            "task": "classification",
+            "model": model,
+            "method": method,
+            "repetition": repetition,
+            "budget": budget,
+            "status": "ok",
+            "test_loss": loss,
+            "ensemble_members_distinct": 2,
+            "wall_seconds": 1.0,
+            "test_metrics": {"test_log_loss_ensemble": 2 * loss},
+        }
+        (folder / f"{record['key']}.json").write_text(json.dumps(record))
+    return folder
+
+
+def test_win_rate_counts_ties_half_and_wilcoxon_is_one_sided(tmp_path):
+    losses = {
+        # dataset a: ours wins r0, ties r1; dataset b: ours wins r0, loses r1
+        ("ours", "a", 0): 0.1, ("base", "a", 0): 0.2,
+        ("ours", "a", 1): 0.3, ("base", "a", 1): 0.3,
+        ("ours", "b", 0): 0.1, ("base", "b", 0): 0.4,
+        ("ours", "b", 1): 0.3, ("base", "b", 1): 0.2,
+        # a cell the baseline lacks is not paired
+        ("ours", "c", 0): 0.9,
+    }  # fmt: skip
+    cells = cell_comparison.load_cells(store(tmp_path, losses), "space", 50)
+    result = cell_comparison.against(cells, "ours", "base")
+    assert result["cells"] == 4
+    assert result["win rate"] == pytest.approx((1 + 0.5 + 1 + 0) / 4)
+    # per-dataset means: a 0.2 vs 0.25, b 0.2 vs 0.3: both won; with two
+    # negative differences the exact one-sided signed-rank p is 1/4
+    assert result["datasets won"] == 2
+    assert result["Wilcoxon p (one-sided)"] == pytest.approx(0.25)
+    table = cell_comparison.method_table(cells, ["ours", "base"])
+    assert table.loc["ours", "cells"] == 5
+    assert table.loc["base", "log-loss"] == pytest.approx(
+        2 * (0.2 + 0.3 + 0.4 + 0.2) / 4
+    )
+
+
+def test_other_spaces_and_budgets_are_left_out_and_duplicates_refused(tmp_path):
+    store(tmp_path, {("ours", "a", 0): 0.1}, model="other")
+    store(tmp_path, {("ours", "a", 0): 0.1}, budget=10)
+    with pytest.raises(SystemExit, match="no finished cell of model 'space'"):
+        cell_comparison.load_cells(tmp_path, "space", 50)
+    store(tmp_path, {("ours", "a", 0): 0.1})
+    duplicate = json.loads(next(tmp_path.glob("a__space__ours__r0.json")).read_text())
+    (tmp_path / "copy.json").write_text(json.dumps(duplicate))
+    with pytest.raises(SystemExit, match="more than one stored cell"):
+        cell_comparison.load_cells(tmp_path, "space", 50)
