@@ -398,7 +398,7 @@ class PoolSearch:
     def _ensemble_cv_loss(self, pool: Pool, weights: dict[int, float]) -> float:
         """CV loss of the ensemble weighing pool model i by weights[i] (any scale)."""
         return ensemble_cv_loss(
-            pool, self.objective, self.target, self.fold_ids, weights
+            pool, self.objective, self.target, self.fold_ids, weights, self.weights
         )
 
     # What a strategy defines.
@@ -739,12 +739,15 @@ def ensemble_cv_loss(
     target: np.ndarray,
     fold_ids: np.ndarray,
     weights: Mapping[int, float],
+    sample_weights: np.ndarray | None = None,
 ) -> float:
     """CV loss under `chosen` of the ensemble weighing pool model i by weights[i].
 
     target: the pool's target (n,), regression values or class codes; weights
     of any scale. A vote objective scores several members by their weighted
     plurality vote, everything else by the weighted mean of their outputs.
+    sample_weights: fold_weights(fold_ids), when the caller has them already
+    (a search scores many ensembles per iteration on the same folds).
     """
     members = list(weights)
     shares = np.array([weights[i] for i in members], dtype=float)
@@ -756,9 +759,10 @@ def ensemble_cv_loss(
     combined = np.tensordot(
         shares, pool.member_outputs(chosen.outputs)[members], axes=1
     )
+    if sample_weights is None:
+        sample_weights = fold_weights(fold_ids)
     return float(
-        chosen.per_sample_loss(combined - chosen.target(target))
-        @ fold_weights(fold_ids)
+        chosen.per_sample_loss(combined - chosen.target(target)) @ sample_weights
     )
 
 
