@@ -16,6 +16,10 @@ model space and budget, and prints, for every method:
     .venv/bin/python benchmarks/cell_comparison.py --model sego_sklearn_paper \\
         --baselines smbo_posthoc smbo --name issue13_classification
 
+Grids run with other settings (which the pipeline stores beside the first, under
+the same method names) are told apart by copying each grid's cells to a folder
+of its own and naming it with a suffix: --cells base/ --cells bfgs/=+bfgs.
+
 Writes benchmarks/results/<name>.md and <name>.json.
 """
 
@@ -41,11 +45,17 @@ CLASSIFICATION_METRICS = {
 }
 
 
-def load_cells(folder: Path, model: str, budget: int) -> pd.DataFrame:
-    """One row per finished cell of `model` at `budget`; refuses two cells for
-    one (dataset, method, repetition), which would make the pairing ambiguous."""
+def load_cells(
+    folders: list[tuple[Path, str]], model: str, budget: int
+) -> pd.DataFrame:
+    """One row per finished cell of `model` at `budget` in each (folder, suffix),
+    the suffix appended to its method names; refuses two cells for one
+    (dataset, method, repetition), which would make the pairing ambiguous."""
     rows = []
-    for path in sorted(folder.glob("*.json")):
+    paths = [
+        (path, suffix) for folder, suffix in folders for path in folder.glob("*.json")
+    ]
+    for path, suffix in sorted(paths):
         record = json.loads(path.read_text())
         if record["model"] != model or record["budget"] != budget:
             continue
@@ -54,7 +64,7 @@ def load_cells(folder: Path, model: str, budget: int) -> pd.DataFrame:
         rows.append(
             {
                 "dataset": record["dataset"],
-                "method": record["method"],
+                "method": record["method"] + suffix,
                 "repetition": record["repetition"],
                 "task": record["task"],
                 "test_loss": record["test_loss"],
@@ -68,7 +78,8 @@ def load_cells(folder: Path, model: str, budget: int) -> pd.DataFrame:
         )
     if not rows:
         raise SystemExit(
-            f"no finished cell of model {model!r} at budget {budget} in {folder}"
+            f"no finished cell of model {model!r} at budget {budget} in "
+            f"{[str(folder) for folder, _ in folders]}"
         )
     cells = pd.DataFrame(rows)
     coordinates = ["dataset", "method", "repetition"]
@@ -121,12 +132,22 @@ def main() -> None:
     parser.add_argument("--baselines", nargs="+", required=True)
     parser.add_argument("--name", required=True, help="results file name")
     parser.add_argument("--budget", type=int, default=50)
-    parser.add_argument("--cells", type=Path, default=CELLS, help="the cell store")
+    parser.add_argument(
+        "--cells",
+        action="append",
+        metavar="FOLDER[=SUFFIX]",
+        help="a cell store (default: the pipeline's); with =SUFFIX its method "
+        "names get SUFFIX, to compare grids run with other settings (repeatable)",
+    )
     parser.add_argument(
         "--methods", nargs="*", help="methods to keep, in this order (default: all)"
     )
     args = parser.parse_args()
-    cells = load_cells(args.cells, args.model, args.budget)
+    folders = [
+        (Path(folder), suffix)
+        for folder, _, suffix in (spec.partition("=") for spec in args.cells or [CELLS])
+    ]
+    cells = load_cells(folders, args.model, args.budget)
     methods = args.methods or sorted(cells["method"].unique())
     unknown = sorted(set(methods + args.baselines) - set(cells["method"]))
     if unknown:

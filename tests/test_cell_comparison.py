@@ -45,7 +45,7 @@ def test_win_rate_counts_ties_half_and_wilcoxon_is_one_sided(tmp_path):
         # a cell the baseline lacks is not paired
         ("ours", "c", 0): 0.9,
     }  # fmt: skip
-    cells = cell_comparison.load_cells(store(tmp_path, losses), "space", 50)
+    cells = cell_comparison.load_cells([(store(tmp_path, losses), "")], "space", 50)
     result = cell_comparison.against(cells, "ours", "base")
     assert result["cells"] == 4
     assert result["win rate"] == pytest.approx((1 + 0.5 + 1 + 0) / 4)
@@ -64,9 +64,20 @@ def test_other_spaces_and_budgets_are_left_out_and_duplicates_refused(tmp_path):
     store(tmp_path, {("ours", "a", 0): 0.1}, model="other")
     store(tmp_path, {("ours", "a", 0): 0.1}, budget=10)
     with pytest.raises(SystemExit, match="no finished cell of model 'space'"):
-        cell_comparison.load_cells(tmp_path, "space", 50)
+        cell_comparison.load_cells([(tmp_path, "")], "space", 50)
     store(tmp_path, {("ours", "a", 0): 0.1})
     duplicate = json.loads(next(tmp_path.glob("a__space__ours__r0.json")).read_text())
     (tmp_path / "copy.json").write_text(json.dumps(duplicate))
     with pytest.raises(SystemExit, match="more than one stored cell"):
-        cell_comparison.load_cells(tmp_path, "space", 50)
+        cell_comparison.load_cells([(tmp_path, "")], "space", 50)
+
+
+def test_stores_of_other_settings_are_told_apart_by_a_suffix(tmp_path):
+    base, other = tmp_path / "base", tmp_path / "other"
+    base.mkdir(), other.mkdir()
+    store(base, {("ours", "a", 0): 0.2, ("ours", "b", 0): 0.4})
+    store(other, {("ours", "a", 0): 0.1, ("ours", "b", 0): 0.4})
+    cells = cell_comparison.load_cells([(base, ""), (other, "+new")], "space", 50)
+    assert sorted(cells["method"].unique()) == ["ours", "ours+new"]
+    result = cell_comparison.against(cells, "ours+new", "ours")
+    assert result["win rate"] == pytest.approx(0.75)
