@@ -9,7 +9,8 @@ model space and budget, and prints, for every method:
 - its mean test loss (error rate or standardized MSE) and, for
   classification, the ensemble's test log-loss, Brier score and ROC AUC;
 - against each baseline, over the cells both have: the win rate (ties count
-  half, ESMBO s.6.2), the datasets won on the mean over repetitions, and the
+  half, ESMBO s.6.2), the datasets won on the mean over repetitions (ties
+  half too), and the
   one-sided Wilcoxon signed-rank p-value of "method lower than baseline" on
   the per-dataset means (core.analysis.wilcoxon_test, SEGO eq. 10 averaging).
 
@@ -59,13 +60,12 @@ def load_cells(
         record = json.loads(path.read_text())
         if record["model"] != model or record["budget"] != budget:
             continue
-        if record["status"] != "ok":
-            continue
         rows.append(
             {
                 "dataset": record["dataset"],
                 "method": record["method"] + suffix,
                 "repetition": record["repetition"],
+                "seed": record["seed"],
                 "task": record["task"],
                 "test_loss": record["test_loss"],
                 "members": record["ensemble_members_distinct"],
@@ -105,10 +105,15 @@ def method_table(cells: pd.DataFrame, methods: list[str]) -> pd.DataFrame:
 
 
 def against(cells: pd.DataFrame, method: str, baseline: str) -> dict[str, float]:
-    """Win rate over the cells both have, datasets won, one-sided Wilcoxon p."""
+    """Win rate over the cells both have, datasets won (ties half), one-sided
+    Wilcoxon p; NaN where they share no cell. A cell is paired by its seed too,
+    so grids run from other base seeds never compare different test splits."""
     by_cell = cells.pivot_table(
-        index=["dataset", "repetition"], columns="method", values="test_loss"
-    )[[method, baseline]].dropna()
+        index=["dataset", "repetition", "seed"], columns="method", values="test_loss"
+    ).reindex(columns=[method, baseline])
+    by_cell = by_cell.dropna()
+    if by_cell.empty:
+        return {"method": method, "baseline": baseline, "cells": 0}
     wins = win_frequency(by_cell).loc[method, baseline]
     by_dataset = by_cell.groupby(level="dataset").mean()
     datasets_won = win_frequency(by_dataset).loc[method, baseline] * len(by_dataset)
@@ -124,6 +129,14 @@ def against(cells: pd.DataFrame, method: str, baseline: str) -> dict[str, float]
             by_dataset[method], by_dataset[baseline], alternative="less"
         ),
     }
+
+
+def _records(frame: pd.DataFrame) -> list[dict]:
+    """Rows as plain JSON values, NaN as null (strict JSON has no NaN)."""
+    return [
+        {key: None if pd.isna(value) else value for key, value in row.items()}
+        for row in json.loads(frame.to_json(orient="records"))
+    ]
 
 
 def main() -> None:
@@ -145,7 +158,9 @@ def main() -> None:
     args = parser.parse_args()
     folders = [
         (Path(folder), suffix)
-        for folder, _, suffix in (spec.partition("=") for spec in args.cells or [CELLS])
+        for folder, _, suffix in (
+            spec.partition("=") for spec in args.cells or [str(CELLS)]
+        )
     ]
     cells = load_cells(folders, args.model, args.budget)
     methods = args.methods or sorted(cells["method"].unique())
@@ -185,11 +200,10 @@ def main() -> None:
     (RESULTS / f"{args.name}.json").write_text(
         json.dumps(
             {
-                "methods": table.reset_index().to_dict(orient="records"),
-                "comparisons": comparisons.to_dict(orient="records"),
+                "methods": _records(table.reset_index()),
+                "comparisons": _records(comparisons),
             },
             indent=1,
-            default=float,
         )
     )
     print("\n".join(lines))  # noqa: T201

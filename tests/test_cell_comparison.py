@@ -24,6 +24,7 @@ def store(folder: Path, losses: dict, model="space", budget=50) -> Path:
             "model": model,
             "method": method,
             "repetition": repetition,
+            "seed": repetition,
             "budget": budget,
             "status": "ok",
             "test_loss": loss,
@@ -81,3 +82,13 @@ def test_stores_of_other_settings_are_told_apart_by_a_suffix(tmp_path):
     assert sorted(cells["method"].unique()) == ["ours", "ours+new"]
     result = cell_comparison.against(cells, "ours+new", "ours")
     assert result["win rate"] == pytest.approx(0.75)
+
+
+def test_methods_that_share_no_cell_are_reported_not_compared(tmp_path):
+    store(tmp_path, {("ours", "a", 0): 0.2, ("base", "b", 0): 0.4})
+    cells = cell_comparison.load_cells([(tmp_path, "")], "space", 50)
+    assert cell_comparison.against(cells, "ours", "base") == {
+        "method": "ours",
+        "baseline": "base",
+        "cells": 0,
+    }

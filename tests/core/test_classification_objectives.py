@@ -374,6 +374,12 @@ def test_the_pool_names_bad_shapes():
         ValueError, match=r"trial 0: predictions of shape \(3,\), expected \(4,\)"
     ):
         pool.add({}, np.zeros(1), TrialResult(np.zeros(3), 0.0, None, np.ones((4, 3))))
+    # class codes outside 0..K-1, or not whole, would index another row's votes
+    for bad in ([0, 1, 3, 1], [0, -1, 2, 1], [0, 1.5, 2, 1]):
+        with pytest.raises(
+            ValueError, match=r"trial 0: predicted class codes must be whole numbers"
+        ):
+            pool.add({}, np.zeros(1), TrialResult(np.array(bad, dtype=float), 0.0))
     assert len(pool) == 0  # nothing was added by the refused trials
 
 

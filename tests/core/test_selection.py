@@ -262,11 +262,11 @@ def test_plurality_vote_errors_by_hand():
     )
 
 
-@pytest.mark.parametrize("dtype", [np.int32, np.int64])
+@pytest.mark.parametrize("dtype", [np.int16, np.int32, np.int64])
 def test_plurality_vote_errors_match_a_recount_of_every_vote(dtype):
     # More candidates than one row block (ROW_BLOCK = 32), in the pool's int32
-    # codes and in int64: each candidate's error equals adding its vote to the
-    # members' and recounting from scratch.
+    # codes and in other integer types: each candidate's error equals adding its
+    # vote to the members' and recounting from scratch.
     rng = np.random.default_rng(5)
     labels = rng.integers(0, 4, size=40)
     folds = np.arange(40) % 5
@@ -315,6 +315,17 @@ def test_greedy_vote_selection_matches_a_brute_force_reading_of_sego_eq_3_4():
     np.testing.assert_allclose(selection.loss_curve, curve)
     best_prefix = 2 + int(np.argmin(curve[2:])) + 1
     assert selection.size == best_prefix
+
+
+def test_a_weighted_vote_tied_in_whole_counts_goes_to_the_lowest_class():
+    # Counts 3, 1 + 2, 3 and 1 of 10 tie classes 0, 1 and 2; as floats class 1
+    # sums to 0.30000000000000004 > 0.3. The vote, like EnsembleClassifier,
+    # gives the tie to class 0.
+    pool = np.array([[0.0], [1.0], [1.0], [2.0], [3.0]])
+    weights = np.array([0.3, 0.1, 0.2, 0.3, 0.1])
+    assert weights[1] + weights[2] > weights[0]
+    error = weighted_vote_cv_error(pool, np.array([0]), np.array([0]))
+    assert error(weights) == 0.0
 
 
 def test_weighted_vote_cv_error_by_hand():

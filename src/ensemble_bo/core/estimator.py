@@ -28,13 +28,10 @@ from sklearn.utils.validation import (
     validate_data,
 )
 
+from ensemble_bo.core.losses import vote_winners
 from ensemble_bo.core.preparation import TASKS, make_feature_encoder
 
 VOTING = ("hard", "soft")
-# Relative tolerance under which two classes' vote totals count as tied: sums of
-# float weights in different orders differ by a few ulps, and those must not
-# decide a vote that the rule says goes to the lowest class index.
-_TIE_RTOL = 1e-9
 
 
 def _checked_weights(weights: Sequence[float], n_members: int) -> np.ndarray:
@@ -207,11 +204,7 @@ class EnsembleClassifier(ClassifierMixin, BaseEstimator):
         """Winning class label of every row, shape (n_samples,), from `classes_`."""
         check_is_fitted(self)
         X = self._validate_X(X, reset=False)
-        scores = self._class_scores(X)
-        best = scores.max(axis=1, keepdims=True)
-        # First class within the tolerance of the best: the lowest-index tie-break.
-        winners = np.argmax(scores >= best - _TIE_RTOL * np.abs(best), axis=1)
-        return self.classes_[winners]
+        return self.classes_[vote_winners(self._class_scores(X))]
 
     def _class_scores(self, X) -> np.ndarray:
         # Summed member by member in `estimators` order: (n_samples, n_classes).

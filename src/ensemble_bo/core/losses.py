@@ -132,6 +132,19 @@ def brier_loss(residuals: np.ndarray) -> np.ndarray:
     return np.square(residuals).sum(axis=-1)
 
 
+# Relative tolerance under which two classes' vote totals count as tied: sums of
+# float weights in different orders differ by a few ulps, and those must not
+# decide a vote that the rule says goes to the lowest class index.
+TIE_RTOL = 1e-9
+
+
+def vote_winners(scores: np.ndarray) -> np.ndarray:
+    """The class each row's vote picks, (n,) from scores (n, K): the lowest
+    index within TIE_RTOL of the row's top score (EnsembleClassifier's rule)."""
+    best = scores.max(axis=1, keepdims=True)
+    return np.argmax(scores >= best - TIE_RTOL * np.abs(best), axis=1)
+
+
 # What a pool member contributes to each objective (Pool.member_outputs).
 PREDICTIONS = "predictions"  # regression predictions (t, n)
 CORRECTNESS = "correctness"  # 0/1 I[label = y] (t, n)

@@ -55,7 +55,7 @@ class Pool:
 
     Out-of-fold outputs are kept in (capacity, n) arrays that double when
     full, so appending is amortized O(n) and reading them is a view. Failed
-    trials keep rows of NaN so that row i is always trial i.
+    trials keep rows of NaN (-1 for class codes) so that row i is always trial i.
 
     For classification, `labels` (n,) are the true class codes 0..K-1:
     predictions are class codes too, and the pool also keeps, computed once
@@ -166,6 +166,14 @@ class Pool:
             )
         if self.labels is None:
             return {PREDICTIONS: predictions}
+        codes = predictions.astype(np.int32)
+        if not (np.array_equal(codes, predictions) and (codes >= 0).all()) or (
+            codes.max() >= self.n_classes
+        ):
+            raise ValueError(
+                f"trial {index}: predicted class codes must be whole numbers in "
+                f"[0, {self.n_classes}), got {sorted(set(predictions.tolist()))[:10]}"
+            )
         if result.oof_probabilities is None:
             probabilities = np.eye(self.n_classes)[predictions.astype(int)]
         else:
@@ -178,7 +186,7 @@ class Pool:
                 )
         return {
             PREDICTIONS: predictions,
-            CLASS_CODES: predictions,
+            CLASS_CODES: codes,
             CORRECTNESS: predictions == self.labels,
             PROBABILITIES: probabilities,
             PROBABILITY_SQUARE_NORM: np.square(probabilities).sum(axis=1),

@@ -9,7 +9,12 @@ import numpy as np
 from scipy.optimize import minimize
 from scipy.special import softmax
 
-from ensemble_bo.core.losses import ROW_BLOCK, cv_loss_of_mean_ensembles, fold_weights
+from ensemble_bo.core.losses import (
+    ROW_BLOCK,
+    cv_loss_of_mean_ensembles,
+    fold_weights,
+    vote_winners,
+)
 
 PerSampleLoss = Callable[[np.ndarray], np.ndarray]
 
@@ -190,7 +195,8 @@ def plurality_vote_cv_errors(
     """CV error (t,) of the plurality vote after one more vote from each candidate.
 
     votes: (n, K) votes the ensemble gives each class so far; candidate_labels:
-    (t, n) integer class codes; labels: (n,) true codes; sample_weights: (n,)
+    (t, n) integer class codes in [0, K) (a pool checks them once per trial);
+    labels: (n,) true codes; sample_weights: (n,)
     from `fold_weights`. Ties go to the lowest class index, as
     EnsembleClassifier breaks them. Hand-written because the vote, unlike a
     mean, is not linear in the members. One more vote changes only its class's
@@ -211,10 +217,12 @@ def plurality_vote_cv_errors(
         np.where(new_count == top, np.minimum(classes, first_top), first_top),
     )
     cell_errors = (winner != labels[:, None]).astype(float).ravel()
-    row_starts = np.arange(n_samples, dtype=candidate_labels.dtype) * n_classes
+    # int32 keeps the (block, n) index temporaries small; any code type is cast.
+    index = np.int32 if n_samples * n_classes < 2**31 else np.int64
+    row_starts = np.arange(n_samples, dtype=index) * n_classes
     errors = np.empty(len(candidate_labels))
     for start in range(0, len(candidate_labels), ROW_BLOCK):
-        block = candidate_labels[start : start + ROW_BLOCK]
+        block = candidate_labels[start : start + ROW_BLOCK].astype(index, copy=False)
         errors[start : start + ROW_BLOCK] = (
             cell_errors[block + row_starts] @ sample_weights
         )
@@ -280,7 +288,7 @@ def weighted_vote_cv_error(
         weights = weights_of_usable_rows(weights, usable)
         # (n, K) weighted votes per class
         votes = np.stack([weights @ (candidates == k) for k in classes], axis=1)
-        return float((votes.argmax(axis=1) != labels) @ sample_weights)
+        return float((vote_winners(votes) != labels) @ sample_weights)
 
     return cv_error
 

@@ -747,7 +747,8 @@ def ensemble_cv_loss(
     of any scale. A vote objective scores several members by their weighted
     plurality vote, everything else by the weighted mean of their outputs.
     sample_weights: fold_weights(fold_ids), when the caller has them already
-    (a search scores many ensembles per iteration on the same folds).
+    (a search scores many ensembles per iteration on the same folds); the
+    vote path derives its own from fold_ids.
     """
     members = list(weights)
     shares = np.array([weights[i] for i in members], dtype=float)
