@@ -33,6 +33,7 @@ from ensemble_bo.core.losses import (
     brier_loss,
     cv_loss_of_mean_ensembles,
     fold_weights,
+    log_loss_of_mean_ensembles,
     log_loss_of_true_class,
     margin_loss,
     objective,
@@ -263,6 +264,25 @@ def test_mean_ensemble_losses_of_probabilities_equal_sklearn(member_count):
         expected_log.append(log_loss(LABELS, mean, labels=CLASSES))
     np.testing.assert_allclose(brier, expected_brier, rtol=1e-12)
     np.testing.assert_allclose(logs, expected_log, rtol=1e-12)
+    # the search's in-place log-loss path: the same bits, one weighting or two
+    dedicated = log_loss_of_mean_ensembles(
+        true_class[members].sum(axis=0), member_count, true_class, weights
+    )
+    np.testing.assert_array_equal(dedicated, logs)
+    both = np.column_stack([weights, fold_weights(np.arange(N) % 5)])
+    np.testing.assert_array_equal(
+        log_loss_of_mean_ensembles(
+            true_class[members].sum(axis=0), member_count, true_class, both
+        ),
+        cv_loss_of_mean_ensembles(
+            true_class[members].sum(axis=0),
+            member_count,
+            true_class,
+            np.ones(N),
+            log_loss_of_true_class,
+            both,
+        ),
+    )
 
 
 def test_mean_ensemble_losses_with_several_weightings_at_once():

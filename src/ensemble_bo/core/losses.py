@@ -293,6 +293,36 @@ def cv_loss_of_mean_ensembles(
     return losses
 
 
+def log_loss_of_mean_ensembles(
+    member_sum: np.ndarray | float,
+    member_count: int,
+    true_class_probabilities: np.ndarray,
+    weights: np.ndarray,
+) -> np.ndarray:
+    """`cv_loss_of_mean_ensembles` for the log-loss, in place.
+
+    member_sum: (n,) sum of the members' probabilities of the true class (0: no
+    member); true_class_probabilities: (t, n) of the candidates; weights: (n,)
+    or (n, k). Returns (t,) or (t, k), bit for bit the generic path's with
+    `log_loss_of_true_class`: -log of the mean (S + p_h) / M, clipped to
+    [LOG_LOSS_EPS, 1]. Written apart because each of the generic path's steps
+    allocates a (block, n) temporary, and at 1000 x 10,000 those passes cost
+    more than the logarithm (benchmarks/bookkeeping.py).
+    """
+    losses = np.empty((len(true_class_probabilities), *np.shape(weights)[1:]))
+    for start in range(0, len(true_class_probabilities), ROW_BLOCK):
+        block = true_class_probabilities[start : start + ROW_BLOCK] + member_sum
+        block /= member_count + 1
+        # p as the generic path rounds it, (p - 1) + 1: the same bits, so a
+        # search gives the same ensemble through either path.
+        block -= 1.0
+        block += 1.0
+        np.clip(block, LOG_LOSS_EPS, 1.0, out=block)
+        np.log(block, out=block)
+        losses[start : start + ROW_BLOCK] = -(block @ weights)
+    return losses
+
+
 def brier_of_mean_ensembles(
     member_sum: np.ndarray | float,
     member_count: int,

@@ -35,6 +35,7 @@ from ensemble_bo.core.losses import (
     brier_of_mean_ensembles,
     cv_loss_of_mean_ensembles,
     fold_weights,
+    log_loss_of_mean_ensembles,
     objective,
     regression_loss,
 )
@@ -342,6 +343,10 @@ class PoolSearch:
                 pool.member_outputs(TRUE_CLASS_PROBABILITY)[candidates],
                 self.labels.astype(int),
                 self.weights,
+            )
+        if self.objective.outputs == TRUE_CLASS_PROBABILITY:  # the log-loss
+            return log_loss_of_mean_ensembles(
+                member_sum, len(members), outputs[candidates], self.weights
             )
         return cv_loss_of_mean_ensembles(
             member_sum,
