@@ -167,15 +167,17 @@ class Pool:
         if self.labels is None:
             return {PREDICTIONS: predictions}
         codes = predictions.astype(np.int32)
-        if not (np.array_equal(codes, predictions) and (codes >= 0).all()) or (
-            codes.max() >= self.n_classes
+        if (
+            not np.array_equal(codes, predictions)
+            or codes.min() < 0
+            or codes.max() >= self.n_classes
         ):
             raise ValueError(
                 f"trial {index}: predicted class codes must be whole numbers in "
                 f"[0, {self.n_classes}), got {sorted(set(predictions.tolist()))[:10]}"
             )
         if result.oof_probabilities is None:
-            probabilities = np.eye(self.n_classes)[predictions.astype(int)]
+            probabilities = np.eye(self.n_classes)[codes]
         else:
             probabilities = np.asarray(result.oof_probabilities, dtype=float)
             expected = (self.n_samples, self.n_classes)
