@@ -47,4 +47,9 @@ CONFIG_LOADER_ARGS = {
     "config_patterns": {"mlflow": ["mlflow*", "mlflow*/**"]},
     # MLFLOW_TRACKING_URI may point the runs at an `mlflow server`.
     "custom_resolvers": {"oc.env": oc.env},
+    # An env (conf/results, `--env=...`) overrides only the parameter keys it
+    # names. Kedro's default replaces whole top-level blocks, and Kedro 1.7 merges
+    # `--params` into the env's blocks first, so `--env=results --params
+    # segor.weighting=bfgs` left a `segor` block holding nothing else.
+    "merge_strategy": {"parameters": "soft"},
 }

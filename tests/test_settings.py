@@ -1,0 +1,45 @@
+"""Configuration loading: an env and `--params` override only the keys they name."""
+
+from pathlib import Path
+
+from kedro.config import OmegaConfigLoader
+from kedro.framework.session import KedroSession
+from kedro.framework.startup import bootstrap_project
+
+from ensemble_bo import settings
+
+PROJECT = Path(__file__).resolve().parents[1]
+
+
+def _params(env, runtime_params):
+    bootstrap_project(PROJECT)
+    with KedroSession.create(
+        project_path=PROJECT, env=env, runtime_params=runtime_params
+    ) as session:
+        return session.load_context().params
+
+
+def test_params_in_a_conf_env_keep_the_rest_of_the_block():
+    base = _params(None, None)
+    params = _params("results", {"segor": {"weighting": "bfgs"}})
+    assert params["segor"]["weighting"] == "bfgs"
+    assert params["segor"]["optimizer"] == base["segor"]["optimizer"]
+    assert params["segor"]["model"] == base["segor"]["model"]
+    # blocks interpolating segor's still resolve
+    assert params["esmbo"]["optimizer"] == base["segor"]["optimizer"]
+    assert params["benchmark"]["repetitions"] == 5  # conf/results' own value
+
+
+def test_an_env_overrides_nested_keys_without_dropping_their_siblings(tmp_path):
+    (tmp_path / "base").mkdir()
+    (tmp_path / "team").mkdir()
+    (tmp_path / "base" / "parameters.yml").write_text(
+        "segor:\n  size: 12\n  optimizer:\n    mode: map\n    n_initial: 10\n"
+    )
+    (tmp_path / "team" / "parameters.yml").write_text(
+        "segor:\n  optimizer:\n    mode: slice\n"
+    )
+    loader = OmegaConfigLoader(str(tmp_path), env="team", **settings.CONFIG_LOADER_ARGS)
+    assert loader["parameters"] == {
+        "segor": {"size": 12, "optimizer": {"mode": "slice", "n_initial": 10}}
+    }
