@@ -894,7 +894,13 @@ def hand_result():
 
 
 @pytest.mark.parametrize(
-    ("loss", "name"), [("log_loss", "log_loss"), ("brier", "brier"), ("auto", "error")]
+    ("loss", "name"),
+    [
+        ("log_loss", "log_loss"),
+        ("brier", "brier"),
+        ("error", "error"),
+        ("auto", "log_loss"),
+    ],
 )
 def test_posthoc_selection_reports_brute_force_losses(loss, name):
     result = posthoc_selection(hand_result(), LABELS, FOLDS, loss=loss, max_size=6)

@@ -3,7 +3,7 @@ import math
 import numpy as np
 import pytest
 
-from ensemble_bo.core.losses import squared_error
+from ensemble_bo.core.losses import objective, squared_error
 from ensemble_bo.core.optimizer import GPEIOptimizer, RandomSearch
 from ensemble_bo.core.pool import Pool, TrialResult
 from ensemble_bo.core.results import (
@@ -710,10 +710,22 @@ def test_classification_single_best_esmbo_and_posthoc_use_error_rates():
 
     posthoc = posthoc_selection(single, LABELS, FOLDS, max_size=5)
     assert posthoc.task == "classification"
-    # by default the selection minimizes the majority vote's CV error (SEGO eq.
-    # 3-4), and keeps the best prefix of its path
+    # by default the selection minimizes the CV log-loss of the mean probabilities
+    log_loss = objective("classification", "log_loss")
+    by_log_loss = greedy_selection_with_replacement(
+        single.pool.member_outputs(log_loss.outputs),
+        log_loss.target(LABELS),
+        FOLDS,
+        log_loss.per_sample_loss,
+        5,
+        0,
+    )
+    assert posthoc.members == by_log_loss.members.tolist()
+    # loss "error": the majority vote's CV error (SEGO eq. 3-4), best prefix kept
+    voted = posthoc_selection(single, LABELS, FOLDS, loss="error", max_size=5)
     vote = greedy_vote_selection(single.pool.predictions, LABELS, FOLDS, 5, 0)
-    assert posthoc.members == vote.members.tolist()
+    assert voted.members == vote.members.tolist()
+    assert (posthoc.objective, voted.objective) == ("log_loss", "error")
     margin = posthoc_selection(single, LABELS, FOLDS, loss="squared_margin", max_size=5)
     assert brute_force_squared_margin(single.pool.predictions, margin.members) == (
         pytest.approx(min(record.ensemble_loss for record in margin.history))
