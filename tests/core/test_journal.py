@@ -3,12 +3,9 @@
 import numpy as np
 import pytest
 
-from ensemble_bo.core.journal import (
-    ReplayingEvaluator,
-    TrialJournal,
-    journal_key,
-)
+from ensemble_bo.core.journal import TrialJournal, journal_key
 from ensemble_bo.core.methods import run_method
+from ensemble_bo.core.parallel import ReplayingRunner, SerialRunner
 from ensemble_bo.core.pool import TrialResult
 from ensemble_bo.core.preparation import ModelInput
 from ensemble_bo.core.results import SearchInterrupted
@@ -85,14 +82,20 @@ def test_a_journal_that_no_longer_matches_is_dropped_from_where_it_differs(tmp_p
         calls.append(config)
         return TrialResult(np.full(4, float(config["x"])), 0.1)
 
-    first = ReplayingEvaluator(evaluate, journal)
-    for x in (1, 2, 3):
-        first({"x": x})
+    def trial(runner, ticket, config):
+        runner.submit(ticket, config)
+        assert runner.next_finished()[0] == ticket
+        return runner
+
+    first = ReplayingRunner(SerialRunner(evaluate), journal)
+    for ticket, x in enumerate((1, 2, 3)):
+        trial(first, ticket, {"x": x})
     assert first.trained == 3 and len(journal.entries()) == 3
 
-    second = ReplayingEvaluator(evaluate, journal)
-    assert second({"x": 1}).oof_predictions.tolist() == [1.0] * 4
-    second({"x": 9})  # the search went another way at trial 1
+    second = ReplayingRunner(SerialRunner(evaluate), journal)
+    second.submit(0, {"x": 1})
+    assert second.next_finished()[1].oof_predictions.tolist() == [1.0] * 4
+    trial(second, 1, {"x": 9})  # the search went another way at trial 1
     assert (second.reused, second.trained) == (1, 1)
     assert [entry.config for entry in journal.entries()] == [{"x": 1}, {"x": 9}]
     assert calls == [{"x": 1}, {"x": 2}, {"x": 3}, {"x": 9}]
@@ -122,3 +125,10 @@ def test_the_key_changes_with_anything_that_changes_the_search():
         journal_key("segor", settings(), 5, DATA, "0.2"),
     ):
         assert changed != base
+    # where the trials run is not part of the search: a journal written on a
+    # cluster resumes on local workers (the replay checks each proposal)
+    on_dask = {
+        **settings(),
+        "parallel": {"backend": "dask", "n_workers": 4, "mode": "async"},
+    }
+    assert journal_key("segor", on_dask, 5, DATA, "0.1") == base

@@ -10,8 +10,9 @@ import pytest
 
 from ensemble_bo.api import default_parameters
 from ensemble_bo.core.evaluation import CrossValidationEvaluator
-from ensemble_bo.core.journal import ReplayingEvaluator, TrialJournal
+from ensemble_bo.core.journal import TrialJournal
 from ensemble_bo.core.optimizer import RandomSearch
+from ensemble_bo.core.parallel import ReplayingRunner, SerialRunner
 from ensemble_bo.core.pool import TrialResult
 from ensemble_bo.core.results import AllTrialsFailed
 from ensemble_bo.core.strategies import SegorSearch
@@ -124,15 +125,21 @@ def test_a_resumed_search_is_charged_the_recorded_seconds_of_its_replayed_trials
     clock = FakeClock()
     budget = TimeBudget(2.0, clock=clock)
     budget.start()
-    replay = ReplayingEvaluator(
-        lambda config: trained.append(config) or TrialResult(np.ones(3), 0.1),
+    replay = ReplayingRunner(
+        SerialRunner(
+            lambda config: trained.append(config) or TrialResult(np.ones(3), 0.1)
+        ),
         journal,
         budget,
     )
-    replay({"a": 0})
-    replay({"a": 1})
+    for ticket in range(2):
+        replay.submit(ticket, {"a": ticket})
+        replay.next_finished()
     assert trained == [] and budget.elapsed == pytest.approx(0.9)
-    replay({"a": 2})  # trained, not replayed: its time is the clock's, not charged
+    replay.submit(
+        2, {"a": 2}
+    )  # trained, not replayed: its time is the clock's, not charged
+    replay.next_finished()
     assert trained == [{"a": 2}] and budget.elapsed == pytest.approx(0.9)
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import multiprocessing
 import os
 import signal
 import threading
@@ -185,6 +186,33 @@ def _evaluate_in_worker(
     return _evaluate(model_factory, algorithm, config, random_state, **_worker_data)
 
 
+# Where a time limit's worker cannot start: inside a daemonic process, such as a
+# Dask worker that a nanny started with its defaults.
+_DAEMON_HINT = (
+    " (this process is daemonic: for a Dask cluster, start its workers with "
+    "DASK_DISTRIBUTED__WORKER__DAEMON=False, or set time_limit: null)"
+)
+
+
+def trial_limit(
+    time_limit: float | None, time_budget: TimeBudget | None, first: bool
+) -> tuple[float | None, str]:
+    """One trial's limit in seconds (None: none) and what a cut trial's error says.
+
+    The smaller of `time_limit` and what `time_budget` has left; a `first`
+    trial is never cut by the budget (the search needs a model to refit).
+    """
+    remaining = None if time_budget is None or first else time_budget.remaining()
+    if remaining is None or (time_limit is not None and time_limit <= remaining):
+        if time_limit is None:
+            return None, ""
+        return time_limit, f"exceeded the time limit of {time_limit:g} s"
+    # A trial asked for with no time left is cut at once rather than run.
+    return max(remaining, 1e-3), (
+        f"was cut at the end of the time budget of {time_budget.seconds:g} s"
+    )
+
+
 def _check_time_limit(time_limit: object) -> None:
     if time_limit is not None and not is_seconds(time_limit):
         raise ValueError(
@@ -231,6 +259,9 @@ class CrossValidationEvaluator:
     The first evaluation is not cut by the budget (only by `time_limit`): a
     start-up that outlasts a short budget on a busy machine must still leave
     the search a model to refit.
+
+    worker_process: run every evaluation in the worker process, even with no
+    limit (several evaluators then train in parallel: core.parallel).
     """
 
     algorithm: str
@@ -241,6 +272,7 @@ class CrossValidationEvaluator:
     time_limit: float | None = None
     model_factory: ModelFactory = make_model
     time_budget: TimeBudget | None = None
+    worker_process: bool = False
 
     def __post_init__(self) -> None:
         if self.model_factory is make_model and self.algorithm not in MODEL_FACTORIES:
@@ -277,7 +309,7 @@ class CrossValidationEvaluator:
             self.evaluations += 1
 
     def _evaluate_config(self, config: dict[str, Any]) -> TrialResult:
-        if self._trial_limit()[0] is None:
+        if self._trial_limit()[0] is None and not self.worker_process:
             return _evaluate(
                 self.model_factory,
                 self.algorithm,
@@ -288,24 +320,12 @@ class CrossValidationEvaluator:
                 self.fold_ids,
             )
         with self._lock:
-            return self._evaluate_with_time_limit(config)
+            return self._evaluate_in_worker_process(config)
 
     def _trial_limit(self) -> tuple[float | None, str]:
         """This evaluation's limit in seconds (None: none) and what a cut says."""
-        remaining = (
-            None
-            if self.time_budget is None or not self.evaluations
-            else self.time_budget.remaining()
-        )
-        if remaining is None or (
-            self.time_limit is not None and self.time_limit <= remaining
-        ):
-            if self.time_limit is None:
-                return None, ""
-            return self.time_limit, f"exceeded the time limit of {self.time_limit:g} s"
-        # A trial asked for with no time left is cut at once rather than run.
-        return max(remaining, 1e-3), (
-            f"was cut at the end of the time budget of {self.time_budget.seconds:g} s"
+        return trial_limit(
+            self.time_limit, self.time_budget, first=not self.evaluations
         )
 
     def close(self) -> None:
@@ -313,7 +333,7 @@ class CrossValidationEvaluator:
         with self._lock:
             self._kill_worker()
 
-    def _evaluate_with_time_limit(self, config: dict[str, Any]) -> TrialResult:
+    def _evaluate_in_worker_process(self, config: dict[str, Any]) -> TrialResult:
         start = time.perf_counter()
         try:
             executor = self._ready_worker()
@@ -322,7 +342,8 @@ class CrossValidationEvaluator:
             return TrialResult(
                 None,
                 time.perf_counter() - start,
-                f"{type(error).__name__}: the worker process could not start: {error}",
+                f"{type(error).__name__}: the worker process could not start: "
+                f"{error}{_DAEMON_HINT if multiprocessing.current_process().daemon else ''}",
             )
         except BaseException:  # KeyboardInterrupt: no half-started worker left behind
             self._kill_worker()

@@ -200,8 +200,9 @@ def cell_settings(
 
     The blocks its method reads (`method_settings`), with the search block's
     `model` set to the cell's model space, its `time_limit` set when given,
-    `budget` the benchmark's, `models` narrowed to the cell's space and the
-    method's variant applied; plus the refit's blocks (REFIT_PARAMS).
+    `budget` the benchmark's, `models` narrowed to the cell's space, the
+    method's variant applied and `parallel` serial; plus the refit's blocks
+    (REFIT_PARAMS).
     """
     method, _ = parse_method(spec)
     needed = [name for name in method.params if name != "budget"]
@@ -223,6 +224,9 @@ def cell_settings(
             "budget": budget,
         },
     )
+    # Cells are what run in parallel (the benchmark's n_jobs, or the cluster of
+    # its `parallel` block); a cell's search trains one trial at a time.
+    settings["parallel"] = None
     return {**settings, **{name: parameters[name] for name in REFIT_PARAMS}}
 
 

@@ -4,8 +4,10 @@ Each trial is one pickle file in the journal's folder, written under a
 temporary name and moved into place (`os.replace`), so a kill at any moment
 leaves whole trials only. A search resumed from its journal replays: the
 optimizer and the strategy are deterministic given the seed, so they propose
-the same configurations again, and `ReplayingEvaluator` returns the recorded
-result of each instead of training it.
+the same configurations again, and `core.parallel.ReplayingRunner` returns the
+recorded result of each instead of training it (an async parallel search,
+whose proposals depend on which trial ended first, takes its recorded trials
+back in the order they ended instead).
 
 Replaying, rather than pickling the optimizer's, the strategy's and the RNGs'
 state after every trial, keeps one code path for fresh and resumed searches
@@ -22,7 +24,7 @@ import pickle
 import re
 import shutil
 import tempfile
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -32,7 +34,6 @@ import sklearn
 
 from ensemble_bo.core.pool import TrialResult
 from ensemble_bo.core.preparation import ModelInput
-from ensemble_bo.core.time_budget import TimeBudget
 
 _TRIAL_FILE = re.compile(r"^trial_(\d+)\.pkl$")
 
@@ -70,18 +71,23 @@ class TrialJournal:
 
     def entries(self) -> list[JournalEntry]:
         """The trials recorded from trial 0 on, up to the first missing one."""
+        recorded = self.recorded()
+        entries = []
+        while len(entries) in recorded:
+            entries.append(recorded[len(entries)])
+        return entries
+
+    def recorded(self) -> dict[int, JournalEntry]:
+        """Every whole trial recorded, by index: a parallel search's batch may
+        leave a gap where a trial still training was stopped."""
         if not self.directory.is_dir():
-            return []
-        found = {
-            int(match.group(1)): file
+            return {}
+        return {
+            # Written by this project's own search into the project's folder.
+            int(match.group(1)): pickle.loads(file.read_bytes())  # noqa: S301
             for file in self.directory.iterdir()
             if (match := _TRIAL_FILE.match(file.name))
         }
-        entries = []
-        while len(entries) in found:
-            # Written by this project's own search into the project's folder.
-            entries.append(pickle.loads(found[len(entries)].read_bytes()))  # noqa: S301
-        return entries
 
     def record(
         self, index: int, config: Mapping[str, Any], result: TrialResult
@@ -120,46 +126,6 @@ class JournalFolder:
         return f"JournalFolder({str(self.path)!r})"
 
 
-class ReplayingEvaluator:
-    """An evaluator that answers recorded trials from the journal and records new ones.
-
-    Trial i is answered from the journal when the search proposes the same
-    configuration the journal recorded at i; otherwise (the code or the
-    settings changed what the search proposes) the rest of the journal no
-    longer applies: it is dropped and the search trains from there.
-    A replayed trial is charged to `time_budget` at the seconds it took.
-    """
-
-    def __init__(
-        self,
-        evaluate: Callable[[dict[str, Any]], TrialResult],
-        journal: TrialJournal,
-        time_budget: TimeBudget | None = None,
-    ) -> None:
-        self.evaluate = evaluate
-        self.journal = journal
-        self.time_budget = time_budget
-        self._recorded = journal.entries()
-        self.reused = 0
-        self.trained = 0
-
-    def __call__(self, config: dict[str, Any]) -> TrialResult:
-        index = self.reused + self.trained
-        if index < len(self._recorded):
-            entry = self._recorded[index]
-            if entry.config == config:
-                self.reused += 1
-                if self.time_budget is not None:
-                    self.time_budget.charge(entry.result.fit_seconds)
-                return entry.result
-            self._recorded = self._recorded[:index]
-            self.journal.truncate(index)
-        result = self.evaluate(config)
-        self.journal.record(index, config, result)
-        self.trained += 1
-        return result
-
-
 def _digest_array(array: np.ndarray) -> str:
     array = np.ascontiguousarray(array)
     digest = hashlib.sha256(str((array.dtype.str, array.shape)).encode())
@@ -170,14 +136,19 @@ def _digest_array(array: np.ndarray) -> str:
 def journal_key(
     method: str, settings: Mapping[str, Any], seed: int, data: ModelInput, version: str
 ) -> str:
-    """The search a journal belongs to: sha256 of the method, its settings, the
-    seed, the data (features, target, folds), our version and scikit-learn's.
+    """The search a journal belongs to: sha256 of the method, its settings (but
+    `parallel`), the seed, the data (features, target, folds), our version and
+    scikit-learn's.
 
     A journal is only replayed into the very search that wrote it.
     """
     content = {
         "method": method,
-        "settings": settings,
+        # Where the trials ran does not change what a recorded trial is; the
+        # replay checks that the search proposes it again (core.parallel).
+        "settings": {
+            name: block for name, block in settings.items() if name != "parallel"
+        },
         "seed": seed,
         "data": [_digest_array(a) for a in (data.features, data.target, data.fold_ids)],
         "task": data.task,

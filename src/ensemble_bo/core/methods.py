@@ -19,8 +19,9 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from ensemble_bo.core.evaluation import CrossValidationEvaluator
-from ensemble_bo.core.journal import ReplayingEvaluator, TrialJournal
+from ensemble_bo.core.journal import TrialJournal
 from ensemble_bo.core.optimizer import Optimizer, make_optimizer
+from ensemble_bo.core.parallel import ParallelSettings, ReplayingRunner, trial_runner
 from ensemble_bo.core.preparation import ModelInput
 from ensemble_bo.core.results import (
     EnsembleSearchResult,
@@ -437,6 +438,10 @@ def run_method(
     result is the one an uninterrupted search gives (`trials_reused` counts them).
     With `time_budget` in settings (seconds), the search also ends once that
     wall time is spent (core.time_budget); the selection stage is not counted.
+    The `parallel` block says where the trials train (core.parallel): one at
+    a time, on local worker processes or on a Dask cluster, in sync or async
+    batches; a journal of an async search gives back its trials in the order
+    they ended, and the search goes on from there.
     """
     chosen, _ = parse_method(method)
     settings = method_settings(method, settings)
@@ -460,21 +465,23 @@ def run_method(
         time_budget=time_budget,
     )
     callbacks = list(callbacks)
-    replay = (
-        None if journal is None else ReplayingEvaluator(evaluate, journal, time_budget)
-    )
-    # The budget counts from here: the evaluation worker's start-up is the search's.
+    parallel = ParallelSettings.from_block(settings["parallel"])
+    mode = "sync" if parallel.serial else parallel.mode
+    # The budget counts from here: starting the workers is the search's time.
     time_budget.start()
-    try:
-        search = chosen.build_search(
-            SearchParts(
-                optimizer,
-                evaluate if replay is None else replay,
-                data,
-                settings,
-                seed,
-                chosen.search_params,
+    with trial_runner(parallel, evaluate) as started:
+        runner = (
+            started
+            if journal is None
+            else ReplayingRunner(
+                started,
+                journal,
+                time_budget,
+                replay="completions" if mode == "async" else "proposals",
             )
+        )
+        search = chosen.build_search(
+            SearchParts(optimizer, evaluate, data, settings, seed, chosen.search_params)
         )
         result = search.run(
             settings["budget"],
@@ -482,11 +489,11 @@ def run_method(
             algorithm=model,
             max_initial_failures=settings["max_initial_failures"],
             time_budget=time_budget,
+            runner=runner,
+            mode=mode,
         )
-    finally:
-        evaluate.close()
-    if replay is not None:
-        result.trials_reused = replay.reused
+    if journal is not None:
+        result.trials_reused = runner.reused
     final = result
     selection = chosen.selection
     if selection is not None and selection.applies(settings[selection.params]):

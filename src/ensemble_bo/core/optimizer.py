@@ -68,16 +68,23 @@ class Optimizer:
         """Told values, shape (t,); NaN marks a failed evaluation."""
         return np.array(self._values, dtype=float)
 
-    def ask(self) -> Suggestion:
-        return self.ask_batch(1)[0]
+    def ask(self, pending: Sequence[np.ndarray] = ()) -> Suggestion:
+        return self.ask_batch(1, pending)[0]
 
-    def ask_batch(self, size: int) -> list[Suggestion]:
-        """`size` configurations to evaluate at once (e.g. in parallel)."""
+    def ask_batch(
+        self, size: int, pending: Sequence[np.ndarray] = ()
+    ) -> list[Suggestion]:
+        """`size` configurations to evaluate at once (e.g. in parallel).
+
+        pending: encoded points (each (dim,)) asked earlier and still being
+        evaluated; a model-based optimizer treats them as fantasies, as it does
+        the batch's own points, so that it does not propose them again.
+        """
         if int(size) != size or size < 1:
             raise ValueError(f"batch size must be a positive integer, got {size!r}")
-        return self._propose(int(size))
+        return self._propose(int(size), [np.asarray(p, dtype=float) for p in pending])
 
-    def _propose(self, size: int) -> list[Suggestion]:
+    def _propose(self, size: int, pending: list[np.ndarray]) -> list[Suggestion]:
         raise NotImplementedError
 
     def _suggest(
@@ -123,7 +130,7 @@ class Optimizer:
 class RandomSearch(Optimizer):
     """Configurations drawn uniformly from the encoded cube (log scales uniform in log)."""
 
-    def _propose(self, size: int) -> list[Suggestion]:
+    def _propose(self, size: int, pending: list[np.ndarray]) -> list[Suggestion]:
         return [self._suggest(self._rng.random(self.space.dim)) for _ in range(size)]
 
 
@@ -142,7 +149,7 @@ class GridSearch(Optimizer):
         self._grid = [grid[i] for i in self._rng.permutation(len(grid))]
         self._next = 0
 
-    def _propose(self, size: int) -> list[Suggestion]:
+    def _propose(self, size: int, pending: list[np.ndarray]) -> list[Suggestion]:
         if self._next + size > len(self._grid):
             raise GridExhaustedError(
                 f"the grid has {len(self._grid)} configurations and {self._next} were "
@@ -171,7 +178,7 @@ class GPEIOptimizer(Optimizer):
     Batches of q points come from fantasies: each chosen point is added to the
     GP with the posterior mean as its value (kriging believer) or the best
     value so far (constant liar), hyperparameters kept, before the next one
-    is chosen.
+    is chosen. Pending points (asked, not yet told) join as fantasies first.
     """
 
     def __init__(
@@ -221,7 +228,7 @@ class GPEIOptimizer(Optimizer):
         self.n_local_starts = n_local_starts
         self.n_initial = int(n_initial)
 
-    def _propose(self, size: int) -> list[Suggestion]:
+    def _propose(self, size: int, pending: list[np.ndarray]) -> list[Suggestion]:
         # Pre-loaded observations stand in for part of the initial design.
         design_left = (
             len(self._initial_design) - self._n_preloaded - self._initial_asked
@@ -245,7 +252,7 @@ class GPEIOptimizer(Optimizer):
         # (measured: up to 10x slower fits on 2 busy cores).
         with threadpool_limits(limits=1, user_api="blas"):
             return suggestions + self._propose_by_model(
-                self.X[valid], self.values[valid], remaining
+                self.X[valid], self.values[valid], remaining, pending
             )
 
     def _posteriors(self, X: np.ndarray, y: np.ndarray) -> list[GaussianProcess]:
@@ -258,7 +265,7 @@ class GPEIOptimizer(Optimizer):
         ]
 
     def _propose_by_model(
-        self, X: np.ndarray, y: np.ndarray, size: int
+        self, X: np.ndarray, y: np.ndarray, size: int, pending: list[np.ndarray]
     ) -> list[Suggestion]:
         try:
             posteriors = self._posteriors(X, y)
@@ -269,6 +276,8 @@ class GPEIOptimizer(Optimizer):
             return [
                 self._suggest(self._rng.random(self.space.dim)) for _ in range(size)
             ]
+        for point in pending:
+            X, y, posteriors = self._fantasize(X, y, posteriors, point)
         suggestions: list[Suggestion] = []
         while True:
             # Fantasies join y, so a believed value below the best moves the incumbent too.

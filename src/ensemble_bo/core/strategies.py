@@ -39,7 +39,8 @@ from ensemble_bo.core.losses import (
     objective,
     regression_loss,
 )
-from ensemble_bo.core.optimizer import Optimizer
+from ensemble_bo.core.optimizer import Optimizer, Suggestion
+from ensemble_bo.core.parallel import MODES, SerialRunner, TrialRunner
 from ensemble_bo.core.pool import Pool, TrialResult
 from ensemble_bo.core.results import (
     AllTrialsFailed,
@@ -188,6 +189,8 @@ class PoolSearch:
         algorithm: str = "",
         max_initial_failures: int | None = MAX_INITIAL_FAILURES,
         time_budget: TimeBudget | None = None,
+        runner: TrialRunner | None = None,
+        mode: str = "sync",
     ) -> EnsembleSearchResult:
         """Train `budget` configurations; `algorithm` names the model space searched.
 
@@ -195,6 +198,16 @@ class PoolSearch:
         its end), the search also stops between trials once that is spent,
         whichever comes first; the first trial always starts. The result's
         `search_seconds` and `stopped_by` say how long it took and why it ended.
+
+        runner: where the trials train (core.parallel; None: one at a time
+        through `evaluate`). With `runner.n_workers` = q > 1, mode "sync"
+        proposes q configurations at once, trains them together and takes their
+        results in proposal order, so a seed and q give one result; "async"
+        keeps q trials running and proposes the next as soon as one ends, so
+        results depend on which ends first. Either way each proposal sees the
+        configurations still training as fantasies (kriging believer, on the
+        targets of the iteration it is proposed for), and each finished trial
+        updates the ensemble as in the serial loop.
 
         Each callback gets every iteration's record as it ends. Any exception
         (Ctrl-C included) is re-raised as SearchInterrupted holding the pool.
@@ -209,6 +222,8 @@ class PoolSearch:
             or budget < 1
         ):
             raise ValueError(f"budget must be a positive integer, got {budget!r}")
+        if mode not in MODES:
+            raise ValueError(f"mode={mode!r} is not one of {list(MODES)}")
         max_initial_failures = check_max_initial_failures(max_initial_failures)
         result = EnsembleSearchResult(
             Pool(len(self.y), labels=self.labels),
@@ -222,15 +237,18 @@ class PoolSearch:
         clock = TimeBudget() if time_budget is None else time_budget
         if not clock.started:  # a caller may start it earlier, to count its set-up
             clock.start()
+        loop = _Loop(
+            self,
+            SerialRunner(self.evaluate) if runner is None else runner,
+            int(budget),
+            list(callbacks),
+            result,
+            single_losses,
+            max_initial_failures,
+            clock,
+        )
         try:
-            self._iterate(
-                int(budget),
-                list(callbacks),
-                result,
-                single_losses,
-                max_initial_failures,
-                clock,
-            )
+            loop.run_async() if mode == "async" else loop.run_sync()
         except _InitialTrialsFailed:
             self._finalize(result, single_losses, clock)
             raise AllTrialsFailed(result, int(budget), max_initial_failures) from None
@@ -256,65 +274,12 @@ class PoolSearch:
         missing = len(result.pool) - len(single_losses)
         result.single_losses = np.array(single_losses + [math.nan] * missing)
 
-    def _iterate(
-        self,
-        budget: int,
-        callbacks: list[Callable[[IterationRecord], None]],
-        result: EnsembleSearchResult,
-        single_losses: list[float],
-        max_initial_failures: int | None,
-        clock: TimeBudget,
-    ) -> None:
-        pool = result.pool
-        self._forget_sample_losses()
-        self._start()
-        for iteration in range(budget):
-            if iteration and clock.spent():
-                result.stopped_by = "time_budget"
-                return
-            slot = self._begin_iteration(iteration, pool)
-            # NaN rows (failed trials) stay NaN and out of the GP.
-            self.optimizer.relabel(self._targets(pool, slice(None), single_losses))
-            suggestion = self.optimizer.ask()
-            trial_result = self.evaluate(suggestion.config)
-            trial = pool.add(suggestion.config, suggestion.encoded, trial_result)
-            new_single = (
-                self._cv_loss(self._outputs(pool)[trial])
-                if trial_result.ok
-                else math.nan
-            )
-            self.optimizer.tell(
-                suggestion,
-                float(self._targets(pool, slice(trial, trial + 1), [new_single])[0])
-                if trial_result.ok
-                else None,
-            )
-            single_losses.append(new_single)
-
-            action, ensemble_loss = self._update(pool, single_losses)
-            record = IterationRecord(
-                iteration=iteration,
-                slot=slot,
-                trial=trial,
-                status="ok" if trial_result.ok else "failed",
-                action=action,
-                ensemble_loss=ensemble_loss,
-                best_single_loss=float(np.nanmin(single_losses))
-                if np.isfinite(single_losses).any()
-                else math.nan,
-                ensemble_size=len(self._members()),
-                acquisition_value=suggestion.acquisition_value,
-                fit_seconds=trial_result.fit_seconds,
-            )
-            result.history.append(record)
-            for callback in callbacks:
-                callback(record)
-            if (
-                max_initial_failures is not None
-                and len(pool) >= max_initial_failures
-                and not pool.ok.any()
-            ):
-                raise _InitialTrialsFailed
+    def _label(self, iteration: int, pool: Pool, single_losses: list[float]) -> int:
+        """Prepare `iteration` and tell the optimizer its targets; its slot."""
+        slot = self._begin_iteration(iteration, pool)
+        # NaN rows (failed trials) stay NaN and out of the GP.
+        self.optimizer.relabel(self._targets(pool, slice(None), single_losses))
+        return slot
 
     def _outputs(self, pool: Pool) -> np.ndarray:
         """What each model of the pool contributes to the objective: (t, n) or (t, n, K)."""
@@ -435,6 +400,142 @@ class PoolSearch:
     def _search_metrics(self) -> dict[str, float]:
         """Quantities of the search worth logging with the run's metrics."""
         return {}
+
+
+class _Loop:
+    """One run of a PoolSearch: proposals handed to a runner, trials taken as they end.
+
+    Proposing iteration i labels the optimizer with i's targets (the strategy's
+    slot or replica) and asks with the trials still running as fantasies;
+    taking a finished trial as iteration t labels it again with t's targets
+    unless nothing has changed since its proposal (always so when serial), then
+    adds it to the pool, tells the optimizer and updates the ensemble.
+    """
+
+    def __init__(
+        self,
+        search: PoolSearch,
+        runner: TrialRunner,
+        budget: int,
+        callbacks: list[Callable[[IterationRecord], None]],
+        result: EnsembleSearchResult,
+        single_losses: list[float],
+        max_initial_failures: int | None,
+        clock: TimeBudget,
+    ) -> None:
+        self.search = search
+        self.runner = runner
+        self.budget = budget
+        self.callbacks = callbacks
+        self.result = result
+        self.pool = result.pool
+        self.single_losses = single_losses
+        self.max_initial_failures = max_initial_failures
+        self.clock = clock
+        # (iteration, pool size, slot) the optimizer's targets were last set for
+        self._labelled: tuple[int, int, int] | None = None
+        search._forget_sample_losses()
+        search._start()
+
+    def _may_propose(self, running: int) -> bool:
+        """Whether the trial after the pool and `running` ones may start."""
+        started = len(self.pool) + running
+        if started >= self.budget:
+            return False
+        if started and self.clock.spent():
+            self.result.stopped_by = "time_budget"
+            return False
+        return True
+
+    def _propose(self, iteration: int, running: list[Suggestion]) -> Suggestion:
+        slot = self.search._label(iteration, self.pool, self.single_losses)
+        self._labelled = (iteration, len(self.pool), slot)
+        return self.search.optimizer.ask([each.encoded for each in running])
+
+    def _take_recorded(self) -> None:
+        """Trials an async search's journal holds, as if they had just ended."""
+        space = self.search.optimizer.space
+        for config, trial_result in self.runner.recorded_trials():
+            self._finish(Suggestion(config, space.encode(config)), trial_result)
+
+    def run_sync(self) -> None:
+        while self._may_propose(0):
+            batch: list[Suggestion] = []
+            while len(batch) < self.runner.n_workers and self._may_propose(len(batch)):
+                suggestion = self._propose(len(self.pool) + len(batch), batch)
+                self.runner.submit(len(self.pool) + len(batch), suggestion.config)
+                batch.append(suggestion)
+            first = len(self.pool)
+            finished = dict(self.runner.next_finished() for _ in batch)
+            for offset, suggestion in enumerate(batch):
+                self._finish(suggestion, finished[first + offset])
+
+    def run_async(self) -> None:
+        self._take_recorded()
+        running: dict[int, Suggestion] = {}
+        ticket = 0
+        while True:
+            while len(running) < self.runner.n_workers and self._may_propose(
+                len(running)
+            ):
+                suggestion = self._propose(
+                    len(self.pool) + len(running), list(running.values())
+                )
+                self.runner.submit(ticket, suggestion.config)
+                running[ticket] = suggestion
+                ticket += 1
+            if not running:
+                return
+            done, trial_result = self.runner.next_finished()
+            self._finish(running.pop(done), trial_result)
+
+    def _finish(self, suggestion: Suggestion, trial_result: TrialResult) -> None:
+        search, pool, single_losses = self.search, self.pool, self.single_losses
+        iteration = len(pool)
+        labelled = self._labelled
+        if labelled is not None and labelled[:2] == (iteration, len(pool)):
+            slot = labelled[2]
+        else:
+            slot = search._label(iteration, pool, single_losses)
+        self._labelled = None
+        trial = pool.add(suggestion.config, suggestion.encoded, trial_result)
+        new_single = (
+            search._cv_loss(search._outputs(pool)[trial])
+            if trial_result.ok
+            else math.nan
+        )
+        search.optimizer.tell(
+            suggestion,
+            float(search._targets(pool, slice(trial, trial + 1), [new_single])[0])
+            if trial_result.ok
+            else None,
+        )
+        single_losses.append(new_single)
+
+        action, ensemble_loss = search._update(pool, single_losses)
+        record = IterationRecord(
+            iteration=iteration,
+            slot=slot,
+            trial=trial,
+            status="ok" if trial_result.ok else "failed",
+            action=action,
+            ensemble_loss=ensemble_loss,
+            best_single_loss=float(np.nanmin(single_losses))
+            if np.isfinite(single_losses).any()
+            else math.nan,
+            ensemble_size=len(search._members()),
+            acquisition_value=suggestion.acquisition_value,
+            fit_seconds=trial_result.fit_seconds,
+        )
+        self.result.history.append(record)
+        for callback in self.callbacks:
+            callback(record)
+        if (
+            self.max_initial_failures is not None
+            and len(pool) >= self.max_initial_failures
+            and not pool.ok.any()
+        ):
+            raise _InitialTrialsFailed
 
 
 class SingleBestSearch(PoolSearch):

@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any
 from ensemble_bo.core.estimator import VOTING
 from ensemble_bo.core.losses import objective
 from ensemble_bo.core.optimizer import make_optimizer
+from ensemble_bo.core.parallel import ParallelSettings
 from ensemble_bo.core.preparation import TASKS, check_split_options
 from ensemble_bo.core.space import SearchSpace, parameter_from_spec
 from ensemble_bo.core.strategies import (
@@ -45,6 +46,7 @@ SHARED_PARAMS = (
     "budget",
     "time_budget",
     "max_initial_failures",
+    "parallel",
 )
 
 
@@ -350,7 +352,7 @@ def check_settings(
     """Every parameter `method` reads from `settings`, before anything is trained.
 
     Checks `budget` (int >= 1), `time_budget` (seconds > 0 or null), `max_initial_failures` if given (int >= 1 or
-    null), `seed` if given (int >= 0), every model space of `models`, each of the method's blocks key by key (counts, losses for
+    null), `parallel` (core.parallel.ParallelSettings), `seed` if given (int >= 0), every model space of `models`, each of the method's blocks key by key (counts, losses for
     the method's tasks, `ensemble.variant`'s grammar, posterior, weighting,
     time_limit), its `model` (a space of `models` for its tasks, or for `task`
     when the data's task is known; for `auto`, the `default_models` entries it
@@ -378,6 +380,10 @@ def check_settings(
             raise InvalidInput(str(error)) from None
     if "voting" in settings:
         check_voting(settings["voting"])
+    try:
+        ParallelSettings.from_block(settings["parallel"])
+    except (TypeError, ValueError) as error:
+        raise InvalidInput(str(error)) from None
     if task is not None and task not in method.tasks:
         raise InvalidInput(
             f"{method.name} builds {' or '.join(sorted(method.tasks))} ensembles and "

@@ -11,15 +11,16 @@ from __future__ import annotations
 
 import logging
 import os
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
 import pandas as pd
 from joblib import Parallel, delayed
 
 from ensemble_bo.core.evaluation import exit_when_parent_dies
-from ensemble_bo.core.grid import grid_cells, parse_settings, run_cell
+from ensemble_bo.core.grid import Cell, grid_cells, parse_settings, run_cell
 from ensemble_bo.core.journal import JournalFolder
+from ensemble_bo.core.parallel import ParallelSettings, dask_client, scheduler_address
 from ensemble_bo.events import CellEnded, publish
 
 logger = logging.getLogger(__name__)
@@ -52,6 +53,46 @@ def announce_cell(record: Mapping[str, Any], reused: bool) -> None:
     publish(CellEnded(dict(record), reused))
 
 
+def _cells_on_dask(
+    parallel: ParallelSettings,
+    cells: list[Cell],
+    frames: Mapping[str, pd.DataFrame],
+    data_processing: Mapping[str, Any],
+    checkpoints: JournalFolder,
+) -> Iterator[dict[str, Any]]:
+    """Each cell a task of the cluster `parallel` names, records as they finish.
+
+    Every dataset is sent to the workers once. Cells are the unit of work: a
+    cell's search trains its trials one at a time on the worker that runs it
+    (core.grid.cell_settings), so the cluster's slots are never asked for by
+    a cell and a search at once.
+    """
+    if not cells:
+        return
+    # distributed takes seconds to import: only Dask runs pay for it.
+    from distributed import as_completed  # noqa: PLC0415
+
+    with dask_client(parallel) as client:
+        scattered = {
+            name: client.scatter(frame, broadcast=True)
+            for name, frame in frames.items()
+        }
+        futures = [
+            client.submit(
+                run_cell,
+                cell,
+                scattered[cell.dataset],
+                data_processing,
+                checkpoints,
+                key=f"cell-{cell.key}",
+                pure=False,
+            )
+            for cell in cells
+        ]
+        for future in as_completed(futures):
+            yield future.result()
+
+
 def run_benchmark(
     raw_datasets: Mapping[str, Callable[[], pd.DataFrame]],
     cell_store,
@@ -61,6 +102,10 @@ def run_benchmark(
     **parameters: Any,
 ) -> list[dict[str, Any]]:
     """Run the grid's unfinished cells (in parallel), storing each as it finishes.
+
+    Cells run on `benchmark.n_jobs` local processes, or, with `parallel.backend:
+    dask`, as tasks of that Dask cluster (its address, or a LocalCluster of
+    `parallel.n_workers`).
 
     checkpoints: where each running cell journals its trials (dropped once the
     cell is stored). parameters: the blocks the cells read
@@ -73,26 +118,34 @@ def run_benchmark(
     cells = grid_cells(settings, frames, data_processing, parameters)
     stored = {cell.key for cell in cells if cell_store.has(cell.key)}
     pending = [cell for cell in cells if cell.key not in stored]
+    parallel = ParallelSettings.from_block(parameters["parallel"])
     logger.info(
-        "benchmark: %d cells, %d to run with n_jobs=%d",
+        "benchmark: %d cells, %d to run %s",
         len(cells),
         len(pending),
-        settings.n_jobs,
+        f"on Dask ({scheduler_address(parallel) or 'a LocalCluster'})"
+        if parallel.backend == "dask"
+        else f"with n_jobs={settings.n_jobs}",
     )
     for key in sorted(stored):
         # a kill between storing a cell and dropping its journal leaves one behind
         checkpoints.journal(key).discard()
         announce_cell(cell_store.get(key), reused=True)
-    finished = Parallel(
-        n_jobs=settings.n_jobs,
-        return_as="generator_unordered",
-        # workers exit with a killed kedro instead of running on unattended
-        initializer=exit_when_parent_dies,
-        initargs=(os.getpid(),),
-    )(
-        delayed(run_cell)(cell, frames[cell.dataset], data_processing, checkpoints)
-        for cell in pending
-    )
+    if parallel.backend == "dask":
+        finished = _cells_on_dask(
+            parallel, pending, frames, data_processing, checkpoints
+        )
+    else:
+        finished = Parallel(
+            n_jobs=settings.n_jobs,
+            return_as="generator_unordered",
+            # workers exit with a killed kedro instead of running on unattended
+            initializer=exit_when_parent_dies,
+            initargs=(os.getpid(),),
+        )(
+            delayed(run_cell)(cell, frames[cell.dataset], data_processing, checkpoints)
+            for cell in pending
+        )
     failed = {}
     for record in finished:
         if record["status"] == "failed":

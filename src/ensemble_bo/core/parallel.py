@@ -1,0 +1,469 @@
+"""Where a search's trials run: one at a time, on local worker processes, or on Dask.
+
+A search hands each configuration it proposes to a `TrialRunner` with a
+ticket (its proposal number) and takes back finished trials one by one, in
+whatever order they end. The strategy never trains a model itself, so the same
+loop runs serially, on `n_workers` local processes or on a Dask cluster
+(`parallel` block of conf/base/parameters.yml):
+
+- `SerialRunner`: today's path, one evaluation at a time in the search's
+  process (or its time-limit worker);
+- `LocalProcessRunner`: `n_workers` evaluators, each with its own worker
+  process, so a trial past its time limit is killed without touching the
+  others (loky cannot kill one worker of a shared pool);
+- `DaskRunner`: trials as tasks of a `distributed.Client`, the data scattered
+  to the workers once. Dask has no per-task time limit, so the runner cancels
+  a trial past its limit and restarts the worker that ran it (its nanny starts
+  a fresh one); a worker that dies is retried by Dask on another, and a trial
+  whose retries are spent (KilledWorker) is a failed trial.
+
+`ReplayingRunner` wraps any of them with the search's journal, so a stopped
+search resumes without training its finished trials again.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import queue
+import time
+import warnings
+from collections import deque
+from collections.abc import Callable, Iterator, Mapping
+from concurrent.futures import FIRST_COMPLETED, ThreadPoolExecutor, wait
+from contextlib import contextmanager
+from dataclasses import dataclass, replace
+from typing import Any, Protocol
+
+from ensemble_bo.core.evaluation import CrossValidationEvaluator, _evaluate, trial_limit
+from ensemble_bo.core.journal import TrialJournal
+from ensemble_bo.core.pool import TrialResult
+from ensemble_bo.core.time_budget import TimeBudget
+
+BACKENDS = ("local", "dask")
+MODES = ("sync", "async")
+# How a journal is replayed: by proposal (serial, sync) or by completion (async).
+REPLAYS = ("proposals", "completions")
+# Where a run finds an existing Dask scheduler when `parallel.address` is null.
+ADDRESS_VARIABLE = "DASK_SCHEDULER_ADDRESS"
+
+
+@dataclass(frozen=True)
+class ParallelSettings:
+    """The `parallel` block: where and how many trials run at once.
+
+    backend: local (processes on this machine) | dask (a Dask cluster);
+    n_workers: trials at once (local: worker processes; dask without an
+    address: the LocalCluster's size; dask with an address: null takes the
+    cluster's worker threads); address: an existing scheduler
+    (tcp://host:8786), else $DASK_SCHEDULER_ADDRESS, else a LocalCluster is
+    started; mode: sync (batches of n_workers, results identical for a seed
+    and n_workers) | async (a worker that finishes gets the next proposal).
+    """
+
+    backend: str = "local"
+    n_workers: int | None = 1
+    address: str | None = None
+    mode: str = "sync"
+
+    @classmethod
+    def from_block(cls, block: Mapping[str, Any] | None) -> ParallelSettings:
+        """The settings of a `parallel` block, checked; None: serial."""
+        if block is None:
+            return cls()
+        if not isinstance(block, Mapping):
+            raise ValueError(f"parallel must be a mapping, got {block!r}")
+        unknown = sorted(set(block) - {"backend", "n_workers", "address", "mode"})
+        if unknown:
+            raise ValueError(
+                f"parallel has unknown keys {unknown}; known: backend, n_workers, "
+                "address, mode"
+            )
+        settings = cls(**block)
+        if settings.backend not in BACKENDS:
+            raise ValueError(
+                f"parallel.backend={settings.backend!r} is not one of {list(BACKENDS)}"
+            )
+        if settings.mode not in MODES:
+            raise ValueError(
+                f"parallel.mode={settings.mode!r} is not one of {list(MODES)}"
+            )
+        workers = settings.n_workers
+        if workers is None:
+            if settings.backend == "local":
+                raise ValueError("parallel.n_workers=null needs backend: dask")
+        elif isinstance(workers, bool) or not isinstance(workers, int) or workers < 1:
+            raise ValueError(
+                f"parallel.n_workers must be a positive integer or null, got {workers!r}"
+            )
+        if settings.address is not None and (
+            settings.backend != "dask" or not isinstance(settings.address, str)
+        ):
+            raise ValueError(
+                f"parallel.address={settings.address!r} needs backend: dask and a "
+                "scheduler address such as tcp://10.0.0.5:8786"
+            )
+        return settings
+
+    @property
+    def serial(self) -> bool:
+        return self.backend == "local" and self.n_workers == 1
+
+
+class TrialRunner(Protocol):
+    """Runs proposed configurations; `next_finished` returns them as they end."""
+
+    n_workers: int
+
+    def submit(self, ticket: int, config: dict[str, Any]) -> None: ...
+
+    def next_finished(self) -> tuple[int, TrialResult]:
+        """(ticket, result) of a submitted trial; blocks until one has ended."""
+        ...
+
+    def recorded_trials(self) -> list[tuple[dict[str, Any], TrialResult]]:
+        """Trials of an earlier run to take as finished before proposing any."""
+        ...
+
+
+class SerialRunner:
+    """One trial at a time, trained when its result is asked for."""
+
+    n_workers = 1
+
+    def __init__(self, evaluate: Callable[[dict[str, Any]], TrialResult]) -> None:
+        self.evaluate = evaluate
+        self._submitted: deque[tuple[int, dict[str, Any]]] = deque()
+
+    def submit(self, ticket: int, config: dict[str, Any]) -> None:
+        self._submitted.append((ticket, config))
+
+    def next_finished(self) -> tuple[int, TrialResult]:
+        ticket, config = self._submitted.popleft()
+        return ticket, self.evaluate(config)
+
+    def recorded_trials(self) -> list[tuple[dict[str, Any], TrialResult]]:
+        return []
+
+
+class LocalProcessRunner:
+    """`n_workers` trials at once, each evaluator in its own worker process.
+
+    Threads only wait on the workers: each thread takes an idle evaluator,
+    which trains in its process (time limit and all, as when serial).
+    """
+
+    def __init__(self, evaluator: CrossValidationEvaluator, n_workers: int) -> None:
+        self.n_workers = n_workers
+        self._evaluators = [
+            replace(evaluator, worker_process=True) for _ in range(n_workers)
+        ]
+        self._idle: queue.SimpleQueue[CrossValidationEvaluator] = queue.SimpleQueue()
+        for each in self._evaluators:
+            self._idle.put(each)
+        self._threads = ThreadPoolExecutor(n_workers, thread_name_prefix="trial")
+        self._running: dict[Any, int] = {}
+
+    def _evaluate(self, config: dict[str, Any]) -> TrialResult:
+        evaluator = self._idle.get()
+        try:
+            return evaluator(config)
+        finally:
+            self._idle.put(evaluator)
+
+    def submit(self, ticket: int, config: dict[str, Any]) -> None:
+        self._running[self._threads.submit(self._evaluate, config)] = ticket
+
+    def next_finished(self) -> tuple[int, TrialResult]:
+        done, _ = wait(self._running, return_when=FIRST_COMPLETED)
+        # Of trials ending together, the earliest proposed first.
+        future = min(done, key=self._running.__getitem__)
+        return self._running.pop(future), future.result()
+
+    def recorded_trials(self) -> list[tuple[dict[str, Any], TrialResult]]:
+        return []
+
+    def close(self) -> None:
+        self._threads.shutdown(wait=False, cancel_futures=True)
+        for each in self._evaluators:
+            each.close()  # kills a fit still running
+
+
+# Seconds a Dask trial may take beyond its limit for sending the task and its
+# result, before the runner cancels it.
+DASK_TRANSFER_SLACK = 2.0
+
+
+@dataclass(frozen=True)
+class _DaskTrial:
+    ticket: int
+    started: float
+    limit: float | None  # seconds; None: none
+    cut_by: str  # what the error of a trial cut at its limit says
+
+    @property
+    def deadline(self) -> float:
+        """When the runner gives up on it: its limit plus the transfers' slack."""
+        if self.limit is None:
+            return float("inf")
+        return self.started + self.limit + DASK_TRANSFER_SLACK
+
+
+def _held_on_the_cluster(value: Any) -> Any:
+    return value
+
+
+async def _end_worker_process() -> None:
+    # A coroutine: Dask runs only those without waiting for an answer.
+    os._exit(1)
+
+
+class DaskRunner:
+    """Trials as tasks on a Dask cluster, the evaluator's data sent once.
+
+    The data are tasks, not scattered data: the scheduler keeps their
+    arguments and computes them again when the worker holding them dies or is
+    restarted (scattered data would be lost for good, and Dask's memory
+    manager keeps one replica of broadcast data). Workers fetch them from each
+    other as trials need them.
+
+    At most `n_workers` trials are submitted at a time (the search's loop sees
+    to it), so a trial starts as soon as it is submitted and its limit counts
+    from there. Dask cannot stop a running task: a trial past its limit is a
+    failed trial at once, and the worker running it is ended so that its
+    nanny starts a fresh one.
+    """
+
+    def __init__(
+        self, client: Any, evaluator: CrossValidationEvaluator, n_workers: int
+    ) -> None:
+        self.client = client
+        self.n_workers = n_workers
+        self._evaluator = evaluator
+        with warnings.catch_warnings():
+            # The data are meant to be in these tasks' arguments.
+            warnings.filterwarnings("ignore", "Sending large graph")
+            self._data = [
+                client.submit(_held_on_the_cluster, array, pure=False)
+                for array in (evaluator.X, evaluator.y, evaluator.fold_ids)
+            ]
+        self._running: dict[Any, _DaskTrial] = {}
+        self._submitted = 0
+
+    def submit(self, ticket: int, config: dict[str, Any]) -> None:
+        evaluator = self._evaluator
+        limit, cut_by = trial_limit(
+            evaluator.time_limit, evaluator.time_budget, first=not self._submitted
+        )
+        self._submitted += 1
+        future = self.client.submit(
+            _evaluate,
+            evaluator.model_factory,
+            evaluator.algorithm,
+            dict(config),
+            evaluator.random_state,
+            *self._data,
+            pure=False,
+        )
+        self._running[future] = _DaskTrial(ticket, time.monotonic(), limit, cut_by)
+
+    def next_finished(self) -> tuple[int, TrialResult]:
+        # distributed takes seconds to import: only Dask runs pay for it.
+        from distributed import wait as wait_for  # noqa: PLC0415
+
+        first_deadline = min(trial.deadline for trial in self._running.values())
+        try:
+            wait_for(
+                list(self._running),
+                timeout=None
+                if first_deadline == float("inf")
+                else max(0.0, first_deadline - time.monotonic()),
+                return_when="FIRST_COMPLETED",
+            )
+        except Exception:  # noqa: BLE001, S110 - the timeout, or a future the cluster cancelled: both read below
+            pass
+        done = [future for future in self._running if future.done()]
+        if done:
+            # Of trials ending together, the earliest proposed first.
+            future = min(done, key=lambda f: self._running[f].ticket)
+            trial = self._running.pop(future)
+            return trial.ticket, self._result(future, trial)
+        future = min(self._running, key=lambda f: self._running[f].deadline)
+        trial = self._running.pop(future)
+        seconds = time.monotonic() - trial.started
+        self._stop(future)
+        return trial.ticket, TrialResult(
+            None, seconds, f"TimeoutError: fit {trial.cut_by}"
+        )
+
+    @staticmethod
+    def _result(future: Any, trial: _DaskTrial) -> TrialResult:
+        try:
+            return future.result()
+        except (Exception, asyncio.CancelledError) as error:  # noqa: BLE001 - KilledWorker, lost data
+            return TrialResult(
+                None,
+                time.monotonic() - trial.started,
+                f"{type(error).__name__}: {error}",
+            )
+
+    def _stop(self, future: Any) -> None:
+        """Cancel a trial past its limit and end the worker process running it."""
+        workers = [
+            worker
+            for worker, keys in self.client.processing().items()
+            if future.key in keys
+        ]
+        future.cancel()
+        if workers:
+            # Ended at once, not closed: the fit would hold a graceful close for
+            # seconds. Its nanny starts a new worker; without a nanny the
+            # cluster goes on with one worker fewer.
+            self.client.run(_end_worker_process, workers=workers, wait=False)
+
+    def recorded_trials(self) -> list[tuple[dict[str, Any], TrialResult]]:
+        return []
+
+    def close(self) -> None:
+        for future in [*self._running, *self._data]:
+            future.cancel()
+        self._running.clear()
+
+
+class ReplayingRunner:
+    """A runner that answers recorded trials from the journal and records new ones.
+
+    replay="proposals" (serial and sync searches, whose proposals a seed
+    decides): trial t is answered from the journal when the search proposes
+    the configuration recorded at t; otherwise the journal from t on no longer
+    applies and is dropped. replay="completions" (async searches, whose
+    proposals depend on which trial ended first): the recorded trials are
+    given back once, in their order, for the search to take as finished
+    (`recorded_trials`), and new ones are recorded after them as they end.
+    A replayed trial is charged to `time_budget` at the seconds it took.
+    """
+
+    def __init__(
+        self,
+        runner: TrialRunner,
+        journal: TrialJournal,
+        time_budget: TimeBudget | None = None,
+        replay: str = "proposals",
+    ) -> None:
+        if replay not in REPLAYS:
+            raise ValueError(f"replay={replay!r} is not one of {list(REPLAYS)}")
+        self.runner = runner
+        self.n_workers = runner.n_workers
+        self.journal = journal
+        self.time_budget = time_budget
+        self.replay = replay
+        # proposals: by ticket, gaps and all (a sync batch stopped mid-way
+        # leaves the trials that had ended); completions: in the order they ended.
+        self._recorded = journal.recorded() if replay == "proposals" else {}
+        self._completions = journal.entries() if replay == "completions" else []
+        self._replayed: deque[tuple[int, TrialResult]] = deque()
+        self._configs: dict[int, dict[str, Any]] = {}
+        self._finished = 0
+        self.reused = 0
+        self.trained = 0
+
+    def recorded_trials(self) -> list[tuple[dict[str, Any], TrialResult]]:
+        completions, self._completions = self._completions, []
+        if self.replay == "completions":
+            # whatever lies past the first gap was never taken as finished
+            self.journal.truncate(len(completions))
+        for entry in completions:
+            self._charge(entry.result)
+        self.reused = self._finished = len(completions)
+        return [(entry.config, entry.result) for entry in completions]
+
+    def _charge(self, result: TrialResult) -> None:
+        if self.time_budget is not None:
+            self.time_budget.charge(result.fit_seconds)
+
+    def submit(self, ticket: int, config: dict[str, Any]) -> None:
+        entry = self._recorded.get(ticket)
+        if entry is not None:
+            if entry.config == config:
+                self.reused += 1
+                self._charge(entry.result)
+                self._replayed.append((ticket, entry.result))
+                return
+            # The search went another way here: the rest no longer applies.
+            self._recorded = {i: e for i, e in self._recorded.items() if i < ticket}
+            self.journal.truncate(ticket)
+        self._configs[ticket] = config
+        self.runner.submit(ticket, config)
+
+    def next_finished(self) -> tuple[int, TrialResult]:
+        if self._replayed:
+            return self._replayed.popleft()
+        ticket, result = self.runner.next_finished()
+        index = ticket if self.replay == "proposals" else self._finished
+        self.journal.record(index, self._configs.pop(ticket), result)
+        self._finished += 1
+        self.trained += 1
+        return ticket, result
+
+
+@contextmanager
+def trial_runner(
+    parallel: ParallelSettings, evaluator: CrossValidationEvaluator
+) -> Iterator[TrialRunner]:
+    """The runner `parallel` asks for, closed (workers stopped) on exit.
+
+    Serial and local runners are started here; for Dask, a client of the
+    scheduler at `parallel.address` (or $DASK_SCHEDULER_ADDRESS), or of a
+    LocalCluster of `n_workers` single-threaded worker processes.
+    """
+    if parallel.serial:
+        try:
+            yield SerialRunner(evaluator)
+        finally:
+            evaluator.close()
+        return
+    if parallel.backend == "local":
+        runner = LocalProcessRunner(evaluator, parallel.n_workers)
+        try:
+            yield runner
+        finally:
+            runner.close()
+        return
+    with dask_client(parallel) as client:
+        n_workers = parallel.n_workers or max(1, sum(client.nthreads().values()))
+        runner = DaskRunner(client, evaluator, n_workers)
+        try:
+            yield runner
+        finally:
+            runner.close()
+
+
+def scheduler_address(parallel: ParallelSettings) -> str | None:
+    """The scheduler a Dask run connects to; None: it starts a LocalCluster."""
+    return parallel.address or os.environ.get(ADDRESS_VARIABLE) or None
+
+
+@contextmanager
+def dask_client(parallel: ParallelSettings) -> Iterator[Any]:
+    """A client of the scheduler `parallel` names, or of a LocalCluster it starts."""
+    import dask  # noqa: PLC0415 - see DaskRunner
+    from distributed import Client, LocalCluster  # noqa: PLC0415
+
+    address = scheduler_address(parallel)
+    if address is not None:
+        with Client(address) as client:
+            yield client
+        return
+    # Workers that may start processes: a benchmark cell's serial search keeps
+    # its time-limit worker process (daemonic processes may have no children).
+    with (
+        dask.config.set({"distributed.worker.daemon": False}),
+        LocalCluster(
+            n_workers=parallel.n_workers or 1,
+            threads_per_worker=1,
+            processes=True,
+            dashboard_address=None,
+        ) as cluster,
+        Client(cluster) as client,
+    ):
+        yield client

@@ -1,0 +1,396 @@
+"""Parallel trials (core.parallel): the search loop's sync and async modes on a
+scripted runner, the local and Dask runners on real processes, and resume."""
+
+from __future__ import annotations
+
+import heapq
+import os
+import time
+
+import numpy as np
+import pytest
+
+from ensemble_bo.core.evaluation import CrossValidationEvaluator
+from ensemble_bo.core.journal import TrialJournal
+from ensemble_bo.core.methods import run_method
+from ensemble_bo.core.optimizer import GPEIOptimizer
+from ensemble_bo.core.parallel import (
+    DaskRunner,
+    ParallelSettings,
+    ReplayingRunner,
+    dask_client,
+    trial_runner,
+)
+from ensemble_bo.core.preparation import ModelInput
+from ensemble_bo.core.results import SearchInterrupted
+from ensemble_bo.core.strategies import EsmboSearch, SegorSearch
+from ensemble_bo.core.validation import InvalidInput, check_settings
+from tests.core.test_evaluation import _probe_factory
+from tests.core.test_strategies import FOLDS, SPACE, Y, synthetic_evaluator
+from tests.support import cheap_parameters
+
+# --- the parallel block -----------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("block", "message"),
+    [
+        ({"backend": "spark"}, "parallel.backend='spark' is not one of"),
+        ({"mode": "eager"}, "parallel.mode='eager' is not one of"),
+        (
+            {"n_workers": 0},
+            "parallel.n_workers must be a positive integer or null, got 0",
+        ),
+        ({"n_workers": 2.5}, "got 2.5"),
+        ({"n_workers": True}, "got True"),
+        ({"n_workers": None}, "parallel.n_workers=null needs backend: dask"),
+        ({"address": "tcp://10.0.0.5:8786"}, "needs backend: dask"),
+        ({"backend": "dask", "address": 8786}, "parallel.address=8786 needs"),
+        ({"workers": 2}, r"parallel has unknown keys \['workers'\]"),
+        ("dask", "parallel must be a mapping, got 'dask'"),
+    ],
+)
+def test_a_bad_parallel_block_is_refused_naming_the_value(block, message):
+    settings = {**cheap_parameters(), "parallel": block}
+    with pytest.raises(InvalidInput, match=message):
+        check_settings("segor", settings)
+
+
+def test_the_default_block_is_serial_and_a_dask_block_needs_no_worker_count():
+    assert ParallelSettings.from_block(cheap_parameters()["parallel"]).serial
+    assert ParallelSettings.from_block(None).serial
+    cluster = ParallelSettings.from_block(
+        {"backend": "dask", "n_workers": None, "address": "tcp://h:8786"}
+    )
+    assert not cluster.serial and cluster.mode == "sync"
+
+
+# --- the loop, on a scripted runner -----------------------------------------
+
+
+class ScriptedRunner:
+    """Trains in the test's process on a simulated clock: trial t takes
+    `durations[t % len(durations)]` seconds from its submission, and
+    `next_finished` returns the running trial that ends first."""
+
+    def __init__(self, n_workers, durations=(1.0,), evaluate=synthetic_evaluator):
+        self.n_workers = n_workers
+        self.durations = durations
+        self.evaluate = evaluate
+        self.now = 0.0
+        self.running: list[tuple[float, int, dict]] = []
+        self.submitted: list[tuple[int, dict]] = []
+        self.finished: list[int] = []
+        self.most_running = 0
+
+    def submit(self, ticket, config):
+        duration = self.durations[len(self.submitted) % len(self.durations)]
+        heapq.heappush(self.running, (self.now + duration, ticket, config))
+        self.submitted.append((ticket, config))
+        self.most_running = max(self.most_running, len(self.running))
+
+    def next_finished(self):
+        self.now, ticket, config = heapq.heappop(self.running)
+        self.finished.append(ticket)
+        return ticket, self.evaluate(config)
+
+    def recorded_trials(self):
+        return []
+
+
+class AskRecorder(GPEIOptimizer):
+    """Keeps how many pending points each proposal was asked with."""
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.pending_sizes = []
+
+    def ask(self, pending=()):
+        self.pending_sizes.append(len(pending))
+        return super().ask(pending)
+
+
+def segor(n_initial=4, seed=3, size=4):
+    optimizer = AskRecorder(
+        SPACE, seed=seed, n_initial=n_initial, gp_restarts=1, n_candidates=256
+    )
+    return SegorSearch(optimizer, synthetic_evaluator, Y, FOLDS, ensemble_size=size)
+
+
+def test_sync_mode_proposes_a_batch_of_n_workers_and_takes_it_in_proposal_order():
+    search = segor()
+    runner = ScriptedRunner(3, durations=(3.0, 1.0, 2.0))
+    result = search.run(10, runner=runner, mode="sync")
+    assert len(result.pool) == 10 and runner.most_running == 3
+    # batches of 3, 3, 3, then the 1 left of the budget
+    assert search.optimizer.pending_sizes == [0, 1, 2, 0, 1, 2, 0, 1, 2, 0]
+    # whatever order they end in, trial t is the t-th proposal
+    assert runner.finished[:3] == [1, 2, 0]
+    assert result.pool.configs == [config for _, config in runner.submitted]
+    assert [record.iteration for record in result.history] == list(range(10))
+    # the proposals of a batch after the initial design are distinct points
+    encoded = np.array(result.pool.encoded)
+    for start in (3, 6):
+        batch = encoded[start : start + 3]
+        assert (
+            min(np.linalg.norm(batch[i] - batch[j]) for i in range(3) for j in range(i))
+            > 1e-6
+        )
+
+
+def test_sync_mode_gives_the_same_ensemble_twice_whatever_the_completion_order():
+    first = segor().run(12, runner=ScriptedRunner(3, (1.0, 2.0, 3.0)), mode="sync")
+    second = segor().run(12, runner=ScriptedRunner(3, (3.0, 1.0, 1.5)), mode="sync")
+    assert first.pool.configs == second.pool.configs
+    assert first.members == second.members
+    assert [r.ensemble_loss for r in first.history] == [
+        r.ensemble_loss for r in second.history
+    ]
+
+
+def test_async_mode_keeps_every_worker_busy_and_takes_trials_as_they_end():
+    search = segor()
+    runner = ScriptedRunner(3, durations=(5.0, 1.0, 1.0, 1.0))
+    result = search.run(11, runner=runner, mode="async")
+    assert len(result.pool) == 11 and runner.most_running == 3
+    # trial t of the pool is the t-th to end, not the t-th proposed
+    order = {ticket: config for ticket, config in runner.submitted}
+    assert result.pool.configs == [order[ticket] for ticket in runner.finished]
+    assert runner.finished != sorted(runner.finished)
+    # after the first 3, each proposal is asked with the 2 still running
+    assert search.optimizer.pending_sizes[:3] == [0, 1, 2]
+    assert set(search.optimizer.pending_sizes[3:]) == {2}
+    # the ensemble is SEGOR's over the pool it got, as in a serial run
+    assert len(result.members) == 4 and np.isfinite(result.history[-1].ensemble_loss)
+
+
+def test_a_failed_trial_in_a_batch_is_recorded_and_the_search_goes_on():
+    search = segor()
+    result = search.run(14, runner=ScriptedRunner(4), mode="async")
+    failed = [config["a"] > 0.85 for config in result.pool.configs]
+    assert list(~result.pool.ok) == failed and any(failed)
+    statuses = [record.status for record in result.history]
+    assert statuses == ["failed" if f else "ok" for f in failed]
+
+
+def test_esmbo_proposes_a_batch_for_consecutive_replicas():
+    optimizer = GPEIOptimizer(SPACE, seed=0, n_initial=3, gp_restarts=1)
+    search = EsmboSearch(optimizer, synthetic_evaluator, Y, FOLDS, n_replicas=4, seed=0)
+    relabels = []
+    relabel = optimizer.relabel
+    optimizer.relabel = lambda values: relabels.append(np.array(values)) or relabel(
+        values
+    )
+    result = search.run(8, runner=ScriptedRunner(4), mode="sync")
+    # one worker per replica: iteration i works for replica i mod 4 ...
+    assert [record.slot for record in result.history] == [0, 1, 2, 3, 0, 1, 2, 3]
+    # ... and the second batch's 4 proposals were asked on 4 replicas' targets
+    second_batch = relabels[8:12]
+    assert all(len(targets) == 4 for targets in second_batch)
+    assert len({targets.tobytes() for targets in second_batch}) == 4
+
+
+def test_a_stopped_search_keeps_its_pool_in_either_mode():
+    class Stop(Exception):
+        pass
+
+    def stop_at(iteration):
+        def callback(record):
+            if record.iteration == iteration:
+                raise Stop
+
+        return callback
+
+    for mode in ("sync", "async"):
+        with pytest.raises(SearchInterrupted) as stopped:
+            segor().run(12, [stop_at(5)], runner=ScriptedRunner(3), mode=mode)
+        assert len(stopped.value.result.pool) == 6
+
+
+# --- resume ------------------------------------------------------------------
+
+
+def journaled_run(journal, budget, mode, runner, callbacks=()):
+    replay = "completions" if mode == "async" else "proposals"
+    replaying = ReplayingRunner(runner, journal, replay=replay)
+    return segor().run(budget, list(callbacks), runner=replaying, mode=mode), replaying
+
+
+@pytest.mark.parametrize("mode", ["sync", "async"])
+def test_a_stopped_parallel_search_resumes_without_retraining(tmp_path, mode):
+    journal = TrialJournal(tmp_path / mode)
+    durations = (2.0, 1.0, 1.5)
+
+    def stop_at_7(record):
+        if record.iteration == 7:
+            raise KeyboardInterrupt
+
+    with pytest.raises(SearchInterrupted):
+        journaled_run(journal, 12, mode, ScriptedRunner(3, durations), [stop_at_7])
+    recorded = journal.recorded()
+    # the trials that had ended, and (sync) those of the batch that ended later
+    assert len(journal.entries()) >= 8
+
+    runner = ScriptedRunner(3, durations)
+    resumed, replaying = journaled_run(journal, 12, mode, runner)
+    assert replaying.reused == len(recorded) and replaying.trained == 12 - len(recorded)
+    assert len(runner.submitted) == replaying.trained  # nothing trained twice
+    assert len(resumed.pool) == 12 and len(journal.entries()) == 12
+    if mode == "sync":  # the seed decides every proposal: the uninterrupted result
+        uninterrupted = segor().run(12, runner=ScriptedRunner(3), mode="sync")
+        assert resumed.pool.configs == uninterrupted.pool.configs
+        assert resumed.members == uninterrupted.members
+    else:  # the recorded trials come first, in the order they ended
+        assert resumed.pool.configs[: len(recorded)] == [
+            recorded[i].config for i in range(len(recorded))
+        ]
+
+
+def test_a_sync_journal_with_a_gap_replays_the_trials_after_it(tmp_path):
+    journal = TrialJournal(tmp_path / "gap")
+    journaled_run(journal, 9, "sync", ScriptedRunner(3))
+    # a kill mid-batch: trial 7 was still training, 6 and 8 had ended
+    (tmp_path / "gap" / "trial_7.pkl").unlink()
+    runner = ScriptedRunner(3)
+    resumed, replaying = journaled_run(journal, 9, "sync", runner)
+    assert (replaying.reused, replaying.trained) == (8, 1)
+    assert [ticket for ticket, _ in runner.submitted] == [7]
+    assert len(resumed.pool) == 9
+
+
+# --- real processes -----------------------------------------------------------
+
+RNG = np.random.default_rng(4)
+X = RNG.normal(size=(60, 3))
+DATA = ModelInput(
+    X,
+    X @ np.array([1.0, -0.5, 0.2]) + 0.1 * RNG.normal(size=60),
+    np.arange(60) % 5,
+    "regression",
+    {},
+    {},
+)
+
+
+def parallel_settings(parallel, budget=8):
+    parameters = cheap_parameters()
+    parameters["segor"] = {
+        **parameters["segor"],
+        "optimizer": {**parameters["segor"]["optimizer"], "n_initial": 3},
+    }
+    parameters["ensemble"] = {**parameters["ensemble"], "size": 3}
+    return {**parameters, "budget": budget, "parallel": parallel}
+
+
+@pytest.fixture(scope="module")
+def local_cluster():
+    """A LocalCluster of 2 worker processes (with nannies), as `dask` starts one."""
+    with dask_client(ParallelSettings("dask", 2)) as client:
+        client.wait_for_workers(2, timeout=120)
+        yield client
+
+
+def outcome(result):
+    return (
+        result.pool.configs,
+        result.members,
+        [record.ensemble_loss for record in result.history],
+    )
+
+
+def test_sync_mode_on_local_workers_and_on_dask_gives_one_ensemble(
+    local_cluster, monkeypatch
+):
+    monkeypatch.setenv("DASK_SCHEDULER_ADDRESS", local_cluster.scheduler.address)
+    local = {"backend": "local", "n_workers": 2, "mode": "sync"}
+    dask = {"backend": "dask", "n_workers": 2, "mode": "sync"}
+    first = run_method("segor", DATA, parallel_settings(local), 5)
+    second = run_method("segor", DATA, parallel_settings(local), 5)
+    on_dask = run_method("segor", DATA, parallel_settings(dask), 5)
+    assert outcome(first) == outcome(second) == outcome(on_dask)
+    assert len(first.pool) == 8 and first.pool.ok.all()
+
+
+def test_async_mode_on_dask_trains_the_budget(local_cluster, monkeypatch):
+    monkeypatch.setenv("DASK_SCHEDULER_ADDRESS", local_cluster.scheduler.address)
+    block = {"backend": "dask", "n_workers": 2, "mode": "async"}
+    result = run_method("segor", DATA, parallel_settings(block), 5)
+    assert len(result.pool) == 8 and result.pool.ok.all()
+    assert len(result.members) == 3
+
+
+def probe_evaluator(time_limit=None):
+    return CrossValidationEvaluator(
+        "decision_tree_regressor",
+        DATA.features,
+        DATA.target,
+        DATA.fold_ids,
+        random_state=0,
+        time_limit=time_limit,
+        model_factory=_probe_factory,
+    )
+
+
+def test_a_dask_trial_past_its_limit_fails_and_its_worker_is_replaced(local_cluster):
+    runner = DaskRunner(local_cluster, probe_evaluator(time_limit=2.0), 2)
+    workers_before = set(local_cluster.scheduler_info()["workers"])
+    start = time.monotonic()
+    runner.submit(0, {"probe": "sleep", "seconds": 60.0})
+    ticket, result = runner.next_finished()
+    assert ticket == 0 and not result.ok
+    assert result.error == "TimeoutError: fit exceeded the time limit of 2 s"
+    assert time.monotonic() - start < 30
+    # the cluster recovers: the worker that ran it was restarted, the next trial trains
+    runner.submit(1, {"max_depth": 2})
+    ticket, result = runner.next_finished()
+    assert ticket == 1 and result.ok, result.error
+    local_cluster.wait_for_workers(2, timeout=60)
+    assert set(local_cluster.scheduler_info()["workers"]) != workers_before
+    runner.close()
+
+
+def test_a_dask_trial_whose_worker_dies_is_a_failed_trial_not_a_crash(local_cluster):
+    # The fit kills its worker each time Dask retries it (allowed-failures, 3
+    # by default), until Dask gives it up as KilledWorker; the other trial and
+    # the cluster live on.
+    runner = DaskRunner(local_cluster, probe_evaluator(), 2)
+    runner.submit(0, {"probe": "exit"})
+    runner.submit(1, {"max_depth": 3})
+    results = dict(runner.next_finished() for _ in range(2))
+    assert not results[0].ok and "KilledWorker" in results[0].error
+    assert results[1].ok, results[1].error
+    local_cluster.wait_for_workers(2, timeout=60)
+
+
+def test_a_cell_search_inside_a_dask_worker_keeps_its_time_limit(local_cluster):
+    # Benchmark cells run serial searches on Dask workers; the LocalCluster's
+    # workers are not daemonic, so a time limit's worker process can start.
+    def evaluate_with_limit():
+        evaluator = probe_evaluator(time_limit=30.0)
+        try:
+            return os.getpid(), evaluator({"probe": "pid"})
+        finally:
+            evaluator.close()
+
+    pid, result = local_cluster.submit(evaluate_with_limit, pure=False).result()
+    assert result.ok, result.error
+    assert int(result.oof_predictions[0]) != pid  # trained in its own process
+
+
+def test_trial_runner_closes_the_local_workers_it_started():
+    evaluator = probe_evaluator()
+    with trial_runner(ParallelSettings("local", 2), evaluator) as runner:
+        runner.submit(0, {"probe": "pid"})
+        runner.submit(1, {"probe": "pid"})
+        results = dict(runner.next_finished() for _ in range(2))
+        pids = {int(result.oof_predictions[0]) for result in results.values()}
+    assert len(pids) == 2 and os.getpid() not in pids
+    for pid in pids:  # the worker processes are gone
+        for _ in range(50):
+            try:
+                os.kill(pid, 0)
+            except ProcessLookupError:
+                break
+            time.sleep(0.1)
+        else:
+            pytest.fail(f"worker {pid} still runs")
