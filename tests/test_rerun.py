@@ -27,6 +27,7 @@ from ensemble_bo.reporting import trial_history
 from ensemble_bo.rerun import (
     REFUSED,
     RerunOutcome,
+    async_note,
     differences,
     format_table,
     latest_run,
@@ -431,3 +432,18 @@ def test_a_time_budgeted_run_s_differences_come_with_how_to_repeat_its_trials():
     outcome = RerunOutcome("r1", "r2", [("trials", "37", "35")], note)
     assert outcome.report().endswith(note)
     assert RerunOutcome("r1", "r2", [], note).report().startswith("Reproduced")
+
+
+def test_an_async_run_s_differences_come_with_how_to_search_reproducibly():
+    def run(**parallel):
+        params = {f"parallel.{name}": str(value) for name, value in parallel.items()}
+        return SimpleNamespace(
+            info=SimpleNamespace(run_id="r1"), data=SimpleNamespace(params=params)
+        )
+
+    assert async_note(run(backend="local", n_workers=1, mode="async")) == ""
+    assert async_note(run(backend="dask", n_workers=4, mode="sync")) == ""
+    assert async_note(run()) == ""  # a run from before the parallel block
+    note = async_note(run(backend="dask", n_workers=4, mode="async"))
+    assert "async mode (parallel.n_workers=4)" in note
+    assert "--params parallel.mode=sync" in note

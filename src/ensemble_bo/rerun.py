@@ -458,6 +458,23 @@ def time_budget_note(run: Run) -> str:
     )
 
 
+def async_note(run: Run) -> str:
+    """Why a run whose trials trained in async mode may not reproduce."""
+    params = run.data.params
+    workers = params.get("parallel.n_workers", "1")
+    if params.get("parallel.mode") != "async" or (
+        workers == "1" and params.get("parallel.backend") == "local"
+    ):
+        return ""
+    return (
+        f"Run {run.info.run_id} trained its trials in async mode "
+        f"(parallel.n_workers={workers}): each proposal followed the trials that "
+        "had ended first, which the machines' speed and load decide, so a rerun "
+        "may search other configurations. --params parallel.mode=sync searches "
+        "the same configurations for a seed and n_workers, wherever they train."
+    )
+
+
 @dataclass
 class RerunOutcome:
     original_id: str
@@ -525,5 +542,7 @@ def rerun(
         run_id,
         new_id,
         differences(client, original, rerun_run),
-        time_budget_note(original),
+        "\n".join(
+            note for note in (time_budget_note(original), async_note(original)) if note
+        ),
     )
