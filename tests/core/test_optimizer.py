@@ -365,3 +365,23 @@ def test_optimizers_by_name():
         match="optimizer kind='tpe' is not one of \\['gp', 'random', 'grid'\\]",
     ):
         make_optimizer(SPACE, 0, kind="tpe")
+
+
+def test_a_resumed_random_search_draws_on_past_the_trials_it_takes_back():
+    first = RandomSearch(SPACE, seed=4)
+    drawn = [first.ask().config for _ in range(6)]
+    resumed = RandomSearch(SPACE, seed=4)
+    # an async search's trials, in the order they ended; the 5th was running
+    resumed.skip_proposed([drawn[1], drawn[0], drawn[3], drawn[2]])
+    assert resumed.ask().config == drawn[4]
+
+
+def test_a_resumed_gp_search_goes_on_past_the_design_points_it_takes_back():
+    first = GPEIOptimizer(SPACE, seed=4, n_initial=6)
+    design = [first.ask().config for _ in range(6)]
+    resumed = GPEIOptimizer(SPACE, seed=4, n_initial=6)
+    resumed.skip_proposed([design[2], design[0]])  # design[1] was lost, still running
+    assert resumed.ask().config == design[3]
+    untouched = GPEIOptimizer(SPACE, seed=4, n_initial=6)
+    untouched.skip_proposed([{"x": 123.0}])  # not of its design: nothing skipped
+    assert untouched.ask().config == design[0]

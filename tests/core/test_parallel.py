@@ -244,6 +244,10 @@ def test_a_stopped_parallel_search_resumes_without_retraining(tmp_path, mode):
         assert resumed.pool.configs[: len(recorded)] == [
             recorded[i].config for i in range(len(recorded))
         ]
+        # and the optimizer's initial design went on past them: the new
+        # proposals are none of them
+        taken_back = [entry.config for entry in recorded.values()]
+        assert not [config for _, config in runner.submitted if config in taken_back]
 
 
 def test_a_sync_journal_with_a_gap_replays_the_trials_after_it(tmp_path):

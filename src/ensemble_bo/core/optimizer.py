@@ -113,6 +113,13 @@ class Optimizer:
             self.tell(Suggestion(dict(config), self.space.encode(config)), value)
         self._n_preloaded += len(configs)
 
+    def skip_proposed(self, configs: Sequence[Mapping[str, Any]]) -> None:
+        """Move past what this optimizer's earlier run (same seed) proposed and
+        a resumed search now takes back as `configs`, so that it does not
+        propose them again. Model-based proposals need nothing: they are told
+        those points. Seeded sequences (a design, random draws) do.
+        """
+
     def relabel(self, values: np.ndarray) -> None:
         """Replace every told value at once, shape (t,), NaN for failed trials.
 
@@ -127,11 +134,26 @@ class Optimizer:
         self._values = list(values)
 
 
+# Draws past the recorded trials' count that RandomSearch.skip_proposed makes
+# to find them in its sequence before giving up (trials it never drew).
+SKIP_DRAWS_BEYOND = 1000
+
+
 class RandomSearch(Optimizer):
     """Configurations drawn uniformly from the encoded cube (log scales uniform in log)."""
 
     def _propose(self, size: int, pending: list[np.ndarray]) -> list[Suggestion]:
         return [self._suggest(self._rng.random(self.space.dim)) for _ in range(size)]
+
+    def skip_proposed(self, configs: Sequence[Mapping[str, Any]]) -> None:
+        # Draw again until every recorded configuration has come up.
+        unmatched = [dict(config) for config in configs]
+        for _ in range(len(unmatched) + SKIP_DRAWS_BEYOND):
+            if not unmatched:
+                return
+            config = self._suggest(self._rng.random(self.space.dim)).config
+            if config in unmatched:
+                unmatched.remove(config)
 
 
 class GridSearch(Optimizer):
@@ -254,6 +276,17 @@ class GPEIOptimizer(Optimizer):
             return suggestions + self._propose_by_model(
                 self.X[valid], self.values[valid], remaining, pending
             )
+
+    def skip_proposed(self, configs: Sequence[Mapping[str, Any]]) -> None:
+        # Past the last design point taken back; the design points an async
+        # search had running when it stopped are skipped with it.
+        taken = [
+            offset
+            for offset, point in enumerate(self._initial_design[self._initial_asked :])
+            if self._suggest(point).config in configs
+        ]
+        if taken:
+            self._initial_asked += taken[-1] + 1
 
     def _posteriors(self, X: np.ndarray, y: np.ndarray) -> list[GaussianProcess]:
         """One GP posterior (ML-II, MAP) or one per hyperparameter sample (slice)."""

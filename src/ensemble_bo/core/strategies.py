@@ -454,9 +454,13 @@ class _Loop:
 
     def _take_recorded(self) -> None:
         """Trials an async search's journal holds, as if they had just ended."""
-        space = self.search.optimizer.space
-        for config, trial_result in self.runner.recorded_trials():
-            self._finish(Suggestion(config, space.encode(config)), trial_result)
+        optimizer = self.search.optimizer
+        recorded = self.runner.recorded_trials()
+        for config, trial_result in recorded:
+            self._finish(
+                Suggestion(config, optimizer.space.encode(config)), trial_result
+            )
+        optimizer.skip_proposed([config for config, _ in recorded])
 
     def run_sync(self) -> None:
         while self._may_propose(0):
