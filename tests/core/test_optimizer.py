@@ -385,3 +385,11 @@ def test_a_resumed_gp_search_goes_on_past_the_design_points_it_takes_back():
     untouched = GPEIOptimizer(SPACE, seed=4, n_initial=6)
     untouched.skip_proposed([{"x": 123.0}])  # not of its design: nothing skipped
     assert untouched.ask().config == design[0]
+
+
+def test_a_resumed_grid_search_goes_on_past_the_grid_points_it_takes_back():
+    first = GridSearch(SPACE, seed=1, points_per_dimension=3)
+    grid = [suggestion.config for suggestion in first.ask_batch(5)]
+    resumed = GridSearch(SPACE, seed=1, points_per_dimension=3)
+    resumed.skip_proposed([grid[3], grid[1]])
+    assert resumed.ask().config == grid[4]

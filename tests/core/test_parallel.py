@@ -21,12 +21,16 @@ from ensemble_bo.core.parallel import (
     dask_client,
     trial_runner,
 )
+from ensemble_bo.core.pool import TrialResult
 from ensemble_bo.core.preparation import ModelInput
 from ensemble_bo.core.results import SearchInterrupted
 from ensemble_bo.core.strategies import EsmboSearch, SegorSearch
+from ensemble_bo.core.time_budget import TimeBudget
 from ensemble_bo.core.validation import InvalidInput, check_settings
+from tests.core.test_esmbo_and_presets import TABLE, esmbo, hand_tuned_rho
 from tests.core.test_evaluation import _probe_factory
 from tests.core.test_strategies import FOLDS, SPACE, Y, synthetic_evaluator
+from tests.core.test_time_budget import FakeClock
 from tests.support import cheap_parameters
 
 # --- the parallel block -----------------------------------------------------
@@ -190,6 +194,16 @@ def test_esmbo_proposes_a_batch_for_consecutive_replicas():
     assert len({targets.tobytes() for targets in second_batch}) == 4
 
 
+def test_esmbo_tunes_auto_rho_on_its_first_trials_however_many_are_running():
+    # Iteration 6 is proposed while only 4 trials have ended; rho waits for 6.
+    search = esmbo("auto", rho_tuned_at=6, n_posterior_samples=200)
+    runner = ScriptedRunner(4, evaluate=search.evaluate)  # ends in proposal order
+    search.run(15, runner=runner, mode="sync", max_initial_failures=None)
+    first = [TABLE[h] for h in range(6) if TABLE[h] is not None]
+    expected = hand_tuned_rho(first, 200, seed=7)
+    assert search.rho == pytest.approx(expected.value, rel=1e-12)
+
+
 def test_a_stopped_search_keeps_its_pool_in_either_mode():
     class Stop(Exception):
         pass
@@ -260,6 +274,20 @@ def test_a_sync_journal_with_a_gap_replays_the_trials_after_it(tmp_path):
     assert (replaying.reused, replaying.trained) == (8, 1)
     assert [ticket for ticket, _ in runner.submitted] == [7]
     assert len(resumed.pool) == 9
+
+
+def test_replayed_trials_are_charged_the_wall_time_they_took_side_by_side(tmp_path):
+    journal = TrialJournal(tmp_path / "charged")
+    for index in range(6):
+        journal.record(index, {"a": index}, TrialResult(np.zeros(3), 3.0))
+    clock = TimeBudget(100.0, clock=FakeClock())
+    clock.start()
+    replaying = ReplayingRunner(ScriptedRunner(3), journal, clock)
+    for ticket in range(6):
+        replaying.submit(ticket, {"a": ticket})
+        replaying.next_finished()
+    # 6 trials of 3 s on 3 workers: 6 s of wall time, not 18
+    assert clock.elapsed == pytest.approx(6.0)
 
 
 # --- real processes -----------------------------------------------------------
@@ -381,6 +409,18 @@ def test_a_cell_search_inside_a_dask_worker_keeps_its_time_limit(local_cluster):
     assert int(result.oof_predictions[0]) != pid  # trained in its own process
 
 
+def _alive(pid, wait=5.0):
+    """Whether process `pid` still runs after up to `wait` seconds."""
+    deadline = time.monotonic() + wait
+    while time.monotonic() < deadline:
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            return False
+        time.sleep(0.1)
+    return True
+
+
 def test_trial_runner_closes_the_local_workers_it_started():
     evaluator = probe_evaluator()
     with trial_runner(ParallelSettings("local", 2), evaluator) as runner:
@@ -390,11 +430,30 @@ def test_trial_runner_closes_the_local_workers_it_started():
         pids = {int(result.oof_predictions[0]) for result in results.values()}
     assert len(pids) == 2 and os.getpid() not in pids
     for pid in pids:  # the worker processes are gone
-        for _ in range(50):
-            try:
-                os.kill(pid, 0)
-            except ProcessLookupError:
-                break
-            time.sleep(0.1)
-        else:
-            pytest.fail(f"worker {pid} still runs")
+        assert not _alive(pid), pid
+
+
+def test_closing_local_workers_kills_a_fit_still_running():
+    evaluator = probe_evaluator()
+    with trial_runner(ParallelSettings("local", 2), evaluator) as runner:
+        runner.submit(0, {"probe": "pid"})
+        ((_, started),) = [runner.next_finished()]
+        runner.submit(1, {"probe": "sleep", "seconds": 120.0})
+        time.sleep(0.5)
+        start = time.monotonic()
+    assert time.monotonic() - start < 30  # not the fit's 120 s (x 5 folds)
+    worker = int(started.oof_predictions[0])
+    assert not _alive(worker)
+
+
+def test_dask_trials_queued_behind_busy_workers_get_their_whole_time_limit(
+    local_cluster,
+):
+    # 4 trials of 4 s (0.8 s a fold) on 2 worker threads, each limited to 5 s:
+    # the last two wait 4 s for a thread, which their limit does not count.
+    runner = DaskRunner(local_cluster, probe_evaluator(time_limit=5.0), 4)
+    for ticket in range(4):
+        runner.submit(ticket, {"probe": "sleep", "seconds": 0.8})
+    results = dict(runner.next_finished() for _ in range(4))
+    assert all(result.ok for result in results.values()), results
+    runner.close()

@@ -329,9 +329,9 @@ class CrossValidationEvaluator:
         )
 
     def close(self) -> None:
-        """Stop the worker process, if any; a later call starts a new one."""
-        with self._lock:
-            self._kill_worker()
+        """Stop the worker process, if any, at once (an evaluation still running
+        fails); a later call starts a new one."""
+        self._kill_worker()
 
     def _evaluate_in_worker_process(self, config: dict[str, Any]) -> TrialResult:
         start = time.perf_counter()

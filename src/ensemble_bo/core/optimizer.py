@@ -181,6 +181,16 @@ class GridSearch(Optimizer):
         self._next += size
         return [Suggestion(config, self.space.encode(config)) for config in configs]
 
+    def skip_proposed(self, configs: Sequence[Mapping[str, Any]]) -> None:
+        # Past the last grid configuration taken back.
+        taken = [
+            offset
+            for offset, config in enumerate(self._grid[self._next :])
+            if config in configs
+        ]
+        if taken:
+            self._next += taken[-1] + 1
+
 
 HYPERPARAMETER_MODES = ("ml2", "map", "slice")
 ACQUISITIONS = ("ei", "ucb")

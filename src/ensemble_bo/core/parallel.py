@@ -24,6 +24,7 @@ search resumes without training its finished trials again.
 from __future__ import annotations
 
 import asyncio
+import math
 import os
 import queue
 import time
@@ -186,20 +187,23 @@ class LocalProcessRunner:
     def close(self) -> None:
         self._threads.shutdown(wait=False, cancel_futures=True)
         for each in self._evaluators:
-            each.close()  # kills a fit still running
+            each.close()  # at once: a fit still running is killed
 
 
 # Seconds a Dask trial may take beyond its limit for sending the task and its
 # result, before the runner cancels it.
 DASK_TRANSFER_SLACK = 2.0
+# Seconds a run waits for a first worker to join the scheduler it connects to.
+DASK_WORKER_WAIT = 120.0
 
 
 @dataclass(frozen=True)
 class _DaskTrial:
     ticket: int
-    started: float
+    config: dict[str, Any]
     limit: float | None  # seconds; None: none
     cut_by: str  # what the error of a trial cut at its limit says
+    started: float = math.nan  # when it was sent to the cluster
 
     @property
     def deadline(self) -> float:
@@ -213,25 +217,35 @@ def _held_on_the_cluster(value: Any) -> Any:
     return value
 
 
+def hold_on_cluster(client: Any, value: Any) -> Any:
+    """A future of `value` on the cluster that outlives the worker holding it.
+
+    A task, not scattered data: the scheduler keeps its argument and computes
+    it again when the worker holding it dies or is restarted (scattered data
+    would be lost for good, and Dask's memory manager keeps one replica of
+    broadcast data). Workers fetch it from each other as tasks need it.
+    """
+    with warnings.catch_warnings():
+        # The data are meant to be in this task's argument.
+        warnings.filterwarnings("ignore", "Sending large graph")
+        return client.submit(_held_on_the_cluster, value, pure=False)
+
+
 async def _end_worker_process() -> None:
     # A coroutine: Dask runs only those without waiting for an answer.
     os._exit(1)
 
 
 class DaskRunner:
-    """Trials as tasks on a Dask cluster, the evaluator's data sent once.
+    """Trials as tasks on a Dask cluster, the evaluator's data sent once
+    (`hold_on_cluster`).
 
-    The data are tasks, not scattered data: the scheduler keeps their
-    arguments and computes them again when the worker holding them dies or is
-    restarted (scattered data would be lost for good, and Dask's memory
-    manager keeps one replica of broadcast data). Workers fetch them from each
-    other as trials need them.
-
-    At most `n_workers` trials are submitted at a time (the search's loop sees
-    to it), so a trial starts as soon as it is submitted and its limit counts
-    from there. Dask cannot stop a running task: a trial past its limit is a
-    failed trial at once, and the worker running it is ended so that its
-    nanny starts a fresh one.
+    A trial is sent to the cluster when one of its worker threads is free,
+    so its time limit counts from when it starts (n_workers above the
+    cluster's threads: the rest wait here, in the order submitted). Dask
+    cannot stop a running task: a trial past its limit is a failed trial at
+    once, and the worker running it is ended so that its nanny starts a
+    fresh one.
     """
 
     def __init__(
@@ -240,32 +254,45 @@ class DaskRunner:
         self.client = client
         self.n_workers = n_workers
         self._evaluator = evaluator
-        with warnings.catch_warnings():
-            # The data are meant to be in these tasks' arguments.
-            warnings.filterwarnings("ignore", "Sending large graph")
-            self._data = [
-                client.submit(_held_on_the_cluster, array, pure=False)
-                for array in (evaluator.X, evaluator.y, evaluator.fold_ids)
-            ]
+        self._data = [
+            hold_on_cluster(client, array)
+            for array in (evaluator.X, evaluator.y, evaluator.fold_ids)
+        ]
+        self._waiting: deque[_DaskTrial] = deque()
         self._running: dict[Any, _DaskTrial] = {}
         self._submitted = 0
 
     def submit(self, ticket: int, config: dict[str, Any]) -> None:
-        evaluator = self._evaluator
         limit, cut_by = trial_limit(
-            evaluator.time_limit, evaluator.time_budget, first=not self._submitted
+            self._evaluator.time_limit,
+            self._evaluator.time_budget,
+            first=not self._submitted,
         )
         self._submitted += 1
-        future = self.client.submit(
-            _evaluate,
-            evaluator.model_factory,
-            evaluator.algorithm,
-            dict(config),
-            evaluator.random_state,
-            *self._data,
-            pure=False,
-        )
-        self._running[future] = _DaskTrial(ticket, time.monotonic(), limit, cut_by)
+        self._waiting.append(_DaskTrial(ticket, dict(config), limit, cut_by))
+        self._send()
+
+    def _send(self) -> None:
+        """Send waiting trials to the cluster's free worker threads."""
+        if not self._waiting:
+            return
+        threads = sum(self.client.nthreads().values())
+        if not self._running and not threads:  # every worker gone: wait for one
+            self.client.wait_for_workers(1, timeout=DASK_WORKER_WAIT)
+            threads = sum(self.client.nthreads().values())
+        evaluator = self._evaluator
+        while self._waiting and len(self._running) < max(threads, 1):
+            trial = self._waiting.popleft()
+            future = self.client.submit(
+                _evaluate,
+                evaluator.model_factory,
+                evaluator.algorithm,
+                trial.config,
+                evaluator.random_state,
+                *self._data,
+                pure=False,
+            )
+            self._running[future] = replace(trial, started=time.monotonic())
 
     def next_finished(self) -> tuple[int, TrialResult]:
         # distributed takes seconds to import: only Dask runs pay for it.
@@ -287,14 +314,18 @@ class DaskRunner:
             # Of trials ending together, the earliest proposed first.
             future = min(done, key=lambda f: self._running[f].ticket)
             trial = self._running.pop(future)
-            return trial.ticket, self._result(future, trial)
-        future = min(self._running, key=lambda f: self._running[f].deadline)
-        trial = self._running.pop(future)
-        seconds = time.monotonic() - trial.started
-        self._stop(future)
-        return trial.ticket, TrialResult(
-            None, seconds, f"TimeoutError: fit {trial.cut_by}"
-        )
+            outcome = self._result(future, trial)
+        else:
+            future = min(self._running, key=lambda f: self._running[f].deadline)
+            trial = self._running.pop(future)
+            outcome = TrialResult(
+                None,
+                time.monotonic() - trial.started,
+                f"TimeoutError: fit {trial.cut_by}",
+            )
+            self._stop(future)
+        self._send()
+        return trial.ticket, outcome
 
     @staticmethod
     def _result(future: Any, trial: _DaskTrial) -> TrialResult:
@@ -309,17 +340,20 @@ class DaskRunner:
 
     def _stop(self, future: Any) -> None:
         """Cancel a trial past its limit and end the worker process running it."""
-        workers = [
-            worker
-            for worker, keys in self.client.processing().items()
-            if future.key in keys
-        ]
-        future.cancel()
-        if workers:
-            # Ended at once, not closed: the fit would hold a graceful close for
-            # seconds. Its nanny starts a new worker; without a nanny the
-            # cluster goes on with one worker fewer.
-            self.client.run(_end_worker_process, workers=workers, wait=False)
+        try:
+            workers = [
+                worker
+                for worker, keys in self.client.processing().items()
+                if future.key in keys
+            ]
+            future.cancel()
+            if workers:
+                # Ended at once, not closed: the fit would hold a graceful close
+                # for seconds. Its nanny starts a new worker; without a nanny
+                # the cluster goes on with one worker fewer.
+                self.client.run(_end_worker_process, workers=workers, wait=False)
+        except Exception:  # noqa: BLE001, S110 - a worker already gone; the trial is failed either way
+            pass
 
     def recorded_trials(self) -> list[tuple[dict[str, Any], TrialResult]]:
         return []
@@ -328,6 +362,7 @@ class DaskRunner:
         for future in [*self._running, *self._data]:
             future.cancel()
         self._running.clear()
+        self._waiting.clear()
 
 
 class ReplayingRunner:
@@ -340,7 +375,8 @@ class ReplayingRunner:
     proposals depend on which trial ended first): the recorded trials are
     given back once, in their order, for the search to take as finished
     (`recorded_trials`), and new ones are recorded after them as they end.
-    A replayed trial is charged to `time_budget` at the seconds it took.
+    A replayed trial is charged to `time_budget` at the seconds it took over
+    `n_workers`, the trials that trained side by side.
     """
 
     def __init__(
@@ -378,8 +414,9 @@ class ReplayingRunner:
         return [(entry.config, entry.result) for entry in completions]
 
     def _charge(self, result: TrialResult) -> None:
+        # Trials that trained side by side took about 1/n_workers of their sum.
         if self.time_budget is not None:
-            self.time_budget.charge(result.fit_seconds)
+            self.time_budget.charge(result.fit_seconds / self.n_workers)
 
     def submit(self, ticket: int, config: dict[str, Any]) -> None:
         entry = self._recorded.get(ticket)
@@ -430,7 +467,15 @@ def trial_runner(
             runner.close()
         return
     with dask_client(parallel) as client:
-        n_workers = parallel.n_workers or max(1, sum(client.nthreads().values()))
+        try:
+            client.wait_for_workers(1, timeout=DASK_WORKER_WAIT)
+        except TimeoutError:
+            raise RuntimeError(
+                f"no Dask worker joined the scheduler at {client.scheduler.address} "
+                f"within {DASK_WORKER_WAIT:g} s: start workers with "
+                f"`dask worker {client.scheduler.address}`"
+            ) from None
+        n_workers = parallel.n_workers or sum(client.nthreads().values())
         runner = DaskRunner(client, evaluator, n_workers)
         try:
             yield runner

@@ -675,10 +675,12 @@ class EsmboSearch(PoolSearch):
             self._draw_replicas(1.0)
 
     def _begin_iteration(self, iteration: int, pool: Pool) -> int:
+        # The pool's size, not the iteration: a parallel search proposes
+        # iterations past the trials that have ended.
         if (
             self.rho_setting == "auto"
             and not self._rho_tuned
-            and iteration >= self.rho_tuned_at
+            and len(pool) >= self.rho_tuned_at
         ):
             self._tune_rho(pool)
         self._replica = iteration % len(self.replica_weights)

@@ -20,7 +20,12 @@ from joblib import Parallel, delayed
 from ensemble_bo.core.evaluation import exit_when_parent_dies
 from ensemble_bo.core.grid import Cell, grid_cells, parse_settings, run_cell
 from ensemble_bo.core.journal import JournalFolder
-from ensemble_bo.core.parallel import ParallelSettings, dask_client, scheduler_address
+from ensemble_bo.core.parallel import (
+    ParallelSettings,
+    dask_client,
+    hold_on_cluster,
+    scheduler_address,
+)
 from ensemble_bo.events import CellEnded, publish
 
 logger = logging.getLogger(__name__)
@@ -62,7 +67,8 @@ def _cells_on_dask(
 ) -> Iterator[dict[str, Any]]:
     """Each cell a task of the cluster `parallel` names, records as they finish.
 
-    Every dataset is sent to the workers once. Cells are the unit of work: a
+    Every dataset is sent to the cluster once. A cell whose task fails (its
+    worker died past Dask's retries) is a failed cell. Cells are the unit of work: a
     cell's search trains its trials one at a time on the worker that runs it
     (core.grid.cell_settings), so the cluster's slots are never asked for by
     a cell and a search at once.
@@ -73,24 +79,29 @@ def _cells_on_dask(
     from distributed import as_completed  # noqa: PLC0415
 
     with dask_client(parallel) as client:
-        scattered = {
-            name: client.scatter(frame, broadcast=True)
-            for name, frame in frames.items()
-        }
-        futures = [
+        held = {name: hold_on_cluster(client, frame) for name, frame in frames.items()}
+        futures = {
             client.submit(
                 run_cell,
                 cell,
-                scattered[cell.dataset],
+                held[cell.dataset],
                 data_processing,
                 checkpoints,
                 key=f"cell-{cell.key}",
                 pure=False,
-            )
+            ): cell
             for cell in cells
-        ]
+        }
         for future in as_completed(futures):
-            yield future.result()
+            try:
+                yield future.result()
+            except Exception as error:  # noqa: BLE001 - a cell whose worker died: the grid goes on
+                yield {
+                    **futures[future].coordinates,
+                    "status": "failed",
+                    "error": f"{type(error).__name__}: {error}",
+                    "cv_loss_curve": [],
+                }
 
 
 def run_benchmark(
