@@ -4,6 +4,7 @@ scripted runner, the local and Dask runners on real processes, and resume."""
 from __future__ import annotations
 
 import heapq
+import importlib
 import os
 import time
 
@@ -316,8 +317,18 @@ def parallel_settings(parallel, budget=8):
 
 @pytest.fixture(scope="module")
 def local_cluster():
-    """A LocalCluster of 2 worker processes (with nannies), as `dask` starts one."""
-    with dask_client(ParallelSettings("dask", 2)) as client:
+    """A LocalCluster of 2 worker processes (with nannies), as `dask` starts one.
+
+    Its scheduler gives a task up at the first worker that dies running it
+    (Dask's default retries it on 3 more), so that the test of a fit that
+    kills its worker costs one restart, not four.
+    """
+    import dask  # noqa: PLC0415
+
+    with (
+        dask.config.set({"distributed.scheduler.allowed-failures": 0}),
+        dask_client(ParallelSettings("dask", 2)) as client,
+    ):
         client.wait_for_workers(2, timeout=120)
         yield client
 
@@ -382,9 +393,9 @@ def test_a_dask_trial_past_its_limit_fails_and_its_worker_is_replaced(local_clus
 
 
 def test_a_dask_trial_whose_worker_dies_is_a_failed_trial_not_a_crash(local_cluster):
-    # The fit kills its worker each time Dask retries it (allowed-failures, 3
-    # by default), until Dask gives it up as KilledWorker; the other trial and
-    # the cluster live on.
+    # The fit kills its worker (each time Dask retries it, until its
+    # allowed-failures are spent): KilledWorker; the other trial and the
+    # cluster live on.
     runner = DaskRunner(local_cluster, probe_evaluator(), 2)
     runner.submit(0, {"probe": "exit"})
     runner.submit(1, {"max_depth": 3})
@@ -449,11 +460,14 @@ def test_closing_local_workers_kills_a_fit_still_running():
 def test_dask_trials_queued_behind_busy_workers_get_their_whole_time_limit(
     local_cluster,
 ):
-    # 4 trials of 4 s (0.8 s a fold) on 2 worker threads, each limited to 5 s:
-    # the last two wait 4 s for a thread, which their limit does not count.
-    runner = DaskRunner(local_cluster, probe_evaluator(time_limit=5.0), 4)
-    for ticket in range(4):
-        runner.submit(ticket, {"probe": "sleep", "seconds": 0.8})
-    results = dict(runner.next_finished() for _ in range(4))
+    # 6 trials of 3 s (0.6 s a fold) on 2 worker threads, each limited to 5 s:
+    # the last two wait 6 s for a thread, which their limit does not count.
+    local_cluster.wait_for_workers(2, timeout=120)
+    # a restarted worker's first task imports the model's module: not here
+    local_cluster.run(importlib.import_module, "tests.core.test_evaluation")
+    runner = DaskRunner(local_cluster, probe_evaluator(time_limit=5.0), 6)
+    for ticket in range(6):
+        runner.submit(ticket, {"probe": "sleep", "seconds": 0.6})
+    results = dict(runner.next_finished() for _ in range(6))
     assert all(result.ok for result in results.values()), results
     runner.close()

@@ -352,6 +352,12 @@ class DaskRunner:
                 # for seconds. Its nanny starts a new worker; without a nanny
                 # the cluster goes on with one worker fewer.
                 self.client.run(_end_worker_process, workers=workers, wait=False)
+                # Until the scheduler has seen it go, it would take the next trial.
+                deadline = time.monotonic() + DASK_TRANSFER_SLACK
+                while set(workers) & set(self.client.nthreads()):
+                    if time.monotonic() > deadline:
+                        break
+                    time.sleep(0.01)
         except Exception:  # noqa: BLE001, S110 - a worker already gone; the trial is failed either way
             pass
 
