@@ -143,6 +143,20 @@ def test_sync_mode_proposes_a_batch_of_n_workers_and_takes_it_in_proposal_order(
         )
 
 
+@pytest.mark.parametrize(("mode", "fits"), [("sync", 3), ("async", 6)])
+def test_a_batch_fits_the_gp_hyperparameters_once(mode, fits):
+    # budget 10, design 4: 6 model-based proposals; sync asks them in the
+    # batches 2-4 of (3, 3, 3, 1), async one per trial that ended (each a new
+    # observation)
+    search = segor()
+    model = search.optimizer._model
+    calls = []
+    fit = model.fit
+    model.fit = lambda X, y: calls.append(len(X)) or fit(X, y)
+    search.run(10, runner=ScriptedRunner(3, (1.0, 2.0, 1.5)), mode=mode)
+    assert len(calls) == fits
+
+
 def test_sync_mode_gives_the_same_ensemble_twice_whatever_the_completion_order():
     first = segor().run(12, runner=ScriptedRunner(3, (1.0, 2.0, 3.0)), mode="sync")
     second = segor().run(12, runner=ScriptedRunner(3, (3.0, 1.0, 1.5)), mode="sync")

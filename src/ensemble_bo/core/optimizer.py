@@ -245,6 +245,7 @@ class GPEIOptimizer(Optimizer):
             :n_initial
         ]
         self._initial_asked = 0
+        self._fitted_at = -1  # told points when the GP was last fitted
         gp_seed = int(seeds[1].generate_state(1)[0])
         if hyperparameters in ("ml2", "map"):
             self._model = GaussianProcess(
@@ -298,20 +299,34 @@ class GPEIOptimizer(Optimizer):
         if taken:
             self._initial_asked += taken[-1] + 1
 
-    def _posteriors(self, X: np.ndarray, y: np.ndarray) -> list[GaussianProcess]:
-        """One GP posterior (ML-II, MAP) or one per hyperparameter sample (slice)."""
-        self._model.fit(X, y)
-        if isinstance(self._model, GaussianProcess):
-            return [self._model]
-        return [
-            GaussianProcess().condition(X, y, sample) for sample in self._model.samples
-        ]
+    def _posteriors(
+        self, X: np.ndarray, y: np.ndarray, keep_hyperparameters: bool = False
+    ) -> list[GaussianProcess]:
+        """One GP posterior (ML-II, MAP) or one per hyperparameter sample (slice).
+
+        keep_hyperparameters: when nothing was told since the last fit, condition
+        on `y` with that fit's hyperparameters instead of fitting them again.
+        """
+        single = isinstance(self._model, GaussianProcess)
+        if keep_hyperparameters and self._fitted_at == len(self._X):
+            samples = [self._model.hyperparameters] if single else self._model.samples
+        else:
+            self._model.fit(X, y)
+            self._fitted_at = len(self._X)
+            if single:
+                return [self._model]
+            samples = self._model.samples
+        return [GaussianProcess().condition(X, y, sample) for sample in samples]
 
     def _propose_by_model(
         self, X: np.ndarray, y: np.ndarray, size: int, pending: list[np.ndarray]
     ) -> list[Suggestion]:
         try:
-            posteriors = self._posteriors(X, y)
+            # A proposal asked while others train, with nothing told since the
+            # last one (the rest of a sync batch), keeps that fit's
+            # hyperparameters on its own targets: one fit per batch, as a
+            # batch of q asked at once has.
+            posteriors = self._posteriors(X, y, keep_hyperparameters=bool(pending))
         except (ValueError, np.linalg.LinAlgError) as error:
             warnings.warn(
                 f"GP fit failed ({error}); suggesting random points", stacklevel=4
