@@ -30,6 +30,7 @@ from ensemble_bo.core.time_budget import TimeBudget
 from ensemble_bo.core.validation import InvalidInput, check_settings
 from tests.core.test_esmbo_and_presets import TABLE, esmbo, hand_tuned_rho
 from tests.core.test_evaluation import _probe_factory
+from tests.core.test_journal import stop_after
 from tests.core.test_strategies import FOLDS, SPACE, Y, synthetic_evaluator
 from tests.core.test_time_budget import FakeClock
 from tests.support import cheap_parameters
@@ -220,19 +221,9 @@ def test_esmbo_tunes_auto_rho_on_its_first_trials_however_many_are_running():
 
 
 def test_a_stopped_search_keeps_its_pool_in_either_mode():
-    class Stop(Exception):
-        pass
-
-    def stop_at(iteration):
-        def callback(record):
-            if record.iteration == iteration:
-                raise Stop
-
-        return callback
-
     for mode in ("sync", "async"):
         with pytest.raises(SearchInterrupted) as stopped:
-            segor().run(12, [stop_at(5)], runner=ScriptedRunner(3), mode=mode)
+            segor().run(12, [stop_after(5)], runner=ScriptedRunner(3), mode=mode)
         assert len(stopped.value.result.pool) == 6
 
 
@@ -250,12 +241,8 @@ def test_a_stopped_parallel_search_resumes_without_retraining(tmp_path, mode):
     journal = TrialJournal(tmp_path / mode)
     durations = (2.0, 1.0, 1.5)
 
-    def stop_at_7(record):
-        if record.iteration == 7:
-            raise KeyboardInterrupt
-
     with pytest.raises(SearchInterrupted):
-        journaled_run(journal, 12, mode, ScriptedRunner(3, durations), [stop_at_7])
+        journaled_run(journal, 12, mode, ScriptedRunner(3, durations), [stop_after(7)])
     recorded = journal.recorded()
     # the trials that had ended, and (sync) those of the batch that ended later
     assert len(journal.entries()) >= 8
