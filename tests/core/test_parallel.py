@@ -7,8 +7,10 @@ import heapq
 import importlib
 import os
 import time
+from types import SimpleNamespace
 
 import numpy as np
+import pandas as pd
 import pytest
 
 from ensemble_bo.core.evaluation import CrossValidationEvaluator
@@ -472,3 +474,27 @@ def test_dask_trials_queued_behind_busy_workers_get_their_whole_time_limit(
     results = dict(runner.next_finished() for _ in range(6))
     assert all(result.ok for result in results.values()), results
     runner.close()
+
+
+def _end_the_worker(cell, *args):
+    os._exit(1)
+
+
+def test_a_benchmark_cell_whose_worker_dies_is_a_failed_cell(
+    local_cluster, monkeypatch, tmp_path
+):
+    from ensemble_bo.pipelines.benchmark import nodes  # noqa: PLC0415
+
+    monkeypatch.setattr(nodes, "run_cell", _end_the_worker)
+    cell = SimpleNamespace(
+        key="a-cell", dataset="d", coordinates={"key": "a-cell", "method": "smbo"}
+    )
+    on_the_cluster = ParallelSettings(
+        "dask", None, local_cluster.scheduler.address, "sync"
+    )
+    (record,) = nodes._cells_on_dask(
+        on_the_cluster, [cell], {"d": pd.DataFrame({"x": [1.0]})}, {}, tmp_path
+    )
+    assert record["status"] == "failed" and "KilledWorker" in record["error"]
+    assert record["key"] == "a-cell" and record["cv_loss_curve"] == []
+    local_cluster.wait_for_workers(2, timeout=120)
