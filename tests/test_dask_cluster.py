@@ -241,6 +241,9 @@ def test_kedro_run_segor_on_a_local_cluster_of_two_workers(tmp_path):
         check=False,
     )
     assert completed.returncode == 0, completed.stderr[-3000:]
+    # as quiet as a serial run: Dask's start-up and shut-down lines stay out
+    output = completed.stdout + completed.stderr
+    assert "Start worker" not in output and "distributed." not in output, output
     from mlflow.tracking import MlflowClient  # noqa: PLC0415
 
     client = MlflowClient(store)

@@ -24,6 +24,7 @@ search resumes without training its finished trials again.
 from __future__ import annotations
 
 import asyncio
+import logging
 import math
 import os
 import queue
@@ -489,6 +490,22 @@ def trial_runner(
             runner.close()
 
 
+# Where Dask reads the level of its `distributed` loggers, when it is imported.
+DASK_LOG_LEVEL_VARIABLE = "DASK_LOGGING__DISTRIBUTED"
+
+
+def _quiet_dask_logs() -> None:
+    """Dask's warnings only, unless the user set its level.
+
+    Dask logs every worker's and connection's start and stop at INFO, on
+    handlers of its own (a run's console shows warnings and the run's own
+    lines). The worker processes a LocalCluster spawns read the variable.
+    """
+    if DASK_LOG_LEVEL_VARIABLE not in os.environ:
+        os.environ[DASK_LOG_LEVEL_VARIABLE] = "warning"
+        logging.getLogger("distributed").setLevel(logging.WARNING)
+
+
 def scheduler_address(parallel: ParallelSettings) -> str | None:
     """The scheduler a Dask run connects to; None: it starts a LocalCluster."""
     return parallel.address or os.environ.get(ADDRESS_VARIABLE) or None
@@ -501,6 +518,7 @@ def dask_client(parallel: ParallelSettings) -> Iterator[Any]:
     from distributed import Client, LocalCluster  # noqa: PLC0415
 
     address = scheduler_address(parallel)
+    _quiet_dask_logs()
     if address is not None:
         with Client(address) as client:
             yield client
