@@ -327,6 +327,8 @@ def local_cluster():
     kills its worker costs one restart, not four.
     """
     import dask  # noqa: PLC0415
+    import distributed  # noqa: F401, PLC0415 - its defaults in dask's config first:
+    # leaving `set` would otherwise drop the whole `distributed` section
 
     with (
         dask.config.set({"distributed.scheduler.allowed-failures": 0}),
