@@ -376,20 +376,41 @@ def test_a_resumed_random_search_draws_on_past_the_trials_it_takes_back():
     assert resumed.ask().config == drawn[4]
 
 
-def test_a_resumed_gp_search_goes_on_past_the_design_points_it_takes_back():
+def test_a_resumed_gp_search_proposes_the_design_points_it_did_not_take_back():
     first = GPEIOptimizer(SPACE, seed=4, n_initial=6)
     design = [first.ask().config for _ in range(6)]
     resumed = GPEIOptimizer(SPACE, seed=4, n_initial=6)
-    resumed.skip_proposed([design[2], design[0]])  # design[1] was lost, still running
-    assert resumed.ask().config == design[3]
+    # 0 and 2 ended; 1 was still running when the search stopped: it comes back
+    resumed.skip_proposed([design[2], design[0]])
+    assert [resumed.ask().config for _ in range(4)] == [design[i] for i in (1, 3, 4, 5)]
     untouched = GPEIOptimizer(SPACE, seed=4, n_initial=6)
     untouched.skip_proposed([{"x": 123.0}])  # not of its design: nothing skipped
     assert untouched.ask().config == design[0]
 
 
-def test_a_resumed_grid_search_goes_on_past_the_grid_points_it_takes_back():
+def test_a_design_that_repeats_a_configuration_keeps_the_repeat_not_taken_back():
+    # A discrete space: design points 1 and 6 decode to one configuration.
+    space = SearchSpace.from_dict(
+        {
+            "k": {"type": "categorical", "choices": ["a", "b", "c"]},
+            "n": {"type": "int", "low": 1, "high": 3},
+        }
+    )
+    first = GPEIOptimizer(space, seed=0, n_initial=8)
+    design = [first.ask().config for _ in range(8)]
+    repeats = [i for i in range(2, 8) if design[i] in design[:2]]
+    assert repeats  # the case this test is about
+    resumed = GPEIOptimizer(space, seed=0, n_initial=8)
+    resumed.skip_proposed(design[:2])  # one match each: the repeat stays
+    assert [resumed.ask().config for _ in range(6)] == design[2:]
+
+
+def test_a_resumed_grid_search_proposes_the_grid_points_it_did_not_take_back():
     first = GridSearch(SPACE, seed=1, points_per_dimension=3)
-    grid = [suggestion.config for suggestion in first.ask_batch(5)]
+    grid = [suggestion.config for suggestion in first.ask_batch(9)]
     resumed = GridSearch(SPACE, seed=1, points_per_dimension=3)
     resumed.skip_proposed([grid[3], grid[1]])
-    assert resumed.ask().config == grid[4]
+    # the whole grid fits in the budget: nothing lost, nothing twice
+    assert [s.config for s in resumed.ask_batch(7)] == [
+        grid[i] for i in (0, 2, 4, 5, 6, 7, 8)
+    ]

@@ -139,6 +139,23 @@ class Optimizer:
 SKIP_DRAWS_BEYOND = 1000
 
 
+def taken_back_first(
+    configs: Sequence[Mapping[str, Any]], taken_back: Sequence[Mapping[str, Any]]
+) -> tuple[list[int], int]:
+    """The order that puts `configs` also in `taken_back` first (each taken-back
+    configuration matches one of them: a discrete space repeats configurations),
+    and how many they are."""
+    unmatched = [dict(config) for config in taken_back]
+    first, rest = [], []
+    for index, config in enumerate(configs):
+        if config in unmatched:
+            unmatched.remove(config)
+            first.append(index)
+        else:
+            rest.append(index)
+    return first + rest, len(first)
+
+
 class RandomSearch(Optimizer):
     """Configurations drawn uniformly from the encoded cube (log scales uniform in log)."""
 
@@ -182,14 +199,11 @@ class GridSearch(Optimizer):
         return [Suggestion(config, self.space.encode(config)) for config in configs]
 
     def skip_proposed(self, configs: Sequence[Mapping[str, Any]]) -> None:
-        # Past the last grid configuration taken back.
-        taken = [
-            offset
-            for offset, config in enumerate(self._grid[self._next :])
-            if config in configs
-        ]
-        if taken:
-            self._next += taken[-1] + 1
+        # Every grid configuration not yet trained stays, in its order.
+        remaining = self._grid[self._next :]
+        order, taken = taken_back_first(remaining, configs)
+        self._grid = self._grid[: self._next] + [remaining[i] for i in order]
+        self._next += taken
 
 
 HYPERPARAMETER_MODES = ("ml2", "map", "slice")
@@ -289,15 +303,17 @@ class GPEIOptimizer(Optimizer):
             )
 
     def skip_proposed(self, configs: Sequence[Mapping[str, Any]]) -> None:
-        # Past the last design point taken back; the design points an async
-        # search had running when it stopped are skipped with it.
-        taken = [
-            offset
-            for offset, point in enumerate(self._initial_design[self._initial_asked :])
-            if self._suggest(point).config in configs
-        ]
-        if taken:
-            self._initial_asked += taken[-1] + 1
+        # The design points not yet trained stay, those still running when the
+        # search stopped included; they come in their order after the others.
+        asked = self._initial_asked
+        remaining = self._initial_design[asked:]
+        order, taken = taken_back_first(
+            [self._suggest(point).config for point in remaining], configs
+        )
+        self._initial_design = np.concatenate(
+            [self._initial_design[:asked], remaining[order]]
+        )
+        self._initial_asked += taken
 
     def _posteriors(
         self, X: np.ndarray, y: np.ndarray, keep_hyperparameters: bool = False
