@@ -286,7 +286,9 @@ class DaskRunner:
             self.client.wait_for_workers(1, timeout=DASK_WORKER_WAIT)
             threads = self.client.nthreads()
         free = Counter(threads)
-        free.subtract(trial.worker for trial in self._running.values())
+        free.subtract(
+            trial.worker for trial in self._running.values() if trial.worker in threads
+        )
         evaluator = self._evaluator
         while self._waiting and len(self._running) < max(sum(threads.values()), 1):
             # the most free threads; among equals, the first address
@@ -314,34 +316,53 @@ class DaskRunner:
         # distributed takes seconds to import: only Dask runs pay for it.
         from distributed import wait as wait_for  # noqa: PLC0415
 
-        first_deadline = min(trial.deadline for trial in self._running.values())
-        try:
-            wait_for(
-                list(self._running),
-                timeout=None
-                if first_deadline == float("inf")
-                else max(0.0, first_deadline - time.monotonic()),
-                return_when="FIRST_COMPLETED",
-            )
-        except Exception:  # noqa: BLE001, S110 - the timeout, or a future the cluster cancelled: both read below
-            pass
-        done = [future for future in self._running if future.done()]
-        if done:
-            # Of trials ending together, the earliest proposed first.
-            future = min(done, key=lambda f: self._running[f].ticket)
-            trial = self._running.pop(future)
-            outcome = self._result(future, trial)
-        else:
+        while True:
+            first_deadline = min(trial.deadline for trial in self._running.values())
+            try:
+                wait_for(
+                    list(self._running),
+                    timeout=None
+                    if first_deadline == float("inf")
+                    else max(0.0, first_deadline - time.monotonic()),
+                    return_when="FIRST_COMPLETED",
+                )
+            except Exception:  # noqa: BLE001, S110 - the timeout, or a future the cluster cancelled: both read below
+                pass
+            done = [future for future in self._running if future.done()]
+            if done:
+                # Of trials ending together, the earliest proposed first.
+                future = min(done, key=lambda f: self._running[f].ticket)
+                trial = self._running.pop(future)
+                outcome = self._result(future, trial)
+                break
             future = min(self._running, key=lambda f: self._running[f].deadline)
-            trial = self._running.pop(future)
-            outcome = TrialResult(
-                None,
-                time.monotonic() - trial.started,
-                f"TimeoutError: fit {trial.cut_by}",
-            )
-            self._stop(future)
+            if not self._restarted_elsewhere(future):
+                trial = self._running.pop(future)
+                outcome = TrialResult(
+                    None,
+                    time.monotonic() - trial.started,
+                    f"TimeoutError: fit {trial.cut_by}",
+                )
+                self._stop(future)
+                break
         self._send()
         return trial.ticket, outcome
+
+    def _restarted_elsewhere(self, future: Any) -> bool:
+        """Whether an overdue trial's worker died, so that Dask started it again
+        on another: its clock then starts again, where it runs now."""
+        trial = self._running[future]
+        if trial.worker is None or trial.worker in self.client.nthreads():
+            return False
+        where = [
+            worker
+            for worker, keys in self.client.processing().items()
+            if future.key in keys
+        ]
+        self._running[future] = replace(
+            trial, started=time.monotonic(), worker=where[0] if where else None
+        )
+        return True
 
     @staticmethod
     def _result(future: Any, trial: _DaskTrial) -> TrialResult:
