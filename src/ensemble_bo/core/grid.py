@@ -409,13 +409,18 @@ def run_cell(
     try:
         record = _finished_cell(cell, raw, data_processing, journals)
     except Exception as error:  # noqa: BLE001 - one broken cell must not stop the grid
-        record = {
-            **cell.coordinates,
-            "status": "failed",
-            "error": f"{type(error).__name__}: {error}",
-            "cv_loss_curve": [],
-        }
+        record = failed_cell(cell, error)
     return {**record, "wall_seconds": time.perf_counter() - start}
+
+
+def failed_cell(cell: Cell, error: BaseException) -> dict[str, Any]:
+    """The record of a cell that raised `error` (not stored: a rerun tries it again)."""
+    return {
+        **cell.coordinates,
+        "status": "failed",
+        "error": f"{type(error).__name__}: {error}",
+        "cv_loss_curve": [],
+    }
 
 
 def _finished_cell(

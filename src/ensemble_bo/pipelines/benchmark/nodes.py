@@ -18,7 +18,13 @@ import pandas as pd
 from joblib import Parallel, delayed
 
 from ensemble_bo.core.evaluation import exit_when_parent_dies
-from ensemble_bo.core.grid import Cell, grid_cells, parse_settings, run_cell
+from ensemble_bo.core.grid import (
+    Cell,
+    failed_cell,
+    grid_cells,
+    parse_settings,
+    run_cell,
+)
 from ensemble_bo.core.journal import JournalFolder
 from ensemble_bo.core.parallel import (
     ParallelSettings,
@@ -96,12 +102,7 @@ def _cells_on_dask(
             try:
                 yield future.result()
             except Exception as error:  # noqa: BLE001 - a cell whose worker died: the grid goes on
-                yield {
-                    **futures[future].coordinates,
-                    "status": "failed",
-                    "error": f"{type(error).__name__}: {error}",
-                    "cv_loss_curve": [],
-                }
+                yield failed_cell(futures[future], error)
 
 
 def run_benchmark(
