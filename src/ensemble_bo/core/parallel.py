@@ -11,11 +11,12 @@ loop runs serially, on `n_workers` local processes or on a Dask cluster
 - `LocalProcessRunner`: `n_workers` evaluators, each with its own worker
   process, so a trial past its time limit is killed without touching the
   others (loky cannot kill one worker of a shared pool);
-- `DaskRunner`: trials as tasks of a `distributed.Client`, the data scattered
-  to the workers once. Dask has no per-task time limit, so the runner cancels
-  a trial past its limit and restarts the worker that ran it (its nanny starts
-  a fresh one); a worker that dies is retried by Dask on another, and a trial
-  whose retries are spent (KilledWorker) is a failed trial.
+- `DaskRunner`: trials as tasks of a `distributed.Client`, the data sent to
+  the cluster once (`hold_on_cluster`), each trial to a worker with a free
+  thread. Dask has no per-task time limit, so the runner fails a trial past
+  its limit and ends the worker process running it (its nanny starts a fresh
+  one); a worker that dies is retried by Dask on another, and a trial whose
+  retries are spent (KilledWorker) is a failed trial.
 
 `ReplayingRunner` wraps any of them with the search's journal, so a stopped
 search resumes without training its finished trials again.
@@ -354,15 +355,19 @@ class DaskRunner:
         trial = self._running[future]
         if trial.worker is None or trial.worker in self.client.nthreads():
             return False
-        where = [
-            worker
-            for worker, keys in self.client.processing().items()
-            if future.key in keys
-        ]
+        where = self._workers_running(future)
         self._running[future] = replace(
             trial, started=time.monotonic(), worker=where[0] if where else None
         )
         return True
+
+    def _workers_running(self, future: Any) -> list[str]:
+        """The workers the scheduler has a trial's task on now."""
+        return [
+            worker
+            for worker, keys in self.client.processing().items()
+            if future.key in keys
+        ]
 
     @staticmethod
     def _result(future: Any, trial: _DaskTrial) -> TrialResult:
@@ -378,11 +383,7 @@ class DaskRunner:
     def _stop(self, future: Any) -> None:
         """Cancel a trial past its limit and end the worker process running it."""
         try:
-            workers = [
-                worker
-                for worker, keys in self.client.processing().items()
-                if future.key in keys
-            ]
+            workers = self._workers_running(future)
             future.cancel()
             if workers:
                 # Ended at once, not closed: the fit would hold a graceful close
