@@ -432,8 +432,9 @@ class _Loop:
         self.single_losses = single_losses
         self.max_initial_failures = max_initial_failures
         self.clock = clock
-        # (iteration, pool size, slot) the optimizer's targets were last set for
-        self._labelled: tuple[int, int, int] | None = None
+        # (iteration, slot) the optimizer's targets were last set for; None once
+        # a trial has ended since (the pool, and so the targets, changed)
+        self._labelled: tuple[int, int] | None = None
         search._forget_sample_losses()
         search._start()
 
@@ -449,7 +450,7 @@ class _Loop:
 
     def _propose(self, iteration: int, running: list[Suggestion]) -> Suggestion:
         slot = self.search._label(iteration, self.pool, self.single_losses)
-        self._labelled = (iteration, len(self.pool), slot)
+        self._labelled = (iteration, slot)
         return self.search.optimizer.ask([each.encoded for each in running])
 
     def _take_recorded(self) -> None:
@@ -497,8 +498,8 @@ class _Loop:
         search, pool, single_losses = self.search, self.pool, self.single_losses
         iteration = len(pool)
         labelled = self._labelled
-        if labelled is not None and labelled[:2] == (iteration, len(pool)):
-            slot = labelled[2]
+        if labelled is not None and labelled[0] == iteration:
+            slot = labelled[1]
         else:
             slot = search._label(iteration, pool, single_losses)
         self._labelled = None
