@@ -12,6 +12,7 @@ from sklearn.model_selection import PredefinedSplit, cross_val_predict
 from sklearn.tree import DecisionTreeRegressor
 
 from ensemble_bo.core.evaluation import CrossValidationEvaluator
+from ensemble_bo.core.parallel import ParallelSettings, trial_runner
 from ensemble_bo.core.time_budget import TimeBudget
 from ensemble_bo.core.zoo import make_model
 
@@ -151,6 +152,62 @@ def test_a_worker_that_dies_is_a_failed_trial_and_the_next_one_runs(limited):
     assert not result.ok and result.oof_predictions is None
     assert result.error.startswith("TerminatedWorkerError")
     assert _worker_pid(limited) != os.getpid()
+
+
+def _limited_on(X, y, fold_ids):
+    return CrossValidationEvaluator(
+        "decision_tree_regressor",
+        X,
+        y,
+        fold_ids,
+        random_state=7,
+        time_limit=LIMIT,
+        model_factory=_probe_factory,
+    )
+
+
+def test_a_released_worker_serves_the_next_evaluator_with_its_own_data(limited):
+    first = _limited_on(X, Y, FOLDS)
+    worker = _worker_pid(first)
+    first.release()
+
+    # Other data (a 3-fold split of half the rows): the parked worker gets them.
+    half = len(X) // 2
+    second = _limited_on(X[:half], Y[:half], np.arange(half) % 3)
+    assert _worker_pid(second) == worker
+    in_process = CrossValidationEvaluator(
+        "decision_tree_regressor", X[:half], Y[:half], np.arange(half) % 3, 7
+    )
+    config = {"max_depth": 3}
+    np.testing.assert_array_equal(
+        second(config).oof_predictions, in_process(config).oof_predictions
+    )
+    second.close()  # killed, not parked: the next evaluator starts a worker
+    third = _limited_on(X, Y, FOLDS)
+    assert _worker_pid(third) not in (worker, os.getpid())
+    third.close()
+
+
+def test_a_serial_search_leaves_its_worker_to_the_next_search(limited):
+    first = _limited_on(X, Y, FOLDS)
+    with trial_runner(ParallelSettings(), first):
+        worker = _worker_pid(first)
+    second = _limited_on(X, Y, FOLDS)
+    assert _worker_pid(second) == worker
+    second.close()
+
+
+def test_a_parked_worker_that_died_is_replaced(limited):
+    first = _limited_on(X, Y, FOLDS)
+    worker = _worker_pid(first)
+    first.release()
+    os.kill(worker, 9)
+    time.sleep(0.5)  # loky's manager sees the death
+
+    second = _limited_on(X, Y, FOLDS)
+    replacement = _worker_pid(second)
+    assert replacement not in (worker, os.getpid())
+    second.close()
 
 
 @pytest.fixture

@@ -160,21 +160,50 @@ def exit_when_parent_dies(
     threading.Thread(target=watch, name="exit-when-parent-dies", daemon=True).start()
 
 
-# Data of the evaluator a worker process serves; set once, when the worker starts.
+# Data of the evaluator a worker process serves now; replaced when the worker
+# passes to another evaluator.
 _worker_data: dict[str, np.ndarray] = {}
 
 
 def _load_worker_data(
-    X: np.ndarray, y: np.ndarray, fold_ids: np.ndarray, parent_pid: int
-) -> None:
-    exit_when_parent_dies(parent_pid)
-    _worker_data.update(X=X, y=y, fold_ids=fold_ids)
-
-
-def _worker_ready(model_factory: ModelFactory) -> bool:
+    X: np.ndarray, y: np.ndarray, fold_ids: np.ndarray, model_factory: ModelFactory
+) -> bool:
     # Receiving the factory imports its module here, in the start-up, rather
     # than in the first evaluation, whose time limit it would eat into.
-    return bool(_worker_data)
+    _worker_data.clear()
+    _worker_data.update(X=X, y=y, fold_ids=fold_ids)
+    return True
+
+
+def _drop_worker_data() -> None:
+    _worker_data.clear()
+
+
+# One idle worker process per process, left by a finished search for the next
+# one: starting a worker (a fresh interpreter that imports scikit-learn) took
+# 3-6 s, half the wall time of a decision-tree benchmark cell, and a benchmark
+# process runs its cells' searches one after another. Keyed by the process id,
+# so that a forked child never takes its parent's worker.
+_parked_workers: dict[int, ProcessPoolExecutor] = {}
+_parked_lock = threading.Lock()
+
+
+def _park_worker(executor: ProcessPoolExecutor) -> None:
+    try:
+        executor.submit(_drop_worker_data)  # not waited for
+    except Exception:  # noqa: BLE001 - a broken worker is not kept
+        executor.shutdown(wait=True, kill_workers=True)
+        return
+    with _parked_lock:
+        replaced = _parked_workers.pop(os.getpid(), None)
+        _parked_workers[os.getpid()] = executor
+    if replaced is not None:
+        replaced.shutdown(wait=True, kill_workers=True)
+
+
+def _take_parked_worker() -> ProcessPoolExecutor | None:
+    with _parked_lock:
+        return _parked_workers.pop(os.getpid(), None)
 
 
 def _evaluate_in_worker(
@@ -248,7 +277,9 @@ class CrossValidationEvaluator:
     well. A finished evaluation reports the fit time measured in the worker,
     like the in-process path, and the same predictions. One evaluation runs at
     a time per evaluator; call `close()` to stop the worker early (it also
-    stops when the evaluator is garbage-collected or the interpreter exits).
+    stops when the evaluator is garbage-collected or the interpreter exits), or
+    `release()` at the end of a search to leave it to the next evaluator of this
+    process, which then sends its own data instead of starting a worker.
 
     time_budget: the search's wall-time budget, shared with the search loop.
     While it runs, each evaluation's limit is the smaller of `time_limit` and
@@ -333,6 +364,14 @@ class CrossValidationEvaluator:
         fails); a later call starts a new one."""
         self._kill_worker()
 
+    def release(self) -> None:
+        """Leave the worker process, idle, to the next evaluator of this process,
+        which sends it its own data instead of starting one; call it only when
+        no evaluation is running (a search that has ended)."""
+        executor, self._executor = self._executor, None
+        if executor is not None:
+            _park_worker(executor)
+
     def _evaluate_in_worker_process(self, config: dict[str, Any]) -> TrialResult:
         start = time.perf_counter()
         try:
@@ -375,18 +414,34 @@ class CrossValidationEvaluator:
             raise
 
     def _ready_worker(self) -> ProcessPoolExecutor:
-        """The worker, started (with the data loaded) if it was not yet."""
+        """The worker holding this evaluator's data: a parked one, or a new one.
+
+        The data are sent here, so that sending them does not count in the limit.
+        """
         if self._executor is None:
+            parked = _take_parked_worker()
+            if parked is not None:
+                try:
+                    return self._send_data(parked)
+                except Exception:  # noqa: BLE001 - it died while parked: start anew
+                    parked.shutdown(wait=True, kill_workers=True)
             self._executor = ProcessPoolExecutor(
                 max_workers=1,
-                initializer=_load_worker_data,
                 # The worker exits when this process dies, even by SIGKILL.
-                initargs=(self.X, self.y, self.fold_ids, os.getpid()),
+                initializer=exit_when_parent_dies,
+                initargs=(os.getpid(),),
             )
-            # Wait for the start-up here, so that it does not count in the limit.
-            if not self._executor.submit(_worker_ready, self.model_factory).result():
-                raise RuntimeError("the worker did not receive its data")
+            self._send_data(self._executor)
         return self._executor
+
+    def _send_data(self, executor: ProcessPoolExecutor) -> ProcessPoolExecutor:
+        self._executor = executor
+        loaded = executor.submit(
+            _load_worker_data, self.X, self.y, self.fold_ids, self.model_factory
+        )
+        if not loaded.result():
+            raise RuntimeError("the worker did not receive its data")
+        return executor
 
     def _kill_worker(self) -> None:
         executor, self._executor = self._executor, None

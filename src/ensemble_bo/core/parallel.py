@@ -501,7 +501,9 @@ def trial_runner(
         try:
             yield SerialRunner(evaluator)
         finally:
-            evaluator.close()
+            # No evaluation runs here any more: a serial runner's end in the
+            # middle of one (an interrupt) has killed its worker already.
+            evaluator.release()
         return
     if parallel.backend == "local":
         runner = LocalProcessRunner(evaluator, parallel.n_workers)
