@@ -20,8 +20,13 @@ model space and budget, and prints, for every method:
 Grids run with other settings (which the pipeline stores beside the first, under
 the same method names) are told apart by copying each grid's cells to a folder
 of its own and naming it with a suffix: --cells base/ --cells bfgs/=+bfgs.
+With --against-unsuffixed each suffixed method is compared with the same method
+of the unsuffixed store (`segor:f-m+bfgs` against `segor:f-m`): a setting
+against the default, without the cross pairs --baselines would add.
 
-Writes benchmarks/results/<name>.md and <name>.json.
+Writes benchmarks/results/<name>.md and <name>.json, and <name>_cells.csv with
+every compared cell, so that the tables can be recomputed once the cell store
+is gone.
 """
 
 from __future__ import annotations
@@ -131,6 +136,16 @@ def against(cells: pd.DataFrame, method: str, baseline: str) -> dict[str, float]
     }
 
 
+def unsuffixed_pairs(methods: list[str], suffixes: list[str]) -> list[tuple[str, str]]:
+    """(method, the same method without its store's suffix) for each suffixed method."""
+    return [
+        (method, method.removesuffix(suffix))
+        for method in methods
+        for suffix in suffixes
+        if suffix and method.endswith(suffix)
+    ]
+
+
 def _records(frame: pd.DataFrame) -> list[dict]:
     """Rows as plain JSON values, NaN as null (strict JSON has no NaN)."""
     return [
@@ -142,7 +157,12 @@ def _records(frame: pd.DataFrame) -> list[dict]:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--model", required=True, help="the cells' model space")
-    parser.add_argument("--baselines", nargs="+", required=True)
+    parser.add_argument("--baselines", nargs="+", default=[])
+    parser.add_argument(
+        "--against-unsuffixed",
+        action="store_true",
+        help="compare each suffixed method with its unsuffixed name",
+    )
     parser.add_argument("--name", required=True, help="results file name")
     parser.add_argument("--budget", type=int, default=50)
     parser.add_argument(
@@ -164,21 +184,25 @@ def main() -> None:
     ]
     cells = load_cells(folders, args.model, args.budget)
     methods = args.methods or sorted(cells["method"].unique())
-    unknown = sorted(set(methods + args.baselines) - set(cells["method"]))
+    pairs = [
+        (method, baseline)
+        for baseline in args.baselines
+        for method in methods
+        if method != baseline
+    ]
+    if args.against_unsuffixed:
+        pairs += unsuffixed_pairs(methods, [suffix for _, suffix in folders])
+    if not pairs:
+        raise SystemExit("nothing to compare: give --baselines or --against-unsuffixed")
+    compared = list(dict.fromkeys(methods + [baseline for _, baseline in pairs]))
+    unknown = sorted(set(compared) - set(cells["method"]))
     if unknown:
         raise SystemExit(
             f"no cells of {unknown}; the store has {sorted(cells['method'].unique())}"
         )
-    cells = cells[cells["method"].isin(methods + args.baselines)]
-    comparisons = pd.DataFrame(
-        [
-            against(cells, method, baseline)
-            for baseline in args.baselines
-            for method in methods
-            if method != baseline
-        ]
-    )
-    table = method_table(cells, list(dict.fromkeys(methods + args.baselines)))
+    cells = cells[cells["method"].isin(compared)]
+    comparisons = pd.DataFrame([against(cells, *pair) for pair in pairs])
+    table = method_table(cells, compared)
     lines = [
         f"# {args.name}: model space `{args.model}`, budget {args.budget}",
         "",
@@ -205,6 +229,9 @@ def main() -> None:
             },
             indent=1,
         )
+    )
+    cells.sort_values(["dataset", "method", "repetition"]).to_csv(
+        RESULTS / f"{args.name}_cells.csv", index=False
     )
     print("\n".join(lines))  # noqa: T201
 

@@ -92,3 +92,49 @@ def test_methods_that_share_no_cell_are_reported_not_compared(tmp_path):
         "baseline": "base",
         "cells": 0,
     }
+
+
+def test_each_setting_is_compared_with_the_default_and_every_cell_is_written(
+    tmp_path, monkeypatch
+):
+    base, slice_, bfgs = (tmp_path / name for name in ("base", "slice", "bfgs"))
+    for folder in (base, slice_, bfgs):
+        folder.mkdir()
+    store(base, {("sego", "a", 0): 0.2, ("smbo", "a", 0): 0.3})
+    store(slice_, {("sego", "a", 0): 0.1, ("smbo", "a", 0): 0.4})
+    store(bfgs, {("sego", "a", 0): 0.2})
+    assert cell_comparison.unsuffixed_pairs(
+        ["sego", "sego+slice", "smbo+slice", "sego+bfgs"], ["", "+slice", "+bfgs"]
+    ) == [("sego+slice", "sego"), ("smbo+slice", "smbo"), ("sego+bfgs", "sego")]
+
+    results = tmp_path / "results"
+    monkeypatch.setattr(cell_comparison, "RESULTS", results)
+    monkeypatch.setattr(
+        "sys.argv",
+        ["cell_comparison.py", "--model", "space", "--name", "modes",
+         "--against-unsuffixed", "--cells", str(base),
+         "--cells", f"{slice_}=+slice", "--cells", f"{bfgs}=+bfgs"],
+    )  # fmt: skip
+    cell_comparison.main()
+    comparisons = json.loads((results / "modes.json").read_text())["comparisons"]
+    assert [
+        (row["method"], row["baseline"], row["win rate"]) for row in comparisons
+    ] == [
+        ("sego+bfgs", "sego", 0.5),
+        ("sego+slice", "sego", 1.0),
+        ("smbo+slice", "smbo", 0.0),
+    ]
+    written = (results / "modes_cells.csv").read_text().splitlines()
+    assert written[0].startswith("dataset,method,repetition,seed,task,test_loss")
+    assert len(written) == 1 + 5
+
+
+def test_a_comparison_needs_baselines_or_settings(tmp_path, monkeypatch):
+    store(tmp_path, {("sego", "a", 0): 0.2})
+    monkeypatch.setattr(
+        "sys.argv",
+        ["cell_comparison.py", "--model", "space", "--name", "x",
+         "--cells", str(tmp_path)],
+    )  # fmt: skip
+    with pytest.raises(SystemExit, match="nothing to compare"):
+        cell_comparison.main()
