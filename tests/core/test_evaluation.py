@@ -210,6 +210,35 @@ def test_a_parked_worker_that_died_is_replaced(limited):
     second.close()
 
 
+def _refuse_to_be_rebuilt():
+    raise RuntimeError("this factory cannot be rebuilt in the worker")
+
+
+class _FactoryThatCannotArrive:
+    """A model factory that pickles but fails to unpickle in the worker."""
+
+    def __call__(self, algorithm, config, random_state):
+        return make_model(algorithm, config, random_state)
+
+    def __reduce__(self):
+        return _refuse_to_be_rebuilt, ()
+
+
+def test_a_worker_that_cannot_start_gives_a_trial_that_never_ran(limited):
+    evaluate = CrossValidationEvaluator(
+        "decision_tree_regressor",
+        X,
+        Y,
+        FOLDS,
+        time_limit=LIMIT,
+        model_factory=_FactoryThatCannotArrive(),
+    )
+    result = evaluate({"max_depth": 2})
+    assert not result.ok and result.never_ran
+    assert "the worker process could not start" in result.error
+    assert not limited({"probe": "raise"}).never_ran  # a failed fit did run
+
+
 @pytest.fixture
 def with_time_budget(limited):
     """`limited` (time limit LIMIT) sharing a started time budget; its seconds are

@@ -280,6 +280,32 @@ def test_a_sync_journal_with_a_gap_replays_the_trials_after_it(tmp_path):
     assert len(resumed.pool) == 9
 
 
+def test_a_trial_that_never_ran_is_trained_on_resume_not_failed_again(tmp_path):
+    journal = TrialJournal(tmp_path / "never ran")
+    calls = []
+
+    def worker_down_from_the_third_batch(config):
+        calls.append(config)
+        if len(calls) > 6:
+            return TrialResult(
+                None, 0.0, "BrokenProcessPool: could not start", None, True
+            )
+        return synthetic_evaluator(config)
+
+    runner = ScriptedRunner(3, evaluate=worker_down_from_the_third_batch)
+    first, _ = journaled_run(journal, 9, "sync", runner)
+    assert not first.pool.ok[6:].any()
+    assert sorted(journal.recorded()) == list(range(6))
+
+    runner = ScriptedRunner(3)
+    resumed, replaying = journaled_run(journal, 9, "sync", runner)
+    assert [ticket for ticket, _ in runner.submitted] == [6, 7, 8]
+    assert resumed.pool.configs == first.pool.configs
+    expected = [synthetic_evaluator(config).ok for config in first.pool.configs]
+    assert list(resumed.pool.ok) == expected and any(expected[6:])
+    assert (replaying.reused, replaying.trained) == (6, 3)
+
+
 def test_replayed_trials_are_charged_the_wall_time_they_took_side_by_side(tmp_path):
     journal = TrialJournal(tmp_path / "charged")
     for index in range(6):

@@ -383,6 +383,7 @@ class CrossValidationEvaluator:
                 time.perf_counter() - start,
                 f"{type(error).__name__}: the worker process could not start: "
                 f"{error}{_DAEMON_HINT if multiprocessing.current_process().daemon else ''}",
+                never_ran=True,
             )
         except BaseException:  # KeyboardInterrupt: no half-started worker left behind
             self._kill_worker()

@@ -481,7 +481,11 @@ class ReplayingRunner:
             return self._replayed.popleft()
         ticket, result = self.runner.next_finished()
         index = ticket if self.replay == "proposals" else self._finished
-        self.journal.record(index, self._configs.pop(ticket), result)
+        config = self._configs.pop(ticket)
+        # A trial that never ran (its worker did not start) is left out, as a
+        # gap: a resumed search trains it, where a replay would fail it again.
+        if not result.never_ran:
+            self.journal.record(index, config, result)
         self._finished += 1
         self.trained += 1
         return ticket, result

@@ -26,12 +26,15 @@ class TrialResult:
     why. For classification, `oof_predictions` are class codes and
     `oof_probabilities` (n, K) the class probabilities of the same fits (None:
     the model has none, and the pool takes the one-hot of its labels).
+    `never_ran`: the evaluation did not take place (its worker process could
+    not start), so a resumed search trains it instead of replaying the failure.
     """
 
     oof_predictions: np.ndarray | None
     fit_seconds: float
     error: str | None = None
     oof_probabilities: np.ndarray | None = None
+    never_ran: bool = False
 
     @property
     def ok(self) -> bool:
