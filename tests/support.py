@@ -1,5 +1,5 @@
 """Helpers for tests: a project copy, process trees, permissions, cheap parameters,
-an optimizer that records what strategies tell it."""
+an optimizer that records what strategies tell it, finite-difference gradients."""
 
 from __future__ import annotations
 
@@ -323,3 +323,18 @@ class RecordingRelabels:
     def relabel(self, values):
         self.relabels.append(np.array(values))
         super().relabel(values)
+
+
+def central_gradient(f, X: np.ndarray, h: float = 2e-5) -> np.ndarray:
+    """Gradient (m, d) of a row-wise f: (m, d) -> (m,) by central differences,
+    Richardson-extrapolated (steps h and h/2) so truncation costs ~h^4."""
+
+    def central(step: float) -> np.ndarray:
+        grad = np.empty_like(X)
+        for j in range(X.shape[1]):
+            shift = np.zeros(X.shape[1])
+            shift[j] = step
+            grad[:, j] = (f(X + shift) - f(X - shift)) / (2.0 * step)
+        return grad
+
+    return (4.0 * central(h / 2.0) - central(h)) / 3.0

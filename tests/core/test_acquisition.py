@@ -11,10 +11,16 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from ensemble_bo.core.acquisition import (
+    _log_h,
+    _log_h_and_ratios,
     expected_improvement,
+    expected_improvement_and_partials,
     integrated_expected_improvement,
+    integrated_expected_improvement_and_partials,
     log_expected_improvement,
+    log_expected_improvement_and_partials,
     log_integrated_expected_improvement,
+    log_integrated_expected_improvement_and_partials,
     lower_confidence_bound,
     maximize_acquisition,
 )
@@ -126,6 +132,114 @@ def test_log_ei_finite_and_monotone_for_very_negative_z() -> None:
         rtol=1e-12,
     )
     assert np.isfinite(log_expected_improvement(1e100, 1.0, 0.0))
+
+
+# ---------------------------------------------------------------------- partials
+def _partials_by_differences(f, mean, std, best, rel_step=1e-6):
+    """Central differences of f(mean, std, best) in mean and in std, elementwise."""
+    h = rel_step * np.maximum(std, 1e-3)
+    d_mean = (f(mean + h, std, best) - f(mean - h, std, best)) / (2.0 * h)
+    d_std = (f(mean, std + h, best) - f(mean, std - h, best)) / (2.0 * h)
+    return d_mean, d_std
+
+
+# z = (best - mean) / std from the far tail (both log-h branches) to large z
+_Z_GRID = np.concatenate([[-300.0, -80.0, -30.0, -8.0], np.linspace(-3.0, 6.0, 10)])
+
+
+def test_ei_partials_match_finite_differences() -> None:
+    std = np.full(_Z_GRID.size, 0.7)
+    mean = 1.0 - _Z_GRID * std
+    ei, d_mean, d_std = expected_improvement_and_partials(mean, std, 1.0)
+    np.testing.assert_array_equal(ei, expected_improvement(mean, std, 1.0))
+    fd_mean, fd_std = _partials_by_differences(expected_improvement, mean, std, 1.0)
+    np.testing.assert_allclose(d_mean, fd_mean, rtol=1e-6, atol=1e-9)
+    np.testing.assert_allclose(d_std, fd_std, rtol=1e-6, atol=1e-9)
+    # std = 0: EI = max(best - mean, 0)
+    _, d_mean, d_std = expected_improvement_and_partials([0.5, 2.0], [0.0, 0.0], 1.0)
+    np.testing.assert_array_equal(d_mean, [-1.0, 0.0])
+    np.testing.assert_array_equal(d_std, [0.0, 0.0])
+
+
+def test_log_ei_partials_match_finite_differences_far_into_the_tail() -> None:
+    std = np.full(_Z_GRID.size, 0.7)
+    mean = 1.0 - _Z_GRID * std
+    log_ei, d_mean, d_std = log_expected_improvement_and_partials(mean, std, 1.0)
+    np.testing.assert_array_equal(log_ei, log_expected_improvement(mean, std, 1.0))
+    assert np.all(np.isfinite(d_mean)) and np.all(np.isfinite(d_std))
+    fd_mean, fd_std = _partials_by_differences(log_expected_improvement, mean, std, 1.0)
+    # atol: at large z, d/dstd ~ phi(z) is below the differences' rounding noise
+    np.testing.assert_allclose(d_mean, fd_mean, rtol=1e-6, atol=1e-9)
+    np.testing.assert_allclose(d_std, fd_std, rtol=1e-6, atol=1e-9)
+    # at z = -30: d log EI / dmean = -(Phi/h)(z) / std ~ -|z| (1 + 2/z^2) / std
+    z30 = int(np.flatnonzero(_Z_GRID == -30.0)[0])
+    assert d_mean[z30] * 0.7 == pytest.approx(-30.0 * (1.0 + 2.0 / 900.0), rel=1e-5)
+    # std = 0 with improvement: d log(best - mean) / dmean = -1 / (best - mean)
+    _, d_mean, d_std = log_expected_improvement_and_partials(
+        [0.5, 2.0], [0.0, 0.0], 1.0
+    )
+    np.testing.assert_array_equal(d_mean, [-2.0, 0.0])
+    np.testing.assert_array_equal(d_std, [0.0, 0.0])
+
+
+@pytest.mark.parametrize("z", [-1e6, -1e3, -76.0, -74.0, -30.0, -1.0, 0.0, 3.0, 40.0])
+def test_h_ratios_are_the_derivative_of_log_h_and_satisfy_its_identity(
+    z: float,
+) -> None:
+    log_h, cdf_ratio, pdf_ratio = _log_h_and_ratios(np.array([z]))
+    assert log_h[0] == _log_h(np.array([z]))[0]
+    # h = phi + z Phi, so phi/h + z Phi/h = 1; in the tail the two terms nearly
+    # cancel (~z^2 each), so this holds to ~eps z^2 relative to them
+    assert pdf_ratio[0] + z * cdf_ratio[0] == pytest.approx(
+        1.0, abs=1e-13 * max(1.0, z * z)
+    )
+    step = 1e-5 * max(1.0, abs(z))
+    fd = (_log_h(np.array([z + step])) - _log_h(np.array([z - step])))[0] / (2 * step)
+    assert cdf_ratio[0] == pytest.approx(fd, rel=1e-6)
+
+
+def test_integrated_ei_partials_match_finite_differences() -> None:
+    rng = np.random.default_rng(2)
+    means = rng.normal(0.0, 2.0, size=(4, 7))
+    stds = rng.uniform(0.1, 1.5, size=(4, 7))
+    means[:, 0] = [30.0, 25.0, 40.0, 32.0]  # every sample deep in the tail
+    stds[:, 0] = 1.0
+    for value_and_partials, value, rtol in (
+        (
+            integrated_expected_improvement_and_partials,
+            integrated_expected_improvement,
+            1e-6,
+        ),
+        (
+            log_integrated_expected_improvement_and_partials,
+            log_integrated_expected_improvement,
+            1e-6,
+        ),
+    ):
+        out, d_means, d_stds = value_and_partials(means, stds, 0.0)
+        np.testing.assert_array_equal(out, value(means, stds, 0.0))
+        assert d_means.shape == d_stds.shape == means.shape
+        for s in range(4):
+            for partial, array in ((d_means, "means"), (d_stds, "stds")):
+                h = 1e-6
+                up, down = means.copy(), means.copy()
+                if array == "stds":
+                    up, down = stds.copy(), stds.copy()
+                up[s] += h
+                down[s] -= h
+                args_up = (up, stds) if array == "means" else (means, up)
+                args_down = (down, stds) if array == "means" else (means, down)
+                fd = (value(*args_up, 0.0) - value(*args_down, 0.0)) / (2.0 * h)
+                np.testing.assert_allclose(partial[s], fd, rtol=rtol, atol=1e-9)
+
+
+def test_log_integrated_ei_partials_are_zero_where_no_sample_improves() -> None:
+    value, d_means, d_stds = log_integrated_expected_improvement_and_partials(
+        np.ones((3, 2)), np.zeros((3, 2)), 0.0
+    )
+    assert np.all(value == -np.inf)
+    np.testing.assert_array_equal(d_means, 0.0)
+    np.testing.assert_array_equal(d_stds, 0.0)
 
 
 # -------------------------------------------------------------------- maximizer

@@ -14,6 +14,7 @@ from ensemble_bo.core.optimizer import (
 )
 from ensemble_bo.core.space import SearchSpace
 from ensemble_bo.core.surrogate import GaussianProcess, map_log_prior
+from tests.support import central_gradient
 
 SPACE = SearchSpace.from_dict(
     {
@@ -351,6 +352,92 @@ def test_a_fantasy_never_raises_the_posterior_std():
     after = fantasized.predict(test_points)[1]
     assert np.all(after <= before + 1e-12)
     assert np.any(after < before - 1e-6)
+
+
+def _unit_space(d):
+    return SearchSpace.from_dict(
+        {f"x{i}": {"type": "float", "low": 0.0, "high": 1.0} for i in range(d)}
+    )
+
+
+@pytest.mark.parametrize("d", [1, 3, 6])
+@pytest.mark.parametrize(
+    "mode, acquisition, strategy",
+    [
+        ("map", "ei", "kriging_believer"),
+        ("ml2", "ei", "constant_liar"),
+        ("slice", "ei", "kriging_believer"),
+        ("map", "ucb", "constant_liar"),
+    ],
+)
+def test_acquisition_gradient_matches_finite_differences(
+    d, mode, acquisition, strategy
+):
+    rng = np.random.default_rng(d)
+    X = rng.random((30, d))
+    # Noisy, so that ML-II does not pin the noise to 1e-6: then log EI at a
+    # training input is ~-1e6 with ~1e-10 relative rounding error (std is a
+    # difference of near-equal terms), and differences cannot check its gradient.
+    y = np.sin(5.0 * X).sum(axis=1) + 0.3 * rng.normal(size=30)
+    optimizer = GPEIOptimizer(
+        _unit_space(d),
+        hyperparameters=mode,
+        acquisition=acquisition,
+        batch_strategy=strategy,
+        n_samples=3,
+    )
+    posteriors = optimizer._posteriors(X, y)
+    # a pending point and a batch's first point: the GPs are conditioned on them
+    for point in rng.random((2, d)):
+        X, y, posteriors = optimizer._fantasize(X, y, posteriors, point)
+    values_only, values_and_gradients = optimizer._acquisition_function(
+        posteriors, float(y.min())
+    )
+    # random points, training inputs, the fantasies, and points next to them
+    points = np.vstack(
+        [rng.uniform(0.05, 0.95, (5, d)), X[:3], X[-2:], X[[0, -1]] + 1e-3]
+    )
+    values, gradients = values_and_gradients(points)
+    np.testing.assert_allclose(values, values_only(points), rtol=1e-12, atol=1e-12)
+    numeric = central_gradient(values_only, points)
+    # relative to each point's largest component, with a floor for the
+    # differences' rounding error, ~1e-13 |value| / step
+    scale = np.maximum(np.abs(numeric).max(axis=1), 1e-3 * (1.0 + np.abs(values)))[
+        :, None
+    ]
+    assert np.all(np.abs(gradients - numeric) <= 1e-5 * scale)
+
+
+def test_acquisition_gradient_is_zero_along_categorical_and_inactive_coordinates():
+    space = SearchSpace.from_dict(
+        {
+            "branch": {"type": "categorical", "choices": ["flat", "bowl"]},
+            "width": {
+                "type": "float",
+                "low": 0.0,
+                "high": 1.0,
+                "condition": {"branch": "bowl"},
+            },
+            "shift": {"type": "float", "low": -1.0, "high": 1.0},
+        }
+    )
+    rng = np.random.default_rng(0)
+    X = space.canonicalize(rng.random((10, 4)))
+    y = X[:, 2] ** 2 + X[:, 3]
+    optimizer = GPEIOptimizer(space, seed=0)
+    values_only, values_and_gradients = optimizer._acquisition_function(
+        optimizer._posteriors(X, y), float(y.min())
+    )
+    # columns: flat, bowl (one-hot by argmax), width, shift; clear argmax margins
+    points = np.array(
+        [[0.9, 0.1, 0.3, 0.6], [0.2, 0.7, 0.4, 0.2], [0.1, 0.8, 0.7, 0.9]]
+    )
+    _, gradients = values_and_gradients(points)
+    np.testing.assert_array_equal(gradients[:, :2], 0.0)
+    assert gradients[0, 2] == 0.0  # "flat": width is inactive
+    assert np.all(gradients[1:, 2:] != 0.0)
+    numeric = central_gradient(values_only, points)
+    np.testing.assert_allclose(gradients, numeric, rtol=1e-5, atol=1e-8)
 
 
 def test_optimizers_by_name():

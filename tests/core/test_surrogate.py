@@ -20,6 +20,7 @@ from ensemble_bo.core.surrogate import (
     map_log_prior,
     matern52,
 )
+from tests.support import central_gradient
 
 
 def _toy_data(n: int = 25, d: int = 3, seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
@@ -133,6 +134,72 @@ def test_predict_shapes_and_interpolation() -> None:
     # far from the data: prior mean and prior std (in original units)
     assert far_mu[0] == pytest.approx(gp.y_mean, abs=1e-9)
     assert far_sd[0] == pytest.approx(gp.y_std, rel=1e-9)
+
+
+# -------------------------------------------------------------- prediction gradient
+def _gradient_test_points(X: np.ndarray, seed: int) -> np.ndarray:
+    """Random points, training inputs, and points 1e-3 away from training inputs."""
+    rng = np.random.default_rng(seed)
+    d = X.shape[1]
+    near = X[:4] + 1e-3 * rng.choice([-1.0, 1.0], size=(4, d))
+    return np.vstack([rng.uniform(0.05, 0.95, size=(6, d)), X[:4], near])
+
+
+@pytest.mark.parametrize("d", [1, 3, 6])
+@pytest.mark.parametrize("noise", [1e-2, 1e-4])
+def test_predict_gradient_matches_finite_differences(d: int, noise: float) -> None:
+    rng = np.random.default_rng(d)
+    X = rng.uniform(size=(30, d))
+    y = 3.0 * np.sin(6.0 * X.sum(axis=1)) + 1.0  # not standardized: y's units
+    hp = GPHyperparameters(
+        amplitude=1.3, length_scales=np.linspace(0.2, 0.6, d), noise=noise, mean=0.1
+    )
+    gp = GaussianProcess().condition(X, y, hp)
+    points = _gradient_test_points(X, seed=d)
+    mean, std, d_mean, d_std = gp.predict_with_gradient(points)
+    mu, sd = gp.predict(points)
+    np.testing.assert_allclose(mean, mu, rtol=1e-12, atol=1e-12)
+    np.testing.assert_allclose(std, sd, rtol=1e-9, atol=1e-12)
+    assert d_mean.shape == d_std.shape == points.shape
+    fd_mean = central_gradient(lambda P: gp.predict(P)[0], points)
+    fd_std = central_gradient(lambda P: gp.predict(P)[1], points)
+    # relative to each point's largest component: at a training input a
+    # component is ~0 and only differences of rounding errors are left
+    for analytic, numeric in ((d_mean, fd_mean), (d_std, fd_std)):
+        scale = np.abs(numeric).max(axis=1, keepdims=True) + 1e-6
+        assert np.all(np.abs(analytic - numeric) <= 1e-5 * scale)
+
+
+def test_predict_gradient_is_zero_at_a_lone_training_point() -> None:
+    """dk/dx has no 1/r left: at r = 0 the kernel's gradient is exactly 0, not NaN."""
+    x0 = np.array([[0.3, 0.6]])
+    hp = GPHyperparameters(amplitude=1.0, length_scales=[0.2, 0.5], noise=0.0, mean=0.0)
+    gp = GaussianProcess().condition(np.vstack([x0, [[0.9, 0.1]]]), [1.0, -1.0], hp)
+    gp_one = GaussianProcess().condition(x0, [2.0], hp)
+    _, std, d_mean, d_std = gp_one.predict_with_gradient(x0)
+    np.testing.assert_array_equal(d_mean, 0.0)
+    # noiseless: std is 0 at the training point, a minimum, so its gradient is 0
+    assert std[0] == pytest.approx(0.0, abs=1e-6)
+    np.testing.assert_array_equal(d_std, 0.0)
+    _, _, d_mean, d_std = gp.predict_with_gradient(x0)
+    assert np.all(np.isfinite(d_mean)) and np.all(np.isfinite(d_std))
+
+
+def test_sampled_gp_predict_gradient_is_one_gradient_per_sample() -> None:
+    X, y = _toy_data(n=25, d=3, seed=5)
+    gp = SampledGaussianProcess(n_samples=3, seed=2).fit(X, 10.0 * y)
+    points = _gradient_test_points(X, seed=6)
+    means, stds, d_means, d_stds = gp.predict_with_gradient(points)
+    assert d_means.shape == d_stds.shape == (3, len(points), 3)
+    np.testing.assert_array_equal(means, gp.predict(points)[0])
+    for s, hp in enumerate(gp.samples):
+        expected = GaussianProcess().condition(X, 10.0 * y, hp)
+        _, _, d_mean, d_std = expected.predict_with_gradient(points)
+        np.testing.assert_allclose(d_means[s], d_mean, rtol=1e-9, atol=1e-9)
+        np.testing.assert_allclose(d_stds[s], d_std, rtol=1e-9, atol=1e-9)
+    fd = central_gradient(lambda P: gp.predict(P)[1][1], points)
+    scale = np.abs(fd).max(axis=1, keepdims=True) + 1e-6
+    assert np.all(np.abs(d_stds[1] - fd) <= 1e-5 * scale)
 
 
 # ------------------------------------------------------------------ ML-II gradient

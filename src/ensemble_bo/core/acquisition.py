@@ -11,14 +11,18 @@ from collections.abc import Callable
 
 import numpy as np
 from scipy.optimize import minimize
-from scipy.special import erfcx, logsumexp, ndtr
+from scipy.special import erfcx, ndtr
 from scipy.stats import qmc
 
 __all__ = [
     "expected_improvement",
+    "expected_improvement_and_partials",
     "integrated_expected_improvement",
+    "integrated_expected_improvement_and_partials",
     "log_expected_improvement",
+    "log_expected_improvement_and_partials",
     "log_integrated_expected_improvement",
+    "log_integrated_expected_improvement_and_partials",
     "lower_confidence_bound",
     "maximize_acquisition",
 ]
@@ -70,24 +74,56 @@ def _log_h_into(z: np.ndarray, out: np.ndarray) -> None:
     hi = z > -1.0
     zh = z[hi]
     out[hi] = np.log(np.exp(-0.5 * zh * zh) * _INV_SQRT_2PI + zh * ndtr(zh))
+    zl = z[~hi]
+    out[~hi] = -0.5 * zl * zl - _HALF_LOG_2PI + _log_h_over_phi_tail(zl)
 
-    mid = (z <= -1.0) & (z > _Z_ASYMPTOTIC)
+
+def _log_h_over_phi_tail(z: np.ndarray) -> np.ndarray:
+    """log(h(z) / phi(z)) = log(1 - |z| R(z)) for z <= -1 (1-D), with the Mills ratio
+    R(z) = Phi(z) / phi(z) = sqrt(pi/2) erfcx(-z/sqrt2)."""
+    out = np.empty_like(z)
+    mid = z > _Z_ASYMPTOTIC
     zm = z[mid]
-    # h(z) = phi(z) (1 - |z| sqrt(pi/2) erfcx(-z/sqrt2)); log1mexp of a value in (-inf, 0)
+    # log1mexp of x = log(|z| R(z)), a value in (-inf, 0)
     x = np.log(erfcx(-zm / math.sqrt(2.0)) * -zm) + _HALF_LOG_PI_OVER_2
-    log1mexp = np.where(x > -math.log(2.0), np.log(-np.expm1(x)), np.log1p(-np.exp(x)))
-    out[mid] = -0.5 * zm * zm - _HALF_LOG_2PI + log1mexp
-
-    lo = z <= _Z_ASYMPTOTIC
-    zl = z[lo]
+    out[mid] = np.where(x > -math.log(2.0), np.log(-np.expm1(x)), np.log1p(-np.exp(x)))
+    zl = z[~mid]
     # 1 - |z| sqrt(pi/2) erfcx(|z|/sqrt2) = w (1 - 3w + 15w^2 - 105w^3 + ...), w = 1/z^2
     w = 1.0 / (zl * zl)
-    out[lo] = (
-        -0.5 * zl * zl
-        - _HALF_LOG_2PI
-        + np.log(w)
-        + np.log1p(w * (-3.0 + w * (15.0 - 105.0 * w)))
-    )
+    out[~mid] = np.log(w) + np.log1p(w * (-3.0 + w * (15.0 - 105.0 * w)))
+    return out
+
+
+def _log_h_and_ratios(z: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """log h(z), Phi(z) / h(z) and phi(z) / h(z) for finite z (1-D), stable for z << 0.
+
+    h' = Phi, so d log h / dz = Phi / h; and h - z Phi = phi. In the tail h, phi and
+    Phi all underflow while the ratios grow like |z| and z^2: take phi / h from
+    log(h / phi), then Phi / h = R(z) phi / h with the Mills ratio R = Phi / phi.
+    """
+    log_h = np.empty_like(z)
+    cdf_ratio = np.empty_like(z)
+    pdf_ratio = np.empty_like(z)
+    hi = z > -1.0
+    zh = z[hi]
+    with np.errstate(over="ignore"):  # z*z overflow for z > ~1e154: phi -> 0
+        pdf = np.exp(-0.5 * zh * zh) * _INV_SQRT_2PI
+    cdf = ndtr(zh)
+    h = pdf + zh * cdf  # >= h(-1) > 0.08 here: no cancellation
+    log_h[hi] = np.log(h)
+    cdf_ratio[hi] = cdf / h
+    pdf_ratio[hi] = pdf / h
+    zl = z[~hi]
+    with np.errstate(over="ignore", divide="ignore", invalid="ignore"):
+        # z < ~-1e154: z*z overflows and the ratios are inf or NaN; callers keep
+        # only finite gradients
+        log_h_over_phi = _log_h_over_phi_tail(zl)
+        log_h[~hi] = -0.5 * zl * zl - _HALF_LOG_2PI + log_h_over_phi
+        pdf_ratio[~hi] = np.exp(-log_h_over_phi)
+        cdf_ratio[~hi] = (
+            math.sqrt(math.pi / 2.0) * erfcx(-zl / math.sqrt(2.0)) * pdf_ratio[~hi]
+        )
+    return log_h, cdf_ratio, pdf_ratio
 
 
 def expected_improvement(mean, std, best) -> np.ndarray:
@@ -125,6 +161,49 @@ def log_expected_improvement(mean, std, best) -> np.ndarray:
     return out
 
 
+def expected_improvement_and_partials(
+    mean, std, best
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """EI (as :func:`expected_improvement`) and its partial derivatives, all broadcast.
+
+    Returns (EI, dEI/dmean, dEI/dstd) = (EI, -Phi(z), phi(z)); where ``std == 0``
+    (-1 or 0, 0): the derivatives of ``max(best - mean, 0)``, with the limit phi -> 0.
+    """
+    mean, std, best = _broadcast(mean, std, best)
+    improvement = best - mean
+    d_mean = -(improvement > 0.0).astype(float)
+    d_std = np.zeros_like(d_mean)
+    z, pos = _z_scores(improvement, std)
+    d_mean[pos] = -ndtr(z)
+    with np.errstate(over="ignore"):  # z*z overflow for |z| > ~1e154: phi -> 0
+        d_std[pos] = np.exp(-0.5 * z * z) * _INV_SQRT_2PI
+    return expected_improvement(mean, std, best), d_mean, d_std
+
+
+def log_expected_improvement_and_partials(
+    mean, std, best
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """log EI (as :func:`log_expected_improvement`) and its partials, all broadcast.
+
+    With ``log EI = log std + log h(z)`` and ``h' = Phi``: d/dmean = -(Phi/h)(z) / std,
+    d/dstd = (phi/h)(z) / std, both finite far into the tail (they grow like |z|/std
+    and z^2/std). Where ``std == 0``: (-1/(best - mean), 0) with improvement, else (0, 0).
+    """
+    mean, std, best = _broadcast(mean, std, best)
+    improvement = best - mean
+    with np.errstate(divide="ignore"):
+        log_ei = np.array(np.log(np.maximum(improvement, 0.0)))
+        d_mean = np.where(improvement > 0.0, -1.0 / improvement, 0.0)
+    d_std = np.zeros_like(d_mean)
+    z, pos = _z_scores(improvement, std)
+    log_h, cdf_ratio, pdf_ratio = _log_h_and_ratios(z)
+    sd = std[pos]
+    log_ei[pos] = np.log(sd) + log_h
+    d_mean[pos] = -cdf_ratio / sd
+    d_std[pos] = pdf_ratio / sd
+    return log_ei, d_mean, d_std
+
+
 def _check_samples(means, stds) -> tuple[np.ndarray, np.ndarray]:
     means = np.asarray(means, dtype=float)
     stds = np.asarray(stds, dtype=float)
@@ -157,9 +236,45 @@ def log_integrated_expected_improvement(means, stds, best) -> np.ndarray:
     ``logsumexp_s log EI_s - log S``; ``-inf`` only where every sample has zero EI.
     """
     means, stds = _check_samples(means, stds)
-    log_ei = log_expected_improvement(means, stds, best)
+    return _log_mean_exp(log_expected_improvement(means, stds, best))
+
+
+def _log_mean_exp(log_values: np.ndarray) -> np.ndarray:
+    """log of the mean over axis 0 of exp(log_values) (S, m) -> (m,), without overflow."""
+    top = log_values.max(axis=0)
+    shift = np.where(np.isfinite(top), top, 0.0)
     with np.errstate(divide="ignore"):  # all -inf in a column: the answer is -inf
-        return logsumexp(log_ei, axis=0) - math.log(means.shape[0])
+        return shift + np.log(np.mean(np.exp(log_values - shift), axis=0))
+
+
+def integrated_expected_improvement_and_partials(
+    means, stds, best
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """:func:`integrated_expected_improvement` (m,) and its partials w.r.t. means and
+    stds, each (S, m): sample s enters the average with weight 1/S."""
+    means, stds = _check_samples(means, stds)
+    ei, d_means, d_stds = expected_improvement_and_partials(means, stds, best)
+    scale = 1.0 / means.shape[0]
+    return ei.mean(axis=0), d_means * scale, d_stds * scale
+
+
+def log_integrated_expected_improvement_and_partials(
+    means, stds, best
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """:func:`log_integrated_expected_improvement` (m,) and its partials w.r.t. means
+    and stds, each (S, m).
+
+    d log(mean_s EI_s) = sum_s w_s d log EI_s with w_s = EI_s / sum_t EI_t, the softmax
+    of the log EIs over the samples (all 0 where every EI is 0).
+    """
+    means, stds = _check_samples(means, stds)
+    log_ei, d_means, d_stds = log_expected_improvement_and_partials(means, stds, best)
+    value = _log_mean_exp(log_ei)
+    log_total = value + math.log(means.shape[0])
+    with np.errstate(invalid="ignore"):  # -inf - -inf where no sample improves
+        weights = np.exp(log_ei - log_total)
+    weights = np.where(np.isfinite(log_total), weights, 0.0)
+    return value, weights * d_means, weights * d_stds
 
 
 def lower_confidence_bound(mean, std, beta) -> np.ndarray:

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import math
 import warnings
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -18,6 +18,7 @@ from threadpoolctl import threadpool_limits
 
 from ensemble_bo.core.acquisition import (
     log_integrated_expected_improvement,
+    log_integrated_expected_improvement_and_partials,
     lower_confidence_bound,
     maximize_acquisition,
 )
@@ -356,8 +357,9 @@ class GPEIOptimizer(Optimizer):
         while True:
             # Fantasies join y, so a believed value below the best moves the incumbent too.
             best, incumbent = float(y.min()), X[np.argmin(y)]
+            acquisition, _ = self._acquisition_function(posteriors, best)
             point, value = maximize_acquisition(
-                self._acquisition_function(posteriors, best),
+                acquisition,
                 self.space.dim,
                 self._rng,
                 self.n_candidates,
@@ -373,7 +375,18 @@ class GPEIOptimizer(Optimizer):
                 return suggestions
             X, y, posteriors = self._fantasize(X, y, posteriors, suggestion.encoded)
 
-    def _acquisition_function(self, posteriors: list[GaussianProcess], best: float):
+    def _acquisition_function(
+        self, posteriors: list[GaussianProcess], best: float
+    ) -> tuple[
+        Callable[[np.ndarray], np.ndarray],
+        Callable[[np.ndarray], tuple[np.ndarray, np.ndarray]],
+    ]:
+        """The acquisition to maximize, candidates (m, dim) -> (m,), and the same with
+        its gradient w.r.t. the candidates, -> ((m,), (m, dim)).
+
+        log integrated EI over the posteriors, or minus their mean lower confidence
+        bound; the gradient is chained through each posterior's mean and std.
+        """
         space, acquisition, beta = self.space, self.acquisition, self.ucb_beta
 
         def acquisition_values(candidates: np.ndarray) -> np.ndarray:
@@ -387,7 +400,27 @@ class GPEIOptimizer(Optimizer):
                 return log_integrated_expected_improvement(means, stds, best)
             return -lower_confidence_bound(means, stds, beta).mean(axis=0)
 
-        return acquisition_values
+        def values_and_gradients(
+            candidates: np.ndarray,
+        ) -> tuple[np.ndarray, np.ndarray]:
+            canonical, passthrough = space.canonicalize_with_passthrough(candidates)
+            predictions = [gp.predict_with_gradient(canonical) for gp in posteriors]
+            # (S, m) and (S, m, dim)
+            means, stds, d_means, d_stds = map(np.array, zip(*predictions, strict=True))
+            if acquisition == "ei":
+                values, by_mean, by_std = (
+                    log_integrated_expected_improvement_and_partials(means, stds, best)
+                )
+            else:
+                values = -lower_confidence_bound(means, stds, beta).mean(axis=0)
+                by_mean = np.full(means.shape, -1.0 / len(posteriors))
+                by_std = np.full(means.shape, beta / len(posteriors))
+            gradients = np.einsum("sm,smd->md", by_mean, d_means) + np.einsum(
+                "sm,smd->md", by_std, d_stds
+            )
+            return values, np.where(passthrough, gradients, 0.0)
+
+        return acquisition_values, values_and_gradients
 
     def _fantasize(
         self,

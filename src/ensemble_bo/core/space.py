@@ -425,7 +425,20 @@ class SearchSpace:
         Numeric coordinates are left continuous (ints are not rounded) so that
         the acquisition stays smooth for the gradient-based maximizer.
         """
+        return self.canonicalize_with_passthrough(points)[0]
+
+    def canonicalize_with_passthrough(
+        self, points: np.ndarray
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """:meth:`canonicalize` (m, dim) and where it passes points through, (m, dim) bool.
+
+        True marks an active numeric coordinate: canonical equals point there. Every
+        other canonical coordinate is locally constant in the point (a one-hot from an
+        argmax, or INACTIVE_VALUE), so a gradient w.r.t. the canonical point is one
+        w.r.t. the point once zeroed outside the passthrough.
+        """
         points = np.array(points, dtype=float, ndmin=2)
+        passthrough = np.zeros(points.shape, dtype=bool)
         choice_index: dict[str, np.ndarray] = {}
         active: dict[str, np.ndarray] = {}
         for parameter in self.parameters:
@@ -444,8 +457,10 @@ class SearchSpace:
                 choice_index[parameter.name] = np.argmax(points[:, columns], axis=1)
                 one_hot = np.eye(parameter.width)[choice_index[parameter.name]]
                 points[:, columns] = one_hot
+            else:
+                passthrough[is_active, columns] = True
             points[~is_active, columns] = INACTIVE_VALUE
-        return points
+        return points, passthrough
 
     def grid(self, points_per_dimension: int) -> list[dict[str, Any]]:
         """Every combination of per-parameter grid values, inactive branches pruned."""
