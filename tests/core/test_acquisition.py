@@ -9,8 +9,10 @@ import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from scipy.optimize import minimize
 
 from ensemble_bo.core.acquisition import (
+    _lbfgsb_in_lockstep,
     _log_h,
     _log_h_and_ratios,
     expected_improvement,
@@ -302,6 +304,58 @@ def test_maximize_acquisition_handles_non_finite_values() -> None:
     np.testing.assert_allclose(x, [0.2], atol=1e-3)
 
 
+def test_maximize_acquisition_with_an_analytic_gradient() -> None:
+    c = np.array([0.31, 0.72, 0.55])
+    calls = []
+
+    def acq(X: np.ndarray) -> np.ndarray:
+        return -np.sum((X - c) ** 2, axis=1)
+
+    def acq_and_gradient(X: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        calls.append(len(X))
+        return acq(X), -2.0 * (X - c)
+
+    x, val = maximize_acquisition(
+        acq, 3, np.random.default_rng(0), value_and_gradient=acq_and_gradient
+    )
+    np.testing.assert_allclose(x, c, atol=1e-6)
+    assert val == pytest.approx(float(acq(x[None, :])[0]))
+    # every local search advances in the same calls: at most one row per start
+    assert calls and max(calls) <= 5 and calls[0] == 5
+
+
+def test_local_searches_in_lockstep_end_where_each_would_alone() -> None:
+    c = np.linspace(0.1, 1.2, 4)
+
+    def f_and_gradient(X: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        # multimodal, with an optimum on the upper bound in the last coordinate
+        d = X - c
+        return np.sum(d * d + 0.3 * np.sin(9.0 * X), axis=1), 2.0 * d + 2.7 * np.cos(
+            9.0 * X
+        )
+
+    starts = np.random.default_rng(5).random((6, 4))
+    ends = _lbfgsb_in_lockstep(f_and_gradient, starts)
+    for start, end in zip(starts, ends, strict=True):
+        alone = minimize(
+            lambda x: tuple(a[0] for a in f_and_gradient(x[None, :])),
+            start,
+            jac=True,
+            method="L-BFGS-B",
+            bounds=[(0.0, 1.0)] * 4,
+        )
+        np.testing.assert_allclose(end, alone.x, rtol=0, atol=1e-12)
+    assert np.any(ends[:, 3] == 1.0)
+
+
+def test_local_searches_in_lockstep_pass_on_an_error() -> None:
+    def failing(X: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        raise RuntimeError("model broke")
+
+    with pytest.raises(RuntimeError, match="model broke"):
+        _lbfgsb_in_lockstep(failing, np.full((3, 2), 0.5))
+
+
 def test_maximize_acquisition_validates_inputs() -> None:
     rng = np.random.default_rng(0)
     with pytest.raises(ValueError, match="acquisition must return shape"):
@@ -310,6 +364,13 @@ def test_maximize_acquisition_validates_inputs() -> None:
         maximize_acquisition(lambda X: X[:, 0], 0, rng)
     with pytest.raises(ValueError, match="n_candidates"):
         maximize_acquisition(lambda X: X[:, 0], 2, rng, n_candidates=0)
+    with pytest.raises(ValueError, match="value_and_gradient must return shapes"):
+        maximize_acquisition(
+            lambda X: X[:, 0],
+            2,
+            rng,
+            value_and_gradient=lambda X: (X[:, 0], np.ones(len(X))),
+        )
 
 
 # ------------------------------------------------------------ integrated EI / LCB

@@ -7,6 +7,8 @@ Snoek et al. 2012) and the lower confidence bound.
 from __future__ import annotations
 
 import math
+import queue
+import threading
 from collections.abc import Callable
 
 import numpy as np
@@ -301,6 +303,123 @@ def _sobol(dim: int, n: int, rng: np.random.Generator) -> np.ndarray:
     return engine.random_base2(m)[:n]
 
 
+class _SearchStopped(Exception):
+    """Raised inside a local search's thread to end it when the batch is abandoned."""
+
+
+def _lbfgsb_in_lockstep(
+    objective: Callable[[np.ndarray], tuple[np.ndarray, np.ndarray]],
+    starts: np.ndarray,
+) -> np.ndarray:
+    """Minimize over [0, 1]^dim from each of ``starts`` (k, dim); returns the ends (k, dim).
+
+    One scipy L-BFGS-B run per start, each in a thread of its own whose objective calls
+    wait for this thread; once every unfinished run waits, this thread evaluates all
+    their points in one call of ``objective``: X (j, dim) -> (values (j,), gradients
+    (j, dim)). So each run takes exactly the steps it would take alone (its own line
+    searches and stopping rule; Optuna runs scipy's L-BFGS-B the same way, in
+    greenlets), the objective is called once per round instead of once per point, and
+    the rounds, hence the results, do not depend on thread scheduling.
+    """
+    k = len(starts)
+    runs = [_WaitingRun(start) for start in starts]
+    # A run posts (i, point), or (i, None) when it ends, then waits on its own gate:
+    # two wake-ups per run and round.
+    posted: queue.SimpleQueue[tuple[int, np.ndarray | None]] = queue.SimpleQueue()
+    threads = [
+        threading.Thread(target=run.minimize, args=(i, posted), daemon=True)
+        for i, run in enumerate(runs)
+    ]
+    for thread in threads:
+        thread.start()
+    n_running = k
+    try:
+        while n_running:
+            asked: dict[int, np.ndarray] = {}
+            for _ in range(n_running):
+                i, point = posted.get()
+                if point is None:
+                    n_running -= 1
+                else:
+                    asked[i] = point
+            if asked:
+                # rows in run order, whatever order the runs posted in
+                waiting = sorted(asked)
+                values, gradients = objective(np.array([asked[i] for i in waiting]))
+                for row, i in enumerate(waiting):
+                    runs[i].answer((float(values[row]), gradients[row].copy()))
+    finally:
+        # after a failed objective call every run still going waits: end them
+        for run in runs:
+            run.answer(None)
+        for thread in threads:
+            thread.join()
+    failures = [run.failure for run in runs if run.failure is not None]
+    if failures:
+        raise failures[0]
+    return np.array([run.end for run in runs])
+
+
+class _WaitingRun:
+    """One L-BFGS-B run of :func:`_lbfgsb_in_lockstep`, whose objective calls post the
+    point and wait for :meth:`answer`."""
+
+    def __init__(self, start: np.ndarray) -> None:
+        self.end = start.copy()
+        self.failure: BaseException | None = None
+        self._gate = threading.Lock()
+        self._gate.acquire()
+        self._answer: tuple[float, np.ndarray] | None = None
+
+    def answer(self, answer: tuple[float, np.ndarray] | None) -> None:
+        """Hand the value and gradient at the posted point to the run (None: stop)."""
+        self._answer = answer
+        if self._gate.locked():
+            self._gate.release()
+
+    def minimize(
+        self, i: int, posted: queue.SimpleQueue[tuple[int, np.ndarray | None]]
+    ) -> None:
+        def fun(x: np.ndarray) -> tuple[float, np.ndarray]:
+            posted.put((i, x.copy()))
+            self._gate.acquire()
+            if self._answer is None:
+                raise _SearchStopped
+            return self._answer
+
+        try:
+            self.end = minimize(
+                fun,
+                self.end,
+                jac=True,
+                method="L-BFGS-B",
+                bounds=[(0.0, 1.0)] * len(self.end),
+            ).x
+        except _SearchStopped:
+            pass
+        except BaseException as error:  # noqa: BLE001 - re-raised in the caller's thread
+            self.failure = error
+        finally:
+            posted.put((i, None))
+
+
+def _central_differences(
+    evaluate: Callable[[np.ndarray], np.ndarray], X: np.ndarray
+) -> tuple[np.ndarray, np.ndarray]:
+    """Values (k,) and central-difference gradients (k, dim) at X (k, dim) in [0, 1]^dim,
+    from one call of ``evaluate`` on the points and their 2 * dim neighbours."""
+    k, dim = X.shape
+    shifts = _FD_STEP * np.eye(dim)
+    up = np.minimum(X[:, None, :] + shifts, 1.0)  # (k, dim, dim): row j moves x_j
+    down = np.maximum(X[:, None, :] - shifts, 0.0)
+    values = evaluate(np.vstack([X, up.reshape(-1, dim), down.reshape(-1, dim)]))
+    f_up = values[k : k + k * dim].reshape(k, dim)
+    f_down = values[k + k * dim :].reshape(k, dim)
+    step = np.diagonal(up, axis1=1, axis2=2) - np.diagonal(down, axis1=1, axis2=2)
+    with np.errstate(invalid="ignore"):  # inf - inf next to a -inf region
+        return values[:k], (f_up - f_down) / step
+
+
 def maximize_acquisition(
     acquisition: Callable[[np.ndarray], np.ndarray],
     dim: int,
@@ -308,14 +427,20 @@ def maximize_acquisition(
     n_candidates: int = 1024,
     n_local_starts: int = 5,
     extra_starts: np.ndarray | None = None,
+    value_and_gradient: Callable[[np.ndarray], tuple[np.ndarray, np.ndarray]]
+    | None = None,
 ) -> tuple[np.ndarray, float]:
     """Maximize a vectorized acquisition ``X (m, dim) -> (m,)`` over [0, 1]^dim.
 
     Scores ``n_candidates`` scrambled-Sobol points and refines ``n_local_starts`` of
-    them with L-BFGS-B (central-difference gradient): the best one, the others drawn
-    with probability proportional to exp(value - best value) (for log EI: to EI), so
-    that the refinements spread over several modes instead of crowding the best one.
-    ``extra_starts`` (k, dim), e.g. the best point observed so far, are refined too.
+    them with L-BFGS-B: the best one, the others drawn with probability proportional
+    to exp(value - best value) (for log EI: to EI), so that the refinements spread
+    over several modes instead of crowding the best one. ``extra_starts`` (k, dim),
+    e.g. the best point observed so far, are refined too. The local searches advance
+    together, one acquisition call per round for all of them: of
+    ``value_and_gradient`` ``X (k, dim) -> (values (k,), gradients (k, dim))`` when
+    given (the same function as ``acquisition``, with its gradient), else of
+    ``acquisition`` at the points and their central-difference neighbours.
     Returns (x (dim,), value); deterministic for a given ``rng`` state.
     """
     if int(dim) != dim or dim < 1:
@@ -336,27 +461,30 @@ def maximize_acquisition(
         # NaN would poison argmax/argsort; it is never a good point
         return np.where(np.isnan(values), -np.inf, values)
 
+    def evaluate_with_gradient(X: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        if value_and_gradient is None:
+            return _central_differences(evaluate, X)
+        values, gradients = value_and_gradient(X)
+        values = np.asarray(values, dtype=float)
+        gradients = np.asarray(gradients, dtype=float)
+        if values.shape != (X.shape[0],) or gradients.shape != X.shape:
+            raise ValueError(
+                f"value_and_gradient must return shapes ({X.shape[0]},) and {X.shape} "
+                f"for X of shape {X.shape}, got {values.shape} and {gradients.shape}"
+            )
+        return values, gradients
+
+    def objective(X: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        # minimized: the negated acquisition; a non-finite value is a wall to back off
+        values, gradients = evaluate_with_gradient(np.clip(X, 0.0, 1.0))
+        bad = ~np.isfinite(values)
+        gradients = np.where(bad[:, None] | ~np.isfinite(gradients), 0.0, gradients)
+        return np.where(bad, 1e300, -values), -gradients
+
     candidates = _sobol(dim, int(n_candidates), rng)
     scores = evaluate(candidates)
     best_i = int(np.argmax(scores))
     best_x, best_val = candidates[best_i].copy(), float(scores[best_i])
-
-    eye = np.eye(dim)
-
-    def objective(x: np.ndarray) -> tuple[float, np.ndarray]:
-        # one vectorized call for value and 2*dim neighbours instead of dim+1 calls
-        x = np.clip(x, 0.0, 1.0)
-        up = np.minimum(x + _FD_STEP * eye, 1.0)
-        down = np.maximum(x - _FD_STEP * eye, 0.0)
-        vals = evaluate(np.vstack([x[None, :], up, down]))
-        f0, fu, fd = vals[0], vals[1 : dim + 1], vals[dim + 1 :]
-        if not np.isfinite(f0):
-            return 1e300, np.zeros(dim)
-        step = np.diag(up) - np.diag(down)
-        with np.errstate(invalid="ignore"):
-            grad = (fu - fd) / step
-        grad = np.where(np.isfinite(grad), grad, 0.0)
-        return -float(f0), -grad
 
     starts = (
         [candidates[best_i]] if n_local_starts > 0 and np.isfinite(best_val) else []
@@ -373,12 +501,12 @@ def maximize_acquisition(
         starts.extend(
             np.clip(np.asarray(extra_starts, dtype=float).reshape(-1, dim), 0.0, 1.0)
         )
+    if not starts:
+        return best_x, best_val
 
-    bounds = [(0.0, 1.0)] * dim
-    for start in starts:
-        res = minimize(objective, start, jac=True, method="L-BFGS-B", bounds=bounds)
-        x = np.clip(res.x, 0.0, 1.0)
-        val = float(evaluate(x[None, :])[0])
-        if val > best_val:
-            best_x, best_val = x, val
+    ends = np.clip(_lbfgsb_in_lockstep(objective, np.array(starts)), 0.0, 1.0)
+    values = evaluate(ends)
+    end_i = int(np.argmax(values))
+    if values[end_i] > best_val:
+        best_x, best_val = ends[end_i], float(values[end_i])
     return best_x, best_val

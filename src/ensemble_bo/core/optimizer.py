@@ -357,7 +357,9 @@ class GPEIOptimizer(Optimizer):
         while True:
             # Fantasies join y, so a believed value below the best moves the incumbent too.
             best, incumbent = float(y.min()), X[np.argmin(y)]
-            acquisition, _ = self._acquisition_function(posteriors, best)
+            acquisition, values_and_gradients = self._acquisition_function(
+                posteriors, best
+            )
             point, value = maximize_acquisition(
                 acquisition,
                 self.space.dim,
@@ -366,6 +368,7 @@ class GPEIOptimizer(Optimizer):
                 self.n_local_starts,
                 # EI often peaks next to the incumbent: refine from there too.
                 extra_starts=incumbent,
+                value_and_gradient=values_and_gradients,
             )
             suggestion = self._suggest(
                 point, math.exp(value) if self.acquisition == "ei" else value
