@@ -336,6 +336,17 @@ def _standardize(y: np.ndarray) -> tuple[np.ndarray, float, float, bool]:
     return (y - y_mean) / y_std, y_mean, y_std, False
 
 
+def _standardized_posterior(
+    Ks: np.ndarray, L: np.ndarray, alpha: np.ndarray, hp: GPHyperparameters
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Mean and variance (m,) of the standardized latent function from the cross
+    covariance Ks (m, n), and V = L^-1 Ks^T (n, m), which a gradient reuses."""
+    mean = hp.mean + Ks @ alpha
+    V = solve_triangular(L, Ks.T, lower=True, check_finite=False)
+    var = np.maximum(hp.amplitude - np.einsum("ij,ij->j", V, V), 0.0)
+    return mean, var, V
+
+
 class _StandardizedTarget:
     """y is standardized before fitting; predictions come back in y's units."""
 
@@ -376,9 +387,7 @@ class _StandardizedTarget:
     ) -> tuple[np.ndarray, np.ndarray]:
         """Latent mean and std (m,) at X (m, d) in y's units, from a cached Cholesky."""
         Ks = matern52(X, X_train, hp.length_scales, hp.amplitude)  # (m, n)
-        mean = hp.mean + Ks @ alpha
-        V = solve_triangular(L, Ks.T, lower=True, check_finite=False)  # (n, m)
-        var = np.maximum(hp.amplitude - np.einsum("ij,ij->j", V, V), 0.0)
+        mean, var, _ = _standardized_posterior(Ks, L, alpha, hp)
         return self._y_mean + self._y_std * mean, self._y_std * np.sqrt(var)
 
     def _latent_posterior_with_gradient(
@@ -399,9 +408,7 @@ class _StandardizedTarget:
         s = _SQRT5 * np.sqrt(cdist(X / ls, X_train / ls, "sqeuclidean"))  # (m, n)
         E = np.exp(-s)
         Ks = amp * (1.0 + s + s * s / 3.0) * E
-        mean = hp.mean + Ks @ alpha
-        V = solve_triangular(L, Ks.T, lower=True, check_finite=False)  # (n, m)
-        var = np.maximum(amp - np.einsum("ij,ij->j", V, V), 0.0)
+        mean, var, V = _standardized_posterior(Ks, L, alpha, hp)
         std = np.sqrt(var)
         Kinv_k = solve_triangular(L, V, lower=True, trans="T", check_finite=False)
         G = (
