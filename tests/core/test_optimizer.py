@@ -317,18 +317,20 @@ def test_grid_search_covers_the_grid_once_then_says_so():
         grid.ask()
 
 
+# A width that applies only on the "bowl" branch.
+BRANCHES = {
+    "branch": {"type": "categorical", "choices": ["flat", "bowl"]},
+    "width": {
+        "type": "float",
+        "low": 0.0,
+        "high": 1.0,
+        "condition": {"branch": "bowl"},
+    },
+}
+
+
 def test_conditional_space_optimization_uses_the_active_branch():
-    space = SearchSpace.from_dict(
-        {
-            "branch": {"type": "categorical", "choices": ["flat", "bowl"]},
-            "width": {
-                "type": "float",
-                "low": 0.0,
-                "high": 1.0,
-                "condition": {"branch": "bowl"},
-            },
-        }
-    )
+    space = SearchSpace.from_dict(BRANCHES)
 
     def loss(config):
         return 1.0 if config["branch"] == "flat" else (config["width"] - 0.3) ** 2
@@ -410,16 +412,7 @@ def test_acquisition_gradient_matches_finite_differences(
 
 def test_acquisition_gradient_is_zero_along_categorical_and_inactive_coordinates():
     space = SearchSpace.from_dict(
-        {
-            "branch": {"type": "categorical", "choices": ["flat", "bowl"]},
-            "width": {
-                "type": "float",
-                "low": 0.0,
-                "high": 1.0,
-                "condition": {"branch": "bowl"},
-            },
-            "shift": {"type": "float", "low": -1.0, "high": 1.0},
-        }
+        {**BRANCHES, "shift": {"type": "float", "low": -1.0, "high": 1.0}}
     )
     rng = np.random.default_rng(0)
     X = space.canonicalize(rng.random((10, 4)))
