@@ -126,12 +126,26 @@ def matern52(
     X1: np.ndarray, X2: np.ndarray, length_scales: np.ndarray, amplitude: float
 ) -> np.ndarray:
     """Matern-5/2 ARD kernel matrix (n1, n2) for X1 (n1, d), X2 (n2, d), length_scales (d,)."""
+    s = _sqrt5_distances(X1, X2, length_scales)
+    return _matern52_of(s, np.exp(-s), amplitude)
+
+
+def _sqrt5_distances(
+    X1: np.ndarray, X2: np.ndarray, length_scales: np.ndarray
+) -> np.ndarray:
+    """s = sqrt5 r (n1, n2), r the length-scaled distances, the Matern-5/2 argument."""
     ls = np.asarray(length_scales, dtype=float)
     r = np.sqrt(
         cdist(np.asarray(X1, float) / ls, np.asarray(X2, float) / ls, "sqeuclidean")
     )
-    s = _SQRT5 * r
-    return amplitude * (1.0 + s + s * s / 3.0) * np.exp(-s)
+    return _SQRT5 * r
+
+
+def _matern52_of(
+    s: np.ndarray, exp_minus_s: np.ndarray, amplitude: float
+) -> np.ndarray:
+    """The kernel at s = sqrt5 r, given exp(-s), which its gradient reuses."""
+    return amplitude * (1.0 + s + s * s / 3.0) * exp_minus_s
 
 
 def _cholesky_with_jitter(K: np.ndarray) -> np.ndarray:
@@ -405,9 +419,9 @@ class _StandardizedTarget:
         var = amp - k^T K^-1 k give dmean = dk^T alpha and dvar = -2 dk^T K^-1 k.
         """
         ls, amp = hp.length_scales, hp.amplitude
-        s = _SQRT5 * np.sqrt(cdist(X / ls, X_train / ls, "sqeuclidean"))  # (m, n)
+        s = _sqrt5_distances(X, X_train, ls)  # (m, n)
         E = np.exp(-s)
-        Ks = amp * (1.0 + s + s * s / 3.0) * E
+        Ks = _matern52_of(s, E, amp)
         mean, var, V = _standardized_posterior(Ks, L, alpha, hp)
         std = np.sqrt(var)
         Kinv_k = solve_triangular(L, V, lower=True, trans="T", check_finite=False)
