@@ -212,7 +212,77 @@ ACQUISITIONS = ("ei", "ucb")
 BATCH_STRATEGIES = ("kriging_believer", "constant_liar")
 
 
-class GPEIOptimizer(Optimizer):
+class ModelBasedOptimizer(Optimizer):
+    """A scrambled Sobol design of `n_initial` points, then a surrogate's proposals.
+
+    Pre-loaded observations stand in for part of the design. Subclasses give
+    `_propose_by_model(X, y, size, pending)` on the successful told points.
+    """
+
+    def __init__(self, space: SearchSpace, seed: int = 0, n_initial: int = 10):
+        super().__init__(space, seed)
+        if int(n_initial) != n_initial or n_initial < 1:
+            raise ValueError(f"n_initial must be an integer >= 1, got {n_initial!r}")
+        self.n_initial = int(n_initial)
+        sobol = qmc.Sobol(
+            space.dim, scramble=True, rng=np.random.default_rng(self._design_seed)
+        )
+        self._initial_design = sobol.random_base2(math.ceil(math.log2(n_initial)))[
+            :n_initial
+        ]
+        self._initial_asked = 0
+
+    @property
+    def _design_seed(self) -> np.random.SeedSequence:
+        return np.random.SeedSequence(self.seed).spawn(3)[1]
+
+    @property
+    def _model_seed(self) -> int:
+        return int(np.random.SeedSequence(self.seed).spawn(3)[2].generate_state(1)[0])
+
+    def _propose(self, size: int, pending: list[np.ndarray]) -> list[Suggestion]:
+        design_left = (
+            len(self._initial_design) - self._n_preloaded - self._initial_asked
+        )
+        start, take = self._initial_asked, min(size, max(design_left, 0))
+        suggestions = [
+            self._suggest(point) for point in self._initial_design[start : start + take]
+        ]
+        self._initial_asked += take
+        remaining = size - len(suggestions)
+        if remaining == 0:
+            return suggestions
+        valid = np.isfinite(self.values)
+        if valid.sum() < 2:
+            # Too little to fit a model (e.g. every early trial failed): keep exploring.
+            return suggestions + self._random_suggestions(remaining)
+        return suggestions + self._propose_by_model(
+            self.X[valid], self.values[valid], remaining, pending
+        )
+
+    def _random_suggestions(self, size: int) -> list[Suggestion]:
+        return [self._suggest(self._rng.random(self.space.dim)) for _ in range(size)]
+
+    def _propose_by_model(
+        self, X: np.ndarray, y: np.ndarray, size: int, pending: list[np.ndarray]
+    ) -> list[Suggestion]:
+        raise NotImplementedError
+
+    def skip_proposed(self, configs: Sequence[Mapping[str, Any]]) -> None:
+        # The design points not yet trained stay, those still running when the
+        # search stopped included; they come in their order after the others.
+        asked = self._initial_asked
+        remaining = self._initial_design[asked:]
+        order, taken = taken_back_first(
+            [self._suggest(point).config for point in remaining], configs
+        )
+        self._initial_design = np.concatenate(
+            [self._initial_design[:asked], remaining[order]]
+        )
+        self._initial_asked += taken
+
+
+class GPEIOptimizer(ModelBasedOptimizer):
     """GP-based Bayesian optimization (ESMBO s.2, Alg. 1; Snoek et al. 2012).
 
     The first `n_initial` suggestions are a scrambled Sobol design; afterwards
@@ -242,9 +312,7 @@ class GPEIOptimizer(Optimizer):
         n_candidates: int = 1024,
         n_local_starts: int = 5,
     ):
-        super().__init__(space, seed)
-        if int(n_initial) != n_initial or n_initial < 1:
-            raise ValueError(f"n_initial must be an integer >= 1, got {n_initial!r}")
+        super().__init__(space, seed, n_initial)
         for name, value, allowed in (
             ("hyperparameters", hyperparameters, HYPERPARAMETER_MODES),
             ("acquisition", acquisition, ACQUISITIONS),
@@ -254,14 +322,8 @@ class GPEIOptimizer(Optimizer):
                 raise ValueError(f"{name}={value!r} is not one of {list(allowed)}")
         if not ucb_beta >= 0:
             raise ValueError(f"ucb_beta must be >= 0, got {ucb_beta!r}")
-        seeds = np.random.SeedSequence(seed).spawn(3)[1:]
-        sobol = qmc.Sobol(space.dim, scramble=True, rng=np.random.default_rng(seeds[0]))
-        self._initial_design = sobol.random_base2(math.ceil(math.log2(n_initial)))[
-            :n_initial
-        ]
-        self._initial_asked = 0
         self._fitted_at = -1  # told points when the GP was last fitted
-        gp_seed = int(seeds[1].generate_state(1)[0])
+        gp_seed = self._model_seed
         if hyperparameters in ("ml2", "map"):
             self._model = GaussianProcess(
                 n_restarts=gp_restarts, seed=gp_seed, prior=hyperparameters == "map"
@@ -274,47 +336,12 @@ class GPEIOptimizer(Optimizer):
         self.batch_strategy = batch_strategy
         self.n_candidates = n_candidates
         self.n_local_starts = n_local_starts
-        self.n_initial = int(n_initial)
 
     def _propose(self, size: int, pending: list[np.ndarray]) -> list[Suggestion]:
-        # Pre-loaded observations stand in for part of the initial design.
-        design_left = (
-            len(self._initial_design) - self._n_preloaded - self._initial_asked
-        )
-        start, take = self._initial_asked, min(size, max(design_left, 0))
-        suggestions = [
-            self._suggest(point) for point in self._initial_design[start : start + take]
-        ]
-        self._initial_asked += take
-        remaining = size - len(suggestions)
-        if remaining == 0:
-            return suggestions
-        valid = np.isfinite(self.values)
-        if valid.sum() < 2:
-            # Too little to fit a GP (e.g. every early trial failed): keep exploring.
-            return suggestions + [
-                self._suggest(self._rng.random(self.space.dim))
-                for _ in range(remaining)
-            ]
         # GP matrices are small: BLAS threads cost more in start-up than they save
         # (measured: up to 10x slower fits on 2 busy cores).
         with threadpool_limits(limits=1, user_api="blas"):
-            return suggestions + self._propose_by_model(
-                self.X[valid], self.values[valid], remaining, pending
-            )
-
-    def skip_proposed(self, configs: Sequence[Mapping[str, Any]]) -> None:
-        # The design points not yet trained stay, those still running when the
-        # search stopped included; they come in their order after the others.
-        asked = self._initial_asked
-        remaining = self._initial_design[asked:]
-        order, taken = taken_back_first(
-            [self._suggest(point).config for point in remaining], configs
-        )
-        self._initial_design = np.concatenate(
-            [self._initial_design[:asked], remaining[order]]
-        )
-        self._initial_asked += taken
+            return super()._propose(size, pending)
 
     def _posteriors(
         self, X: np.ndarray, y: np.ndarray, keep_hyperparameters: bool = False
@@ -348,9 +375,7 @@ class GPEIOptimizer(Optimizer):
             warnings.warn(
                 f"GP fit failed ({error}); suggesting random points", stacklevel=4
             )
-            return [
-                self._suggest(self._rng.random(self.space.dim)) for _ in range(size)
-            ]
+            return self._random_suggestions(size)
         for point in pending:
             X, y, posteriors = self._fantasize(X, y, posteriors, point)
         suggestions: list[Suggestion] = []
