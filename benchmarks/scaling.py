@@ -65,7 +65,7 @@ from sklearn.tree import DecisionTreeRegressor
 from ensemble_bo.api import EnsembleSearch, default_parameters
 from ensemble_bo.core.evaluation import CrossValidationEvaluator
 from ensemble_bo.core.methods import METHODS
-from ensemble_bo.core.optimizer import make_optimizer
+from ensemble_bo.core.optimizer_kinds import make_optimizer
 from ensemble_bo.core.parallel import ParallelSettings, trial_runner
 from ensemble_bo.core.pool import TrialResult
 from ensemble_bo.core.preparation import ModelInput, prepare, split_dataset

@@ -213,3 +213,22 @@ def test_a_time_budget_ends_the_search_within_one_trial_of_its_limit(concrete):
     assert result.pool.ok[0]  # the first trial is never cut by the budget
     assert result.search_seconds >= time_budget
     assert search.refit_seconds_ > 0 and len(search.predict(X)) == len(X)
+
+
+@pytest.mark.parametrize("kind", ["tpe", "random"])
+@pytest.mark.parametrize("method", ["segor", "esmbo"])
+def test_every_optimizer_kind_drives_the_ensemble_searches(concrete, method, kind):
+    # one parameter switches the engine; the ensemble search and its seed work the same
+    X, y = concrete
+    block = "segor" if method == "segor" else "esmbo"
+    params = {
+        block: {"optimizer": {"kind": kind, "n_initial": 3}, "time_limit": None},
+        **CHEAP,
+    }
+    runs = [
+        EnsembleSearch(method=method, budget=6, random_state=4, params=params).fit(X, y)
+        for _ in range(2)
+    ]
+    assert len(runs[0].result_.pool) == 6 and all(runs[0].result_.pool.ok)
+    assert runs[0].result_.pool.configs == runs[1].result_.pool.configs
+    assert runs[0].members_["weight"].sum() == pytest.approx(1.0)

@@ -10,7 +10,6 @@ from ensemble_bo.core.optimizer import (
     GridExhaustedError,
     GridSearch,
     RandomSearch,
-    make_optimizer,
 )
 from ensemble_bo.core.space import SearchSpace
 from ensemble_bo.core.surrogate import GaussianProcess, map_log_prior
@@ -431,20 +430,6 @@ def test_acquisition_gradient_is_zero_along_categorical_and_inactive_coordinates
     assert np.all(gradients[1:, 2:] != 0.0)
     numeric = central_gradient(values_only, points)
     np.testing.assert_allclose(gradients, numeric, rtol=1e-5, atol=1e-8)
-
-
-def test_optimizers_by_name():
-    assert isinstance(make_optimizer(SPACE, 0, kind="random"), RandomSearch)
-    assert isinstance(
-        make_optimizer(SPACE, 0, kind="grid", points_per_dimension=2), GridSearch
-    )
-    gp = make_optimizer(SPACE, 0, n_initial=3, hyperparameters="slice")
-    assert isinstance(gp, GPEIOptimizer) and gp.hyperparameters == "slice"
-    with pytest.raises(
-        ValueError,
-        match="optimizer kind='tpe' is not one of \\['gp', 'random', 'grid'\\]",
-    ):
-        make_optimizer(SPACE, 0, kind="tpe")
 
 
 def test_a_resumed_random_search_draws_on_past_the_trials_it_takes_back():

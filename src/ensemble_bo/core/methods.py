@@ -20,7 +20,8 @@ from typing import Any
 
 from ensemble_bo.core.evaluation import CrossValidationEvaluator
 from ensemble_bo.core.journal import TrialJournal
-from ensemble_bo.core.optimizer import Optimizer, make_optimizer
+from ensemble_bo.core.optimizer import Optimizer
+from ensemble_bo.core.optimizer_kinds import make_optimizer
 from ensemble_bo.core.parallel import ParallelSettings, ReplayingRunner, trial_runner
 from ensemble_bo.core.preparation import ModelInput
 from ensemble_bo.core.results import (

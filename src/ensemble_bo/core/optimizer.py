@@ -475,19 +475,3 @@ class GPEIOptimizer(ModelBasedOptimizer):
                 for gp in posteriors
             ],
         )
-
-
-OPTIMIZER_KINDS = ("gp", "random", "grid")
-
-
-def make_optimizer(
-    space: SearchSpace, seed: int, kind: str = "gp", **options: Any
-) -> Optimizer:
-    """An optimizer by name, e.g. from a conf block {kind: gp, n_initial: 10, ...}."""
-    if kind == "gp":
-        return GPEIOptimizer(space, seed=seed, **options)
-    if kind == "random":
-        return RandomSearch(space, seed=seed, **options)
-    if kind == "grid":
-        return GridSearch(space, seed=seed, **options)
-    raise ValueError(f"optimizer kind={kind!r} is not one of {list(OPTIMIZER_KINDS)}")

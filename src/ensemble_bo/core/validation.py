@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any
 
 from ensemble_bo.core.estimator import VOTING
 from ensemble_bo.core.losses import objective
-from ensemble_bo.core.optimizer import make_optimizer
+from ensemble_bo.core.optimizer_kinds import make_optimizer
 from ensemble_bo.core.parallel import ParallelSettings
 from ensemble_bo.core.preparation import TASKS, check_split_options
 from ensemble_bo.core.space import SearchSpace, parameter_from_spec
