@@ -4,6 +4,7 @@ import pytest
 
 from ensemble_bo.core.optimizer import GPEIOptimizer, GridSearch, RandomSearch
 from ensemble_bo.core.optimizer_kinds import OPTIMIZER_KINDS, make_optimizer
+from ensemble_bo.core.random_forest import RandomForestOptimizer
 from ensemble_bo.core.space import SearchSpace
 from ensemble_bo.core.tpe import TPEOptimizer
 
@@ -43,6 +44,9 @@ def test_the_block_s_options_reach_the_kind_that_reads_them():
     tpe = make_optimizer(SPACE, 0, kind="tpe", **GP_BLOCK, n_ei_candidates=48)
     assert isinstance(tpe, TPEOptimizer)
     assert (tpe.n_initial, tpe.n_ei_candidates) == (3, 48)
+    forest = make_optimizer(SPACE, 0, kind="rf", **GP_BLOCK, n_trees=20)
+    assert isinstance(forest, RandomForestOptimizer)
+    assert (forest.n_initial, forest.n_candidates, forest.n_trees) == (3, 256, 20)
 
 
 def test_an_unknown_kind_or_an_option_no_kind_reads_is_refused():

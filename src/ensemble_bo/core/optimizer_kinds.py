@@ -11,12 +11,14 @@ from ensemble_bo.core.optimizer import (
     Optimizer,
     RandomSearch,
 )
+from ensemble_bo.core.random_forest import RandomForestOptimizer
 from ensemble_bo.core.space import SearchSpace
 from ensemble_bo.core.tpe import TPEOptimizer
 
 OPTIMIZERS: dict[str, type[Optimizer]] = {
     "gp": GPEIOptimizer,
     "tpe": TPEOptimizer,
+    "rf": RandomForestOptimizer,
     "random": RandomSearch,
     "grid": GridSearch,
 }
