@@ -10,6 +10,7 @@ from scipy.optimize import approx_fprime, check_grad
 from sklearn.gaussian_process import GaussianProcessRegressor
 from sklearn.gaussian_process.kernels import ConstantKernel, Matern, WhiteKernel
 
+from ensemble_bo.core import surrogate
 from ensemble_bo.core.surrogate import (
     CholeskyError,
     GaussianProcess,
@@ -762,3 +763,31 @@ def test_ml2_map_and_slice_are_each_the_answer_of_their_own_criterion():
     # horseshoe prior (mode 0.05), it sits well above both point estimates (~0.01)
     mean_log_noise = thetas[:, 3].mean()
     assert mean_log_noise > max(theta_ml2[3], theta_map[3]) + 0.5
+
+
+@pytest.mark.parametrize("prior", [False, True])
+def test_restarts_race_on_a_subsample_and_only_the_winner_is_refined(
+    prior, monkeypatch
+):
+    X, y = _sample_gp(120, length_scale=0.3, seed=4)
+    in_full = GaussianProcess(n_restarts=3, seed=0, prior=prior).fit(X, y)
+    monkeypatch.setattr(surrogate, "RESTART_SUBSAMPLE", 40)
+    races = []
+    best_start = GaussianProcess._best_start
+
+    def recording(self, starts, X_, ys, bounds):
+        races.append((len(starts), len(ys)))
+        return best_start(self, starts, X_, ys, bounds)
+
+    monkeypatch.setattr(GaussianProcess, "_best_start", recording)
+    raced = GaussianProcess(n_restarts=3, seed=0, prior=prior).fit(X, y)
+    # 4 starts (warm or default + 3 restarts) on 40 points, then 1 on all 120
+    assert races == [(4, 40), (1, 120)]
+    # the same optimum of the likelihood as every start run on all the points
+    assert raced.log_marginal_likelihood() == pytest.approx(
+        in_full.log_marginal_likelihood(), abs=1e-3
+    )
+    # restarts come again on fit 2 (1, 2, 4, ...); fit 3 is a warm start alone
+    races.clear()
+    raced.fit(X, y).fit(X, y)
+    assert races == [(4, 40), (1, 120), (1, 120)]
