@@ -1,4 +1,4 @@
-"""Our GP-EI optimizer vs Optuna and scikit-optimize on Branin and Hartmann6.
+"""Our optimizers (GP-EI, TPE, random forest) vs Optuna and scikit-optimize on Branin and Hartmann6.
 
 Table 1: simple regret (best value so far - global minimum), median and 25/75%
 quantiles over seeds, after 1/3, 2/3 and all of the evaluation budget.
@@ -49,6 +49,7 @@ from pathlib import Path
 import numpy as np
 
 from ensemble_bo.core import optimizer as ours
+from ensemble_bo.core.optimizer_kinds import make_optimizer
 from ensemble_bo.core.space import SearchSpace
 
 # Competitors: main() stops with an install hint if a chosen method needs one
@@ -149,10 +150,9 @@ PROBLEMS = {
 # order they were evaluated.
 
 
-def _make_ours(space: SearchSpace, seed: int, hyperparameters: str):
-    return ours.GPEIOptimizer(
-        space, seed=seed, n_initial=10, hyperparameters=hyperparameters
-    )
+def _make_ours(space: SearchSpace, seed: int, kind: str = "gp", **options):
+    """Our optimizer `kind` with 10 initial points (TPE: Optuna's 10 startup trials)."""
+    return make_optimizer(space, seed, kind=kind, n_initial=10, **options)
 
 
 def _ask_tell(optimizer, problem: Problem, budget: int) -> list[float]:
@@ -165,10 +165,8 @@ def _ask_tell(optimizer, problem: Problem, budget: int) -> list[float]:
     return values
 
 
-def run_ours(
-    problem: Problem, seed: int, budget: int, hyperparameters: str
-) -> list[float]:
-    return _ask_tell(_make_ours(problem.space, seed, hyperparameters), problem, budget)
+def run_ours(problem: Problem, seed: int, budget: int, **options) -> list[float]:
+    return _ask_tell(_make_ours(problem.space, seed, **options), problem, budget)
 
 
 def run_random(problem: Problem, seed: int, budget: int) -> list[float]:
@@ -207,6 +205,18 @@ def run_skopt(problem: Problem, seed: int, budget: int) -> list[float]:
     return [float(v) for v in result.func_vals]
 
 
+def run_skopt_forest(problem: Problem, seed: int, budget: int) -> list[float]:
+    result = skopt.forest_minimize(
+        lambda x: float(problem.f(np.array(x))),
+        list(problem.bounds),
+        base_estimator="RF",
+        n_calls=budget,
+        n_initial_points=10,
+        random_state=seed,
+    )
+    return [float(v) for v in result.func_vals]
+
+
 @dataclass(frozen=True)
 class Method:
     label: str
@@ -219,6 +229,13 @@ METHODS: dict[str, Method] = {
     "optuna_tpe": Method("Optuna TPE", run_optuna_tpe, ("optuna",)),
     "optuna_gp": Method("Optuna GPSampler", run_optuna_gp, ("optuna", "torch")),
     "skopt_gp": Method("skopt gp_minimize", run_skopt, ("skopt",)),
+    "skopt_rf": Method("skopt forest_minimize (RF)", run_skopt_forest, ("skopt",)),
+    "ours_tpe": Method(
+        "ours tpe (Optuna's TPE adapted)", functools.partial(run_ours, kind="tpe")
+    ),
+    "ours_rf": Method(
+        "ours rf (SMAC-style forest)", functools.partial(run_ours, kind="rf")
+    ),
     "ours_ml2": Method(
         "ours GP-EI ML-II", functools.partial(run_ours, hyperparameters="ml2")
     ),
@@ -294,7 +311,7 @@ def time_ours(
     hyperparameters: str, X: np.ndarray, y: np.ndarray, seed: int, in_loop: bool
 ) -> float:
     problem = PROBLEMS["hartmann6"]
-    optimizer = _make_ours(problem.space, seed, hyperparameters)
+    optimizer = _make_ours(problem.space, seed, hyperparameters=hyperparameters)
     m = len(y) - WARM_UPS if in_loop else len(y)
     # tell_many: preloaded points count as the initial design, so ask() fits the GP.
     optimizer.tell_many([problem.space.decode(x) for x in X[:m]], y[:m].tolist())
@@ -413,7 +430,13 @@ def _machine() -> dict[str, str]:
 def _source_digest() -> str:
     """Which version of our optimizer was measured (the core changes often)."""
     digest = hashlib.sha256()
-    for name in ("optimizer.py", "surrogate.py", "acquisition.py"):
+    for name in (
+        "optimizer.py",
+        "surrogate.py",
+        "acquisition.py",
+        "tpe.py",
+        "random_forest.py",
+    ):
         path = Path(ours.__file__).with_name(name)
         if path.exists():
             digest.update(path.read_bytes())
