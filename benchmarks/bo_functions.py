@@ -13,7 +13,7 @@ Competitors are dev-only dependencies (benchmarks/requirements-bo.txt):
     .venv/bin/python benchmarks/bo_functions.py           # full run, see README
 
 Writes benchmarks/results/bo_functions.{md,json} (bo_functions_quick.* with
---quick). `--merge` adds the methods run now to the existing results, e.g. to
+--quick, <name>.* with --name). `--merge` adds the methods run now to the existing results, e.g. to
 fill in one row after the rest was measured; `--timing-only --merge` redoes
 only Table 2.
 """
@@ -634,6 +634,9 @@ def main() -> None:
     parser.add_argument("--functions", nargs="+", choices=list(PROBLEMS))
     parser.add_argument("--seeds", nargs="+", type=int)
     parser.add_argument("--workers", type=int, default=2, help="for the regret runs")
+    parser.add_argument(
+        "--name", help="results file stem (default bo_functions, _quick with --quick)"
+    )
     only = parser.add_mutually_exclusive_group()
     only.add_argument("--no-timing", action="store_true", help="skip Table 2")
     only.add_argument(
@@ -652,7 +655,7 @@ def main() -> None:
     if args.timing_only:
         keys = [key for key in keys if key in TIMERS]
     problems = [] if args.timing_only else args.functions or list(PROBLEMS)
-    stem = "bo_functions_quick" if args.quick else "bo_functions"
+    stem = args.name or ("bo_functions_quick" if args.quick else "bo_functions")
     missing = _missing_packages(keys)
     if missing:
         sys.exit(

@@ -80,7 +80,9 @@ class TPEOptimizer(Optimizer):
 
     n_initial: Optuna's `n_startup_trials`, random configurations before TPE
     models (pre-loaded observations count); n_ei_candidates, multivariate:
-    TPESampler's own options, Optuna's defaults.
+    TPESampler's own options, at Optuna's defaults for one objective
+    (multivariate TPE models the parameters jointly; a conditional parameter
+    outside the space every trial shares is sampled on its own).
     """
 
     def __init__(
@@ -89,7 +91,7 @@ class TPEOptimizer(Optimizer):
         seed: int = 0,
         n_initial: int = 10,
         n_ei_candidates: int = 24,
-        multivariate: bool = False,
+        multivariate: bool = True,
     ):
         super().__init__(space, seed)
         if int(n_initial) != n_initial or n_initial < 1:
