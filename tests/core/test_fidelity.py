@@ -3,15 +3,22 @@
 Hyperband schedule, resource budgets, BOHB's model budget and the `fidelity`
 block's validation."""
 
+import itertools
 import math
 import re
 
+import numpy as np
 import pytest
 
 from ensemble_bo.core.fidelity import (
+    BracketRun,
+    BracketSchedule,
+    HyperbandSchedule,
+    Rung,
     full_fidelity_equivalents,
     hyperband_brackets,
     max_bracket_index,
+    promote,
     successive_halving_rungs,
     total_resource,
 )
@@ -170,3 +177,169 @@ def test_total_resource_and_full_fidelity_equivalents():
     assert full_fidelity_equivalents(folds, 5, reuse=True) == pytest.approx(1.8)
     with pytest.raises(ValueError, match="max_resource must be > 0, got 0"):
         full_fidelity_equivalents(folds, 0)
+
+
+def test_a_full_fidelity_budget_starts_only_the_brackets_that_fit():
+    schedule = HyperbandSchedule(1, 81, 3)
+    # Costs 5, 4.48, 4.33, 4.67, 5 full-fidelity equivalents, then again.
+    assert schedule.brackets_within(4) == []
+    assert schedule.brackets_within(5) == [schedule.bracket(0)]
+    assert schedule.brackets_within(10) == schedule.brackets[:2]
+    within = schedule.brackets_within(30)
+    assert within == [*schedule.brackets, schedule.bracket(5)]
+    assert sum(full_fidelity_equivalents(b, 81) for b in within) <= 30
+    with pytest.raises(ValueError, match="full_fidelity_budget .* got 0"):
+        schedule.brackets_within(0)
+
+
+def test_hyperband_schedule_runs_brackets_s_max_down_to_0_and_cycles():
+    schedule = HyperbandSchedule(1, 81, 3)
+    assert schedule.s_max == 4 and len(schedule) == 5
+    assert [schedule.s(k) for k in range(7)] == [4, 3, 2, 1, 0, 4, 3]
+    first_seven = list(itertools.islice(schedule, 7))
+    assert table(first_seven) == HYPERBAND_81 + HYPERBAND_81[:2]
+    assert schedule.bracket(6) == schedule.brackets[1]
+    with pytest.raises(ValueError, match="at least one bracket"):
+        BracketSchedule([])
+
+
+def test_promote_takes_the_lowest_losses_ties_by_index_and_never_nan():
+    losses = [0.3, 0.1, math.nan, 0.1, 0.2]
+    assert promote(losses, 2) == [1, 3]
+    assert promote(losses, 3) == [1, 3, 4]
+    assert promote(losses, 10) == [1, 3, 4, 0]  # the NaN stays out
+    assert promote(np.array(losses), 0) == []
+    assert promote([math.nan, math.nan], 1) == []
+    assert promote([math.inf, math.nan, 1.0], 2) == [2, 0]
+    assert promote([], 3) == []
+    for bad in (-1, 1.5, True):
+        with pytest.raises(ValueError, match=f"got {bad!r}"):
+            promote(losses, bad)
+
+
+def test_a_bracket_run_promotes_the_best_of_each_rung_by_hand():
+    bracket = [Rung(4, 1), Rung(2, 2), Rung(1, 4)]
+    run = BracketRun(bracket, config_indices=[10, 11, 12, 13])
+    assert run.next_jobs() == [(10, 1), (11, 1), (12, 1), (13, 1)]
+    for config, loss in zip([10, 11, 12, 13], [0.5, 0.1, 0.3, 0.1], strict=True):
+        run.tell(config, 1, loss)
+    # 11 and 13 tie at 0.1: both go up, 11 (listed first) ahead.
+    assert run.rung == 1 and run.members(1) == [11, 13]
+    assert run.next_jobs() == [(11, 2), (13, 2)]
+    run.tell(13, 2, 0.2)
+    assert run.next_jobs() == [(11, 2)]  # what is left of the rung
+    run.tell(11, 2, 0.4)
+    assert run.next_jobs() == [(13, 4)]
+    assert run.finished() == {}
+    run.tell(13, 4, 0.15)
+    assert run.done and run.next_jobs() == []
+    assert run.finished() == {13: 0.15}
+    assert run.resources_of(13) == [1, 2, 4]
+    assert run.resources_of(11) == [1, 2]
+    assert run.resources_of(10) == [1]
+    assert run.history[-1] == (13, 4, 0.15)
+    assert run.losses(0) == {10: 0.5, 11: 0.1, 12: 0.3, 13: 0.1}
+
+
+def test_a_bracket_run_refuses_results_that_do_not_belong_to_its_rung():
+    run = BracketRun([Rung(2, 1), Rung(1, 3)])
+    with pytest.raises(ValueError, match=r"config 5 is not in rung 0: \[0, 1\]"):
+        run.tell(5, 1, 0.1)
+    with pytest.raises(ValueError, match="told at resource 3; rung 0 runs at 1"):
+        run.tell(0, 3, 0.1)
+    run.tell(0, 1, 0.1)
+    with pytest.raises(ValueError, match="config 0 was already told"):
+        run.tell(0, 1, 0.2)
+    run.tell(1, 1, 0.2)
+    run.tell(0, 3, 0.3)
+    with pytest.raises(ValueError, match="the bracket is done"):
+        run.tell(1, 3, 0.3)
+    with pytest.raises(ValueError, match="2 distinct config indices"):
+        BracketRun([Rung(2, 1)], config_indices=[4, 4])
+    with pytest.raises(ValueError, match="rungs must go up in resource"):
+        BracketRun([Rung(2, 3), Rung(1, 1)])
+
+
+def test_failed_evaluations_are_never_promoted_and_can_end_a_bracket():
+    run = BracketRun([Rung(3, 1), Rung(2, 3), Rung(1, 9)])
+    run.tell(0, 1, None)
+    run.tell(1, 1, 0.5)
+    run.tell(2, 1, math.nan)
+    assert run.members(1) == [1]  # one promoted where two were published
+    run.tell(1, 3, None)
+    assert run.done and run.finished() == {}
+    assert run.resources_of(1) == [1, 3]
+
+
+def test_promotion_by_given_losses_overrides_the_single_model_ranking():
+    # The told losses are each candidate's own; the search ranks by the loss
+    # of the ensemble with the candidate in the slot, which reverses them.
+    run = BracketRun([Rung(3, 1), Rung(1, 5)], auto_promote=False)
+    for config, own_loss in enumerate([0.1, 0.2, 0.3]):
+        run.tell(config, 1, own_loss)
+    assert run.awaiting_promotion and run.next_jobs() == []
+    with pytest.raises(ValueError, match=r"config 7 is not in rung 0"):
+        run.promote_with({7: 0.0})
+    assert run.promote_with({0: 0.50, 1: 0.40, 2: 0.35}) == [2]
+    assert run.next_jobs() == [(2, 5)]
+    run.tell(2, 5, 0.3)
+    assert run.done and not run.awaiting_promotion
+
+    partial = BracketRun([Rung(3, 1), Rung(2, 5)], auto_promote=False)
+    with pytest.raises(ValueError, match=r"configs \[0, 1, 2\] are not told"):
+        partial.promote_with({})
+    for config, own_loss in enumerate([0.1, 0.2, 0.3]):
+        partial.tell(config, 1, own_loss)
+    # Configs left out keep their told loss; a NaN given is never promoted.
+    assert partial.promote_with({2: 0.05, 0: math.nan}) == [2, 1]
+
+    automatic = BracketRun([Rung(1, 1)])
+    with pytest.raises(ValueError, match="auto_promote=False"):
+        automatic.promote_with({0: 0.1})
+
+
+def fake_loss(config, resource):
+    """A learning curve per configuration: its final loss plus a gap that
+    shrinks with the resource, so rankings change between rungs."""
+    rng = np.random.default_rng(config)
+    final, gap = rng.uniform(0, 1), rng.uniform(0, 3)
+    return final + gap / resource
+
+
+def test_the_driver_walks_a_whole_hyperband_schedule():
+    schedule = HyperbandSchedule(1, 81, 3, integer=True)
+    next_index = 0
+    for k in range(len(schedule) + 1):  # every bracket, then the first again
+        bracket = schedule.bracket(k)
+        indices = list(range(next_index, next_index + bracket[0].n_configs))
+        next_index += len(indices)
+        run = BracketRun(bracket, indices)
+        while not run.done:
+            for config, resource in run.next_jobs():
+                run.tell(config, resource, fake_loss(config, resource))
+
+        # The same bracket, promoted by hand with sorted().
+        expected = indices
+        for i, rung in enumerate(bracket):
+            assert run.members(i) == expected
+            if i + 1 < len(bracket):
+                expected = sorted(
+                    expected, key=lambda c, r=rung.resource: fake_loss(c, r)
+                )[: bracket[i + 1].n_configs]
+        assert sorted(run.finished()) == sorted(expected)
+        assert len(run.finished()) == bracket[-1].n_configs
+
+        # Each configuration ran exactly its rungs' resources, lowest first.
+        resources = [rung.resource for rung in bracket]
+        reached = [0] * len(bracket)
+        for config in indices:
+            seen = run.resources_of(config)
+            assert seen == resources[: len(seen)]
+            reached[len(seen) - 1] += 1
+        stopped = [
+            rung.n_configs - (bracket[i + 1].n_configs if i + 1 < len(bracket) else 0)
+            for i, rung in enumerate(bracket)
+        ]
+        assert reached == stopped
+        assert sum(r for _, r, _ in run.history) == total_resource(bracket)
+    assert next_index == 81 + 34 + 15 + 8 + 5 + 81

@@ -47,10 +47,12 @@ from __future__ import annotations
 
 import itertools
 import math
-from collections.abc import Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from fractions import Fraction
 from numbers import Integral, Real
+
+import numpy as np
 
 # Li et al. 2017 suggest eta = 3 or 4; Falkner et al. 2018 use 3.
 DEFAULT_ETA = 3
@@ -258,3 +260,252 @@ def full_fidelity_equivalents(
     if not _is_positive_number(max_resource):
         raise ValueError(f"max_resource must be > 0, got {max_resource!r}")
     return total_resource(bracket, reuse=reuse) / max_resource
+
+
+def promote(losses: Sequence[float] | np.ndarray, n_promoted: int) -> list[int]:
+    """Indices of the `n_promoted` lowest losses, best first.
+
+    Ties go to the lower index (a stable sort); NaN marks a failed evaluation
+    and is never promoted, so fewer than `n_promoted` come back when fewer
+    losses are not NaN. An infinite loss is a finished evaluation and ranks
+    last.
+    """
+    if isinstance(n_promoted, bool) or not isinstance(n_promoted, Integral):
+        raise ValueError(f"n_promoted must be an integer >= 0, got {n_promoted!r}")
+    if n_promoted < 0:
+        raise ValueError(f"n_promoted must be an integer >= 0, got {n_promoted!r}")
+    values = np.asarray(losses, dtype=float).reshape(-1)
+    finished = np.flatnonzero(~np.isnan(values))
+    order = finished[np.argsort(values[finished], kind="stable")]
+    return [int(i) for i in order[:n_promoted]]
+
+
+class BracketRun:
+    """One bracket, run synchronously: evaluate a rung, promote, go up.
+
+    `config_indices` label the first rung's n_0 configurations (default
+    0..n_0-1); the caller owns them and may bind each to a configuration when
+    `next_jobs` first hands it out (BOHB proposes lazily). `next_jobs()` gives
+    the (config_index, resource) pairs of the current rung not told yet;
+    `tell` records a loss (None or NaN: failed). When a rung is complete its
+    best n_(i+1) configurations (`promote` on the told losses) make the next
+    rung, unless `auto_promote=False`: then the run waits for
+    `promote_with(losses_by_config)`, the losses to rank by (an ensemble
+    search's ensemble objectives, computed once the rung is complete).
+    Ties go to the configuration listed first in its rung: the given order
+    at the first rung, the order of promotion (better below first) above.
+    Failures can leave a rung with fewer configurations than published; the
+    bracket ends early when none is left.
+    """
+
+    def __init__(
+        self,
+        bracket: Sequence[Rung],
+        config_indices: Sequence[int] | None = None,
+        *,
+        auto_promote: bool = True,
+    ) -> None:
+        bracket = list(bracket)
+        if not bracket or not all(isinstance(rung, Rung) for rung in bracket):
+            raise ValueError(f"a bracket is a non-empty list of Rung, got {bracket!r}")
+        for lower, upper in itertools.pairwise(bracket):
+            if upper.resource <= lower.resource or upper.n_configs > lower.n_configs:
+                raise ValueError(
+                    f"rungs must go up in resource and not up in configurations, "
+                    f"got {lower} then {upper}"
+                )
+        first = bracket[0].n_configs
+        indices = list(range(first)) if config_indices is None else list(config_indices)
+        if len(indices) != first or len(set(indices)) != first:
+            raise ValueError(
+                f"the first rung needs {first} distinct config indices, got {indices!r}"
+            )
+        self.bracket = bracket
+        self.auto_promote = auto_promote
+        self._members: list[list[int]] = [indices]
+        self._losses: list[dict[int, float]] = [{}]
+        self._history: list[tuple[int, Resource, float]] = []
+        self._done = False
+
+    @property
+    def rung(self) -> int:
+        """The index of the rung being evaluated (the last one once done)."""
+        return len(self._members) - 1
+
+    @property
+    def done(self) -> bool:
+        return self._done
+
+    @property
+    def awaiting_promotion(self) -> bool:
+        """The current rung is complete and waits for `promote_with`."""
+        return not self._done and len(self._losses[-1]) == len(self._members[-1])
+
+    def members(self, rung: int) -> list[int]:
+        """Config indices evaluated (or to evaluate) at rung `rung`."""
+        return list(self._members[rung])
+
+    def losses(self, rung: int) -> dict[int, float]:
+        """Told losses at rung `rung`, by config index (NaN: failed)."""
+        return dict(self._losses[rung])
+
+    @property
+    def history(self) -> list[tuple[int, Resource, float]]:
+        """Every (config_index, resource, loss) told, in order."""
+        return list(self._history)
+
+    def resources_of(self, config_index: int) -> list[Resource]:
+        """The resources `config_index` was evaluated at, lowest first."""
+        return [r for c, r, _ in self._history if c == config_index]
+
+    def finished(self) -> dict[int, float]:
+        """Losses at the top rung (max resource) told so far, by config index."""
+        if len(self._members) < len(self.bracket):
+            return {}
+        return dict(self._losses[len(self.bracket) - 1])
+
+    def next_jobs(self) -> list[tuple[int, Resource]]:
+        """The current rung's (config_index, resource) not told yet (the same
+        pairs until told); empty when done or awaiting promotion."""
+        if self._done:
+            return []
+        resource = self.bracket[self.rung].resource
+        told = self._losses[-1]
+        return [(c, resource) for c in self._members[-1] if c not in told]
+
+    def tell(self, config_index: int, resource: Resource, loss: float | None) -> None:
+        """Record `loss` of `config_index` at `resource` (None or NaN: failed)."""
+        if self._done:
+            raise ValueError(
+                f"the bracket is done; config {config_index} at {resource!r} is late"
+            )
+        expected = self.bracket[self.rung].resource
+        if config_index not in self._members[-1]:
+            raise ValueError(
+                f"config {config_index} is not in rung {self.rung}: {self._members[-1]}"
+            )
+        if resource != expected:
+            raise ValueError(
+                f"config {config_index} was told at resource {resource!r}; rung "
+                f"{self.rung} runs at {expected!r}"
+            )
+        if config_index in self._losses[-1]:
+            raise ValueError(
+                f"config {config_index} was already told at resource {resource!r}"
+            )
+        value = math.nan if loss is None else float(loss)
+        self._losses[-1][config_index] = value
+        self._history.append((config_index, resource, value))
+        if len(self._losses[-1]) == len(self._members[-1]):
+            if self.rung == len(self.bracket) - 1:
+                self._done = True
+            elif self.auto_promote:
+                self._promote(self._losses[-1])
+
+    def promote_with(
+        self, losses_by_config: Mapping[int, float] | None = None
+    ) -> list[int]:
+        """Promote the complete current rung ranked by `losses_by_config`.
+
+        The given losses replace the told ones for the configs they name (the
+        others keep their told loss); NaN is never promoted. Returns the
+        promoted config indices, best first. Only with `auto_promote=False`.
+        """
+        if self.auto_promote:
+            raise ValueError("promote_with needs BracketRun(..., auto_promote=False)")
+        if not self.awaiting_promotion:
+            missing = [c for c, _ in self.next_jobs()]
+            raise ValueError(
+                "nothing to promote: "
+                + (
+                    "the bracket is done"
+                    if self._done
+                    else f"configs {missing} are not told"
+                )
+            )
+        losses = dict(self._losses[-1])
+        for config_index, loss in (losses_by_config or {}).items():
+            if config_index not in losses:
+                raise ValueError(
+                    f"config {config_index} is not in rung {self.rung}: "
+                    f"{self._members[-1]}"
+                )
+            losses[config_index] = math.nan if loss is None else float(loss)
+        return self._promote(losses)
+
+    def _promote(self, losses: Mapping[int, float]) -> list[int]:
+        members = self._members[-1]
+        n_next = self.bracket[self.rung + 1].n_configs
+        promoted = [members[i] for i in promote([losses[c] for c in members], n_next)]
+        if promoted:
+            self._members.append(promoted)
+            self._losses.append({})
+        else:
+            self._done = True  # every evaluation of the rung failed
+        return promoted
+
+
+class BracketSchedule:
+    """Brackets run one after another, starting over after the last.
+
+    `bracket(k)` is the k-th bracket run (k = 0, 1, ...); iterating yields
+    them without end, so the caller stops when its budget is spent.
+    """
+
+    def __init__(self, brackets: Sequence[Sequence[Rung]]) -> None:
+        if not brackets:
+            raise ValueError("a schedule needs at least one bracket")
+        self.brackets: list[Bracket] = [list(b) for b in brackets]
+        self.max_resource = max(b[-1].resource for b in self.brackets)
+
+    def __len__(self) -> int:
+        return len(self.brackets)
+
+    def bracket(self, k: int) -> Bracket:
+        return list(self.brackets[k % len(self.brackets)])
+
+    def __iter__(self) -> Iterator[Bracket]:
+        return (list(b) for b in itertools.cycle(self.brackets))
+
+    def brackets_within(
+        self, full_fidelity_budget: float, *, reuse: bool = False
+    ) -> list[Bracket]:
+        """The brackets run, in order, while their full-fidelity equivalents
+        sum to at most `full_fidelity_budget`; a bracket that would pass it is
+        not started (its low rungs alone add nothing to a full-fidelity pool).
+        """
+        if not _is_positive_number(full_fidelity_budget):
+            raise ValueError(
+                "full_fidelity_budget must be a finite number > 0, got "
+                f"{full_fidelity_budget!r}"
+            )
+        chosen: list[Bracket] = []
+        spent = 0.0
+        for bracket in self:
+            cost = full_fidelity_equivalents(bracket, self.max_resource, reuse=reuse)
+            if spent + cost > full_fidelity_budget * (1 + _TOLERANCE):
+                return chosen
+            chosen.append(bracket)
+            spent += cost
+        raise AssertionError("unreachable: a schedule cycles without end")
+
+
+class HyperbandSchedule(BracketSchedule):
+    """Hyperband's brackets in the published order, s_max down to 0, cycling."""
+
+    def __init__(
+        self,
+        min_resource: Resource,
+        max_resource: Resource,
+        eta: float = DEFAULT_ETA,
+        *,
+        integer: bool = False,
+    ) -> None:
+        super().__init__(
+            hyperband_brackets(min_resource, max_resource, eta, integer=integer)
+        )
+        self.s_max = len(self.brackets) - 1
+
+    def s(self, k: int) -> int:
+        """The bracket index s of the k-th bracket run."""
+        return self.s_max - k % len(self.brackets)
