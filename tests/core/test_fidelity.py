@@ -11,10 +11,13 @@ import numpy as np
 import pytest
 
 from ensemble_bo.core.fidelity import (
+    BOHB_RANDOM_FRACTION,
     BracketRun,
     BracketSchedule,
+    FidelitySettings,
     HyperbandSchedule,
     Rung,
+    bohb_model_budget,
     full_fidelity_equivalents,
     hyperband_brackets,
     max_bracket_index,
@@ -343,3 +346,131 @@ def test_the_driver_walks_a_whole_hyperband_schedule():
         assert reached == stopped
         assert sum(r for _, r, _ in run.history) == total_resource(bracket)
     assert next_index == 81 + 34 + 15 + 8 + 5 + 81
+
+
+def test_bohb_models_the_largest_resource_with_enough_observations():
+    assert BOHB_RANDOM_FRACTION == pytest.approx(1 / 3)
+    # dim 2: N_min = 3, so a budget needs 3 + 2 = 5 observations.
+    observed = {1: [0.5] * 9, 3: [0.4, 0.3, math.nan, 0.2, 0.1], 9: [0.2, 0.1]}
+    assert bohb_model_budget(observed, dim=2) == 1  # 3 has 4 that finished
+    observed[3] = [0.4, 0.3, 0.25, 0.2, 0.1]
+    assert bohb_model_budget(observed, dim=2) == 3
+    assert bohb_model_budget({1: 9, 3: 5, 9: 2}, dim=2) == 3  # counts work too
+    assert bohb_model_budget({1: 4, 3: 2}, dim=2) is None
+    assert bohb_model_budget({}, dim=2) is None
+    assert bohb_model_budget({9: 3}, dim=5, min_points=1) == 9
+    with pytest.raises(ValueError, match="dim must be an integer >= 1, got 0"):
+        bohb_model_budget({}, dim=0)
+    with pytest.raises(ValueError, match="min_points must be an integer >= 1, got 0"):
+        bohb_model_budget({}, dim=2, min_points=0)
+
+
+def test_fidelity_settings_fill_in_the_defaults():
+    assert FidelitySettings.from_block(None) == FidelitySettings()
+    assert not FidelitySettings.from_block(None).enabled
+    assert FidelitySettings.from_block(None).schedule() is None
+    # With no scheduler the other values are not checked.
+    off = FidelitySettings.from_block({"scheduler": "none", "eta": 0})
+    assert off == FidelitySettings()
+
+    folds = FidelitySettings.from_block({"scheduler": "hyperband"}, n_folds=5)
+    assert folds == FidelitySettings("hyperband", "folds", 1, 5, 3)
+    assert folds.enabled and folds.integer
+    assert table(folds.schedule().brackets) == [[(3, 1), (1, 5)], [(2, 5)]]
+
+    rows = FidelitySettings.from_block(
+        {"scheduler": "bohb", "resource": "rows", "min_resource": 0.1}
+    )
+    assert (rows.max_resource, rows.integer) == (1.0, False)
+    assert isinstance(rows.schedule(), HyperbandSchedule)
+
+    halving = FidelitySettings.from_block(
+        {"scheduler": "successive_halving", "eta": 2}, n_folds=5
+    )
+    assert table(halving.schedule().brackets) == [[(4, 1), (2, 2), (1, 5)]]
+    iterations = FidelitySettings.from_block(
+        {
+            "scheduler": "successive_halving",
+            "resource": "iterations",
+            "min_resource": 10.0,
+            "max_resource": 270,
+        }
+    )
+    assert iterations.min_resource == 10 and isinstance(iterations.min_resource, int)
+    assert table(iterations.schedule().brackets) == [
+        [(27, 10), (9, 30), (3, 90), (1, 270)]
+    ]
+
+
+HYPERBAND = {"scheduler": "hyperband"}
+
+
+@pytest.mark.parametrize(
+    ("block", "message"),
+    [
+        ([1, 2], "fidelity must be a mapping, got [1, 2]"),
+        (
+            {"scheduler": "bohb", "etaa": 3},
+            "fidelity has unknown keys ['etaa']; known: scheduler, resource, "
+            "min_resource, max_resource, eta",
+        ),
+        ({"scheduler": "asha"}, "fidelity.scheduler='asha' is not one of"),
+        ({**HYPERBAND, "resource": "epochs"}, "fidelity.resource='epochs' is not one"),
+        ({**HYPERBAND, "eta": 1}, "fidelity.eta must be a finite number > 1, got 1"),
+        (
+            {**HYPERBAND, "eta": "3"},
+            "fidelity.eta must be a finite number > 1, got '3'",
+        ),
+        (
+            {**HYPERBAND, "eta": True},
+            "fidelity.eta must be a finite number > 1, got True",
+        ),
+        (
+            {**HYPERBAND, "min_resource": 0},
+            "fidelity.min_resource must be a whole number of folds >= 1, got 0",
+        ),
+        (
+            {**HYPERBAND, "min_resource": 1.5},
+            "fidelity.min_resource must be a whole number of folds >= 1, got 1.5",
+        ),
+        (
+            {**HYPERBAND, "min_resource": 6},
+            "fidelity.min_resource=6 must be <= max_resource=5",
+        ),
+        (
+            {**HYPERBAND, "max_resource": 4},
+            "fidelity.max_resource=4 folds, but the CV has 5",
+        ),
+        (
+            {**HYPERBAND, "resource": "rows", "min_resource": 0},
+            "fidelity.min_resource must be a fraction of rows in (0, 1], got 0",
+        ),
+        (
+            {**HYPERBAND, "resource": "rows", "min_resource": 0.1, "max_resource": 1.5},
+            "fidelity.max_resource must be a fraction of rows in (0, 1], got 1.5",
+        ),
+        (
+            {**HYPERBAND, "resource": "rows", "min_resource": 0.5, "max_resource": 0.2},
+            "fidelity.min_resource=0.5 must be <= max_resource=0.2",
+        ),
+        (
+            {**HYPERBAND, "resource": "rows"},
+            "fidelity.min_resource is needed for resource rows",
+        ),
+        (
+            {**HYPERBAND, "resource": "iterations", "min_resource": 10},
+            "fidelity.max_resource is needed for resource iterations",
+        ),
+        ({**HYPERBAND, "eta": 1.1}, "two rungs at resource"),
+    ],
+)
+def test_fidelity_settings_name_the_bad_key_and_value(block, message):
+    with pytest.raises(ValueError, match=re.escape(message)):
+        FidelitySettings.from_block(block, n_folds=5)
+
+
+def test_folds_need_the_number_of_folds_or_a_max_resource():
+    with pytest.raises(ValueError, match="max_resource is needed for resource folds"):
+        FidelitySettings.from_block(HYPERBAND)
+    settings = FidelitySettings.from_block({**HYPERBAND, "max_resource": 10})
+    assert settings.max_resource == 10

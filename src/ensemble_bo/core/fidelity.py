@@ -51,11 +51,25 @@ from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from fractions import Fraction
 from numbers import Integral, Real
+from typing import Any
 
 import numpy as np
 
+SCHEDULERS = ("none", "successive_halving", "hyperband", "bohb")
+RESOURCES = ("folds", "rows", "iterations")
+# Resources counted in whole units: rung resources are rounded down to them.
+INTEGER_RESOURCES = ("folds", "iterations")
+FIDELITY_KEYS = ("scheduler", "resource", "min_resource", "max_resource", "eta")
 # Li et al. 2017 suggest eta = 3 or 4; Falkner et al. 2018 use 3.
 DEFAULT_ETA = 3
+
+# BOHB's defaults (Falkner et al. 2018, Algorithm 2, shown as Algorithm 4 in
+# the klein2018 slides): a fraction rho = 1/3 of the configurations is drawn
+# at random, as plain Hyperband would, so the search never stops exploring ...
+BOHB_RANDOM_FRACTION = 1 / 3
+# ... and a model is fitted on budget b only once |D_b| >= N_min + 2 (line 3),
+# with N_min = d + 1 for d hyperparameters.
+BOHB_EXTRA_POINTS = 2
 
 # Relative slack on floor / ceil / log so that floating point never moves an
 # exact value across an integer (81 * 3^-4 is 1, log_3(81) is 4).
@@ -509,3 +523,171 @@ class HyperbandSchedule(BracketSchedule):
     def s(self, k: int) -> int:
         """The bracket index s of the k-th bracket run."""
         return self.s_max - k % len(self.brackets)
+
+
+def bohb_model_budget(
+    observations_by_resource: Mapping[Resource, int | Sequence[float]],
+    dim: int,
+    min_points: int | None = None,
+) -> Resource | None:
+    """The largest resource with enough observations for BOHB's model, or None.
+
+    Falkner et al. 2018, Algorithm 2, line 3: b = argmax{b : |D_b| >= N_min +
+    2} with N_min = dim + 1 (`min_points` overrides N_min); None means propose
+    at random. Each value is a count or the losses observed at that resource;
+    NaN losses (failed evaluations) are not counted, as no model learns from
+    them.
+    """
+    if isinstance(dim, bool) or not isinstance(dim, Integral) or dim < 1:
+        raise ValueError(f"dim must be an integer >= 1, got {dim!r}")
+    n_min = dim + 1 if min_points is None else min_points
+    if isinstance(n_min, bool) or not isinstance(n_min, Integral) or n_min < 1:
+        raise ValueError(f"min_points must be an integer >= 1, got {min_points!r}")
+    enough = []
+    for resource, observed in observations_by_resource.items():
+        if isinstance(observed, Integral) and not isinstance(observed, bool):
+            count = int(observed)
+        else:
+            count = int(np.count_nonzero(~np.isnan(np.asarray(observed, dtype=float))))
+        if count >= n_min + BOHB_EXTRA_POINTS:
+            enough.append(resource)
+    return max(enough) if enough else None
+
+
+def _choice(block: Mapping[str, Any], key: str, default: str, allowed: tuple) -> str:
+    value = block.get(key, default)
+    if value not in allowed:
+        raise ValueError(f"fidelity.{key}={value!r} is not one of {list(allowed)}")
+    return value
+
+
+def _resource_range(
+    block: Mapping[str, Any], resource: str, n_folds: int | None
+) -> tuple[Resource, Resource]:
+    """The block's (min_resource, max_resource) with their defaults, checked."""
+    low = block.get("min_resource", 1 if resource == "folds" else None)
+    high = block.get("max_resource")
+    if resource == "folds" and n_folds is not None:
+        if high is None:
+            high = n_folds
+        elif high != n_folds:
+            raise ValueError(
+                f"fidelity.max_resource={high!r} folds, but the CV has "
+                f"{n_folds}: the pool needs every fold's predictions"
+            )
+    elif resource == "rows" and high is None:
+        high = 1.0
+    low = _resource_value("min_resource", low, resource)
+    high = _resource_value("max_resource", high, resource)
+    if low > high:
+        raise ValueError(
+            f"fidelity.min_resource={low!r} must be <= max_resource={high!r}"
+        )
+    return low, high
+
+
+def _resource_value(name: str, value: object, resource: str) -> Resource:
+    if value is None:
+        number_of_folds = " when the number of CV folds is not given"
+        raise ValueError(
+            f"fidelity.{name} is needed for resource {resource}"
+            + (number_of_folds if resource == "folds" else "")
+        )
+    if resource not in INTEGER_RESOURCES:
+        if not _is_positive_number(value) or value > 1:
+            raise ValueError(
+                f"fidelity.{name} must be a fraction of rows in (0, 1], got {value!r}"
+            )
+        return value
+    if not _is_positive_number(value) or value != int(value) or value < 1:
+        raise ValueError(
+            f"fidelity.{name} must be a whole number of {resource} >= 1, got {value!r}"
+        )
+    return int(value)
+
+
+@dataclass(frozen=True)
+class FidelitySettings:
+    """The `fidelity` block: which scheduler, on which resource, how fast.
+
+    scheduler: none | successive_halving | hyperband | bohb; resource: folds
+    (1..k folds of the same CV) | rows (a fraction of each training fold) |
+    iterations (n_estimators / max_iter); min_resource, max_resource: the
+    cheapest and the full evaluation; eta: the promotion factor (keep the
+    best 1/eta of a rung).
+    """
+
+    scheduler: str = "none"
+    resource: str = "folds"
+    min_resource: Resource | None = None
+    max_resource: Resource | None = None
+    eta: float = DEFAULT_ETA
+
+    @classmethod
+    def from_block(
+        cls, block: Mapping[str, Any] | None, n_folds: int | None = None
+    ) -> FidelitySettings:
+        """The settings of a `fidelity` block, checked; None: no scheduler.
+
+        max_resource defaults to `n_folds` for folds (and must equal it: the
+        pool needs every fold's out-of-fold predictions) and to 1.0 for rows;
+        iterations need it. min_resource defaults to 1 for folds. With
+        scheduler none the other values are not checked.
+        """
+        if block is None:
+            return cls()
+        if not isinstance(block, Mapping):
+            raise ValueError(f"fidelity must be a mapping, got {block!r}")
+        unknown = sorted(set(block) - set(FIDELITY_KEYS))
+        if unknown:
+            raise ValueError(
+                f"fidelity has unknown keys {unknown}; known: {', '.join(FIDELITY_KEYS)}"
+            )
+        scheduler = _choice(block, "scheduler", "none", SCHEDULERS)
+        if scheduler == "none":
+            return cls()
+        resource = _choice(block, "resource", "folds", RESOURCES)
+        eta = block.get("eta", DEFAULT_ETA)
+        if not _is_positive_number(eta) or eta <= 1:
+            raise ValueError(f"fidelity.eta must be a finite number > 1, got {eta!r}")
+        low, high = _resource_range(block, resource, n_folds)
+        settings = cls(scheduler, resource, low, high, eta)
+        settings.schedule()  # whole units can put two rungs at one resource
+        return settings
+
+    @property
+    def enabled(self) -> bool:
+        return self.scheduler != "none"
+
+    @property
+    def integer(self) -> bool:
+        """Whether resources are whole units (folds, iterations)."""
+        return self.resource in INTEGER_RESOURCES
+
+    def schedule(self) -> BracketSchedule | None:
+        """The brackets the scheduler runs, cycling; None without one.
+
+        Successive halving repeats one bracket of the fewest configurations
+        that leave one at max_resource (n = ceil(eta^s_max), Hyperband's most
+        exploratory bracket when max / min is a power of eta); Hyperband and
+        BOHB cycle Hyperband's brackets.
+        """
+        if not self.enabled:
+            return None
+        if self.scheduler == "successive_halving":
+            s_max = max_bracket_index(self.min_resource, self.max_resource, self.eta)
+            n_configs = _ceil(Fraction(self.eta) ** s_max)
+            return BracketSchedule(
+                [
+                    successive_halving_rungs(
+                        n_configs,
+                        self.min_resource,
+                        self.max_resource,
+                        self.eta,
+                        integer=self.integer,
+                    )
+                ]
+            )
+        return HyperbandSchedule(
+            self.min_resource, self.max_resource, self.eta, integer=self.integer
+        )
