@@ -338,3 +338,18 @@ def central_gradient(f, X: np.ndarray, h: float = 2e-5) -> np.ndarray:
         return grad
 
     return (4.0 * central(h / 2.0) - central(h)) / 3.0
+
+
+# An SVM's space with a conditional float and int (tests of spaces and optimizers)
+SVM_SPEC = {
+    "kernel": {"type": "categorical", "choices": ["rbf", "linear", "poly"]},
+    "C": {"type": "float", "low": 1e-3, "high": 1e3, "log": True},
+    "gamma": {
+        "type": "float",
+        "low": 1e-5,
+        "high": 10.0,
+        "log": True,
+        "condition": {"kernel": ["rbf", "poly"]},
+    },
+    "degree": {"type": "int", "low": 2, "high": 5, "condition": {"kernel": "poly"}},
+}

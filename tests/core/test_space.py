@@ -6,6 +6,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from ensemble_bo.core.space import SearchSpace
+from tests.support import SVM_SPEC
 
 SPECS = {
     "depth": {"type": "int", "low": 1, "high": 30},
@@ -110,20 +111,7 @@ def test_encode_rejects_out_of_range_and_unknown_values():
         SPACE.encode({**config, "extra": 1})
 
 
-SVM = SearchSpace.from_dict(
-    {
-        "kernel": {"type": "categorical", "choices": ["rbf", "linear", "poly"]},
-        "C": {"type": "float", "low": 1e-3, "high": 1e3, "log": True},
-        "gamma": {
-            "type": "float",
-            "low": 1e-5,
-            "high": 10.0,
-            "log": True,
-            "condition": {"kernel": ["rbf", "poly"]},
-        },
-        "degree": {"type": "int", "low": 2, "high": 5, "condition": {"kernel": "poly"}},
-    }
-)
+SVM = SearchSpace.from_dict(SVM_SPEC)
 
 
 def test_categoricals_are_one_hot():

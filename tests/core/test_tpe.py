@@ -10,22 +10,11 @@ from optuna.distributions import (
 
 from ensemble_bo.core.space import SearchSpace
 from ensemble_bo.core.tpe import TPEOptimizer, optuna_distributions
+from tests.support import SVM_SPEC
 
 LINE = SearchSpace.from_dict({"x": {"type": "float", "low": 0.0, "high": 1.0}})
 SVM = SearchSpace.from_dict(
-    {
-        "kernel": {"type": "categorical", "choices": ["rbf", "linear", "poly"]},
-        "C": {"type": "float", "low": 1e-3, "high": 1e3, "log": True},
-        "gamma": {
-            "type": "float",
-            "low": 1e-5,
-            "high": 10.0,
-            "log": True,
-            "condition": {"kernel": ["rbf", "poly"]},
-        },
-        "degree": {"type": "int", "low": 2, "high": 5, "condition": {"kernel": "poly"}},
-        "max_iter": {"type": "constant", "value": 1000},
-    }
+    {**SVM_SPEC, "max_iter": {"type": "constant", "value": 1000}}
 )
 
 
