@@ -11,7 +11,7 @@ from sklearn.exceptions import ConvergenceWarning
 from sklearn.model_selection import PredefinedSplit, cross_val_predict
 from sklearn.tree import DecisionTreeRegressor
 
-from ensemble_bo.core.evaluation import CrossValidationEvaluator
+from ensemble_bo.core.evaluation import CrossValidationEvaluator, merge_fold_results
 from ensemble_bo.core.parallel import ParallelSettings, trial_runner
 from ensemble_bo.core.time_budget import TimeBudget
 from ensemble_bo.core.zoo import make_model
@@ -35,6 +35,52 @@ def test_out_of_fold_predictions_equal_manual_cross_validation():
         )
         expected[test] = model.predict(X[test])
     np.testing.assert_array_equal(result.oof_predictions, expected)
+
+
+@pytest.mark.parametrize("time_limit", [None, 60])
+def test_some_folds_now_and_the_rest_later_equal_every_fold_at_once(time_limit):
+    # multi-fidelity: a promoted configuration adds folds to those it has
+    evaluate = CrossValidationEvaluator(
+        "decision_tree_regressor", X, Y, FOLDS, random_state=3, time_limit=time_limit
+    )
+    try:
+        whole = evaluate({"max_depth": 3})
+        first = evaluate({"max_depth": 3}, folds=[1, 3])
+        rest = evaluate({"max_depth": 3}, folds=[0, 2, 4])
+    finally:
+        evaluate.close()
+    on_first = np.isin(FOLDS, [1, 3])
+    np.testing.assert_array_equal(
+        first.oof_predictions[on_first], whole.oof_predictions[on_first]
+    )
+    assert np.isnan(first.oof_predictions[~on_first]).all()
+    merged = merge_fold_results(first, rest)
+    np.testing.assert_array_equal(merged.oof_predictions, whole.oof_predictions)
+    assert merged.fit_seconds == first.fit_seconds + rest.fit_seconds
+
+
+def test_a_classifier_s_probabilities_merge_over_folds_too():
+    labels = (Y > 0).astype(int)
+    evaluate = CrossValidationEvaluator("decision_tree_classifier", X, labels, FOLDS)
+    whole = evaluate({"max_depth": 2})
+    merged = merge_fold_results(
+        evaluate({"max_depth": 2}, folds=[0]),
+        evaluate({"max_depth": 2}, folds=[1, 2, 3, 4]),
+    )
+    np.testing.assert_array_equal(merged.oof_predictions, whole.oof_predictions)
+    np.testing.assert_array_equal(merged.oof_probabilities, whole.oof_probabilities)
+
+
+def test_a_failed_part_fails_the_merged_trial_and_unknown_folds_are_named():
+    evaluate = CrossValidationEvaluator("decision_tree_regressor", X, Y, FOLDS)
+    good = evaluate({"max_depth": 3}, folds=[0])
+    bad = evaluate({"max_depth": -2}, folds=[1])
+    assert not merge_fold_results(good, bad).ok and not merge_fold_results(bad, good).ok
+    unknown = evaluate({"max_depth": 3}, folds=[0, 7])
+    assert (
+        not unknown.ok
+        and "folds [7] are not among the folds [0, 1, 2, 3, 4]" in unknown.error
+    )
 
 
 def test_a_model_that_fails_to_train_is_a_failed_trial():

@@ -7,9 +7,9 @@ import os
 import signal
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from concurrent.futures import TimeoutError as FutureTimeoutError
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -24,7 +24,6 @@ import numpy as np
 from joblib.externals.loky import ProcessPoolExecutor
 from joblib.externals.loky.process_executor import BrokenProcessPool
 from sklearn.base import BaseEstimator, clone, is_classifier
-from sklearn.model_selection import PredefinedSplit, cross_val_predict
 
 from ensemble_bo.core.pool import TrialResult
 from ensemble_bo.core.time_budget import TimeBudget, is_seconds
@@ -41,15 +40,20 @@ def _evaluate(
     X: np.ndarray,
     y: np.ndarray,
     fold_ids: np.ndarray,
+    folds: Sequence[int] | None = None,
 ) -> TrialResult:
     """The evaluation itself, the same in-process and in a worker."""
     start = time.perf_counter()
     try:
         model = model_factory(algorithm, config, random_state)
         with quiet_iteration_caps():
-            predictions, probabilities = out_of_fold_predictions(model, X, y, fold_ids)
-        if not np.all(np.isfinite(predictions)) or (
-            probabilities is not None and not np.all(np.isfinite(probabilities))
+            predictions, probabilities = out_of_fold_predictions(
+                model, X, y, fold_ids, folds
+            )
+        evaluated = np.isin(fold_ids, _folds_or_all(fold_ids, folds))
+        if not np.all(np.isfinite(predictions[evaluated])) or (
+            probabilities is not None
+            and not np.all(np.isfinite(probabilities[evaluated]))
         ):
             raise ValueError("the model predicted NaN or infinite values")
     except Exception as error:  # noqa: BLE001 - any training failure is a failed trial
@@ -63,36 +67,85 @@ def _evaluate(
     )
 
 
+def _folds_or_all(fold_ids: np.ndarray, folds: Sequence[int] | None) -> np.ndarray:
+    all_folds = np.unique(fold_ids)
+    if folds is None:
+        return all_folds
+    unknown = sorted(set(folds) - set(all_folds.tolist()))
+    if unknown:
+        raise ValueError(
+            f"folds {unknown} are not among the folds {all_folds.tolist()}"
+        )
+    return np.asarray(sorted(set(folds)))
+
+
 def out_of_fold_predictions(
-    model: BaseEstimator, X: np.ndarray, y: np.ndarray, fold_ids: np.ndarray
+    model: BaseEstimator,
+    X: np.ndarray,
+    y: np.ndarray,
+    fold_ids: np.ndarray,
+    folds: Sequence[int] | None = None,
 ) -> tuple[np.ndarray, np.ndarray | None]:
     """(predictions (n,), class probabilities (n, K) or None) of k-fold CV.
 
-    Regression: cross_val_predict's predictions, no probabilities. A
-    classifier, y holding codes 0..K-1, is fitted once per fold and gives both
-    its `predict` labels and its `predict_proba` (columns placed by its
-    `classes_`, so a fold missing a class leaves that column 0);
-    cross_val_predict takes one method per fit, and fitting twice would double
-    the cost. A classifier without predict_proba (an SVC without Platt
-    scaling) gives the one-hot of its labels: its hard vote, with no
-    calibration fits added, which the log-loss then prices as a sure answer.
+    `folds`: the folds to predict (None: all); the rows of the others are NaN,
+    so that a multi-fidelity search can evaluate a configuration on some folds
+    and add the rest later (`merge_fold_results`). Each fold's model is fitted
+    on the rows of every other fold, whichever folds are predicted, so a fold's
+    predictions are the same whether it is evaluated alone or with the rest.
+
+    Regression: the model's predictions, no probabilities. A classifier, y
+    holding codes 0..K-1, gives both its `predict` labels and its
+    `predict_proba` from one fit per fold (columns placed by its `classes_`, so
+    a fold missing a class leaves that column 0). A classifier without
+    predict_proba (an SVC without Platt scaling) gives the one-hot of its
+    labels: its hard vote, with no calibration fits added, which the log-loss
+    then prices as a sure answer.
     """
-    if not is_classifier(model):
-        return cross_val_predict(model, X, y, cv=PredefinedSplit(fold_ids)), None
-    codes = np.asarray(y).astype(int)
-    identity = np.eye(int(codes.max()) + 1)
-    predictions = np.empty(len(codes))
-    probabilities = np.zeros((len(codes), len(identity)))
-    for fold in np.unique(fold_ids):
+    classifier = is_classifier(model)
+    targets = np.asarray(y).astype(int) if classifier else np.asarray(y)
+    predictions = np.full(len(targets), np.nan)
+    probabilities = None
+    if classifier:
+        identity = np.eye(int(targets.max()) + 1)
+        probabilities = np.full((len(targets), len(identity)), np.nan)
+    for fold in _folds_or_all(fold_ids, folds):
         test = fold_ids == fold
-        fitted = clone(model).fit(X[~test], codes[~test])
+        fitted = clone(model).fit(X[~test], targets[~test])
         predictions[test] = fitted.predict(X[test])
+        if not classifier:
+            continue
         if hasattr(fitted, "predict_proba"):
+            probabilities[test] = 0.0
             columns = np.asarray(fitted.classes_).astype(int)
             probabilities[np.ix_(test, columns)] = fitted.predict_proba(X[test])
         else:
             probabilities[test] = identity[predictions[test].astype(int)]
     return predictions, probabilities
+
+
+def merge_fold_results(earlier: TrialResult, later: TrialResult) -> TrialResult:
+    """One configuration's evaluations on two disjoint sets of folds as one.
+
+    Rows the later evaluation predicted (finite) take its outputs, the others
+    keep the earlier ones; fit seconds add up. A failed part fails the whole.
+    """
+    if not later.ok:
+        return replace(later, fit_seconds=earlier.fit_seconds + later.fit_seconds)
+    if not earlier.ok:
+        return earlier
+    new_rows = np.isfinite(later.oof_predictions)
+    predictions = np.where(new_rows, later.oof_predictions, earlier.oof_predictions)
+    probabilities = None
+    if later.oof_probabilities is not None:
+        probabilities = np.where(
+            new_rows[:, None], later.oof_probabilities, earlier.oof_probabilities
+        )
+    return TrialResult(
+        predictions,
+        earlier.fit_seconds + later.fit_seconds,
+        oof_probabilities=probabilities,
+    )
 
 
 # How often a worker checks that the process that started it is still alive.
@@ -211,8 +264,11 @@ def _evaluate_in_worker(
     algorithm: str,
     config: dict[str, Any],
     random_state: int,
+    folds: Sequence[int] | None = None,
 ) -> TrialResult:
-    return _evaluate(model_factory, algorithm, config, random_state, **_worker_data)
+    return _evaluate(
+        model_factory, algorithm, config, random_state, **_worker_data, folds=folds
+    )
 
 
 # Where a time limit's worker cannot start: inside a daemonic process, such as a
@@ -333,13 +389,19 @@ class CrossValidationEvaluator:
         self._executor = None
         self._lock = threading.Lock()
 
-    def __call__(self, config: dict[str, Any]) -> TrialResult:
+    def __call__(
+        self, config: dict[str, Any], folds: Sequence[int] | None = None
+    ) -> TrialResult:
+        """The configuration's out-of-fold outputs on `folds` (None: every fold;
+        the other folds' rows NaN)."""
         try:
-            return self._evaluate_config(config)
+            return self._evaluate_config(config, folds)
         finally:
             self.evaluations += 1
 
-    def _evaluate_config(self, config: dict[str, Any]) -> TrialResult:
+    def _evaluate_config(
+        self, config: dict[str, Any], folds: Sequence[int] | None
+    ) -> TrialResult:
         if self._trial_limit()[0] is None and not self.worker_process:
             return _evaluate(
                 self.model_factory,
@@ -349,9 +411,10 @@ class CrossValidationEvaluator:
                 self.X,
                 self.y,
                 self.fold_ids,
+                folds,
             )
         with self._lock:
-            return self._evaluate_in_worker_process(config)
+            return self._evaluate_in_worker_process(config, folds)
 
     def _trial_limit(self) -> tuple[float | None, str]:
         """This evaluation's limit in seconds (None: none) and what a cut says."""
@@ -372,7 +435,9 @@ class CrossValidationEvaluator:
         if executor is not None:
             _park_worker(executor)
 
-    def _evaluate_in_worker_process(self, config: dict[str, Any]) -> TrialResult:
+    def _evaluate_in_worker_process(
+        self, config: dict[str, Any], folds: Sequence[int] | None
+    ) -> TrialResult:
         start = time.perf_counter()
         try:
             executor = self._ready_worker()
@@ -397,6 +462,7 @@ class CrossValidationEvaluator:
                 self.algorithm,
                 dict(config),
                 self.random_state,
+                None if folds is None else list(folds),
             )
             return future.result(timeout=limit)
         except FutureTimeoutError:
