@@ -45,7 +45,7 @@ from ensemble_bo.core.strategies import (
     segor_variant,
 )
 from ensemble_bo.core.time_budget import TimeBudget
-from ensemble_bo.core.validation import SHARED_PARAMS, check_settings
+from ensemble_bo.core.validation import SHARED_PARAMS, check_fidelity, check_settings
 
 REGRESSION = frozenset({"regression"})
 CLASSIFICATION = frozenset({"classification"})
@@ -468,6 +468,9 @@ def run_method(
     callbacks = list(callbacks)
     parallel = ParallelSettings.from_block(settings["parallel"])
     mode = "sync" if parallel.serial else parallel.mode
+    fidelity = check_fidelity(
+        chosen, settings, len(set(data.fold_ids.tolist())), parallel
+    )
     # The budget counts from here: starting the workers is the search's time.
     time_budget.start()
     with trial_runner(parallel, evaluate) as started:
@@ -492,6 +495,7 @@ def run_method(
             time_budget=time_budget,
             runner=runner,
             mode=mode,
+            fidelity=fidelity,
         )
     if journal is not None:
         result.trials_reused = runner.reused

@@ -7,6 +7,8 @@ in the pool and updates its ensemble.
 
 from __future__ import annotations
 
+import copy
+import itertools
 import math
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import replace
@@ -25,6 +27,14 @@ from ensemble_bo.core.agnostic_bayes import (
     tune_alpha,
     tune_parameter,
     tune_rho,
+)
+from ensemble_bo.core.evaluation import merge_fold_results
+from ensemble_bo.core.fidelity import (
+    BOHB_RANDOM_FRACTION,
+    BracketRun,
+    FidelitySettings,
+    bohb_model_budget,
+    full_fidelity_equivalents,
 )
 from ensemble_bo.core.losses import (
     CLASS_CODES,
@@ -138,6 +148,19 @@ class _InitialTrialsFailed(Exception):
     """Internal: the first trials all failed; `run` raises AllTrialsFailed."""
 
 
+def _filled(result: TrialResult, rows: np.ndarray) -> TrialResult:
+    """A trial evaluated on some folds, its other rows made finite (they are
+    weighed 0): prediction 0 (class 0) and uniform class probabilities."""
+    if not result.ok:
+        return result
+    predictions = np.where(rows, result.oof_predictions, 0.0)
+    probabilities = result.oof_probabilities
+    if probabilities is not None:
+        uniform = 1.0 / probabilities.shape[1]
+        probabilities = np.where(rows[:, None], probabilities, uniform)
+    return replace(result, oof_predictions=predictions, oof_probabilities=probabilities)
+
+
 class PoolSearch:
     """The SMBO loop every strategy shares; subclasses say what the GP minimizes.
 
@@ -191,6 +214,7 @@ class PoolSearch:
         time_budget: TimeBudget | None = None,
         runner: TrialRunner | None = None,
         mode: str = "sync",
+        fidelity: FidelitySettings | None = None,
     ) -> EnsembleSearchResult:
         """Train `budget` configurations; `algorithm` names the model space searched.
 
@@ -215,6 +239,14 @@ class PoolSearch:
         early), or the budget ends without one success, AllTrialsFailed (a
         SearchInterrupted) is raised instead of returning, listing the distinct
         errors, so that no refit is ever tried on an empty ensemble.
+
+        fidelity: a multi-fidelity schedule on the CV folds (core.fidelity;
+        None or scheduler none: every trial on every fold). Each bracket's
+        configurations race on growing sets of folds, ranked at each rung by
+        this strategy's target for the iteration (`rung_objectives`); only those
+        that reach every fold join the pool. `budget` then counts
+        full-fidelity equivalents (k fold fits each), and the trials run one
+        at a time in this process.
         """
         if (
             isinstance(budget, bool)
@@ -248,7 +280,12 @@ class PoolSearch:
             clock,
         )
         try:
-            loop.run_async() if mode == "async" else loop.run_sync()
+            if fidelity is not None and fidelity.enabled:
+                loop.run_brackets(fidelity)
+            elif mode == "async":
+                loop.run_async()
+            else:
+                loop.run_sync()
         except _InitialTrialsFailed:
             self._finalize(result, single_losses, clock)
             raise AllTrialsFailed(result, int(budget), max_initial_failures) from None
@@ -370,6 +407,39 @@ class PoolSearch:
         return ensemble_cv_loss(
             pool, self.objective, self.target, self.fold_ids, weights, self.weights
         )
+
+    def rung_objectives(
+        self,
+        pool: Pool,
+        candidates: Sequence[tuple[Suggestion, TrialResult]],
+        rows: np.ndarray,
+    ) -> np.ndarray:
+        """Each candidate's target for the iteration being proposed, (c,),
+        estimated on `rows` ((n,) bool: the folds every candidate has evaluated).
+
+        The multi-fidelity promotion rule (core.fidelity): the ensemble
+        objective for SEGOR and SEGO, the loss of the current ensemble with the
+        candidate in the slot, and the candidate's own loss for the single
+        best; NaN for a failed candidate. The candidates join a copy of the
+        pool, and the CV weights are those of the evaluated folds alone.
+        """
+        scratch = copy.deepcopy(pool)
+        for suggestion, result in candidates:
+            scratch.add(suggestion.config, suggestion.encoded, _filled(result, rows))
+        full_weights = self.weights
+        weights = np.where(rows, full_weights, 0.0)
+        self.weights = weights / weights.sum()
+        try:
+            outputs = self._outputs(scratch)
+            singles = [
+                self._cv_loss(outputs[i]) if scratch.ok[i] else math.nan
+                for i in range(len(pool), len(scratch))
+            ]
+            targets = self._targets(scratch, slice(len(pool), None), singles)
+            return np.where(scratch.ok[len(pool) :], targets, math.nan)
+        finally:
+            self.weights = full_weights
+            self._forget_sample_losses()
 
     # What a strategy defines.
     def _start(self) -> None:
@@ -493,6 +563,79 @@ class _Loop:
                 return
             done, trial_result = self.runner.next_finished()
             self._finish(running.pop(done), trial_result)
+
+    def run_brackets(self, fidelity: FidelitySettings) -> None:
+        """Brackets of the fidelity schedule on the folds, one after another,
+        while the budget of full-fidelity equivalents allows a whole one."""
+        search, pool = self.search, self.pool
+        folds = np.unique(search.fold_ids)
+        schedule = fidelity.schedule()
+        # Random proposals (successive halving, Hyperband, BOHB's share) have
+        # their own stream, apart from the optimizer's three.
+        rng = np.random.default_rng(
+            np.random.SeedSequence(search.optimizer.seed).spawn(4)[3]
+        )
+        spent = 0.0
+        for k in itertools.count():
+            bracket = schedule.bracket(k)
+            cost = full_fidelity_equivalents(bracket, len(folds), reuse=True)
+            if k and spent + cost > self.budget:
+                return
+            if k and self.clock.spent():
+                self.result.stopped_by = "time_budget"
+                return
+            iteration = len(pool)
+            slot = search._label(iteration, pool, self.single_losses)
+            self._labelled = (iteration, slot)
+            suggestions = self._bracket_candidates(bracket[0].n_configs, fidelity, rng)
+            run = BracketRun(bracket, auto_promote=False)
+            results: dict[int, TrialResult] = {}
+            while not run.done:
+                for index, resource in run.next_jobs():
+                    # A promoted configuration keeps the folds it has evaluated.
+                    earlier_rungs = run.resources_of(index)
+                    done = earlier_rungs[-1] if earlier_rungs else 0
+                    part = search.evaluate(
+                        suggestions[index].config, folds=list(folds[done:resource])
+                    )
+                    spent += (resource - done) / len(folds)
+                    earlier = results.get(index)
+                    results[index] = (
+                        part if earlier is None else merge_fold_results(earlier, part)
+                    )
+                    run.tell(index, resource, 0.0 if results[index].ok else None)
+                if run.awaiting_promotion:
+                    members = run.members(run.rung)
+                    rows = np.isin(search.fold_ids, folds[: bracket[run.rung].resource])
+                    objectives = search.rung_objectives(
+                        pool, [(suggestions[i], results[i]) for i in members], rows
+                    )
+                    run.promote_with(dict(zip(members, objectives, strict=True)))
+            for index in run.members(len(bracket) - 1):
+                self._finish(suggestions[index], results[index])
+
+    def _bracket_candidates(
+        self, n: int, fidelity: FidelitySettings, rng: np.random.Generator
+    ) -> list[Suggestion]:
+        """A bracket's first rung: random configurations, or for BOHB the
+        optimizer's proposals once the pool has enough trials to model
+        (Falkner et al. 2018), a share of them still random."""
+        space = self.search.optimizer.space
+
+        def random_suggestion() -> Suggestion:
+            config = space.decode(rng.random(space.dim))
+            return Suggestion(config, space.encode(config))
+
+        modelled = fidelity.scheduler == "bohb" and bohb_model_budget(
+            {fidelity.max_resource: int(self.pool.ok.sum())}, space.dim
+        )
+        if not modelled:
+            return [random_suggestion() for _ in range(n)]
+        proposals = self.search.optimizer.ask_batch(n)
+        return [
+            random_suggestion() if rng.random() < BOHB_RANDOM_FRACTION else proposal
+            for proposal in proposals
+        ]
 
     def _finish(self, suggestion: Suggestion, trial_result: TrialResult) -> None:
         search, pool, single_losses = self.search, self.pool, self.single_losses

@@ -18,6 +18,7 @@ from numbers import Integral
 from typing import TYPE_CHECKING, Any
 
 from ensemble_bo.core.estimator import VOTING
+from ensemble_bo.core.fidelity import FidelitySettings
 from ensemble_bo.core.losses import objective
 from ensemble_bo.core.optimizer_kinds import make_optimizer
 from ensemble_bo.core.parallel import ParallelSettings
@@ -381,9 +382,12 @@ def check_settings(
     if "voting" in settings:
         check_voting(settings["voting"])
     try:
-        ParallelSettings.from_block(settings["parallel"])
+        parallel = ParallelSettings.from_block(settings["parallel"])
     except (TypeError, ValueError) as error:
         raise InvalidInput(str(error)) from None
+    n_folds = settings.get("data_processing", {}).get("n_folds")
+    if isinstance(n_folds, int):  # else the data's folds decide, in run_method
+        check_fidelity(method, settings, n_folds, parallel)
     if task is not None and task not in method.tasks:
         raise InvalidInput(
             f"{method.name} builds {' or '.join(sorted(method.tasks))} ensembles and "
@@ -395,6 +399,45 @@ def check_settings(
         if name not in SHARED_PARAMS:
             check_block(name, settings[name], tasks)
     _check_search_model(method, settings, tasks, task, spaces)
+
+
+def check_fidelity(
+    method: Method,
+    settings: Mapping[str, Any],
+    n_folds: int,
+    parallel: ParallelSettings,
+) -> FidelitySettings:
+    """`<search block>.fidelity` (core.fidelity), for a search on `n_folds` folds.
+
+    So far the resource is the CV folds, the trials train one at a time in
+    the search's process, and the strategies are those whose targets are CV
+    losses (SEGOR, SEGO, the single best); the rest is refused by name.
+    """
+    path = f"{method.search_params}.fidelity"
+    block = settings[method.search_params].get("fidelity")
+    try:
+        fidelity = FidelitySettings.from_block(block, n_folds=n_folds)
+    except (TypeError, ValueError) as error:
+        raise InvalidInput(f"{path}={block!r}: {error}") from None
+    if not fidelity.enabled:
+        return fidelity
+    if fidelity.resource != "folds":
+        raise InvalidInput(
+            f"{path}.resource={fidelity.resource!r} is not implemented yet; the "
+            "multi-fidelity search runs on the CV folds (resource: folds)"
+        )
+    if not parallel.serial:
+        raise InvalidInput(
+            f"{path}.scheduler={fidelity.scheduler!r} runs its trials one at a "
+            "time so far; set parallel.n_workers: 1 or scheduler: none"
+        )
+    if method.search_params in ("esmbo", "ers"):
+        raise InvalidInput(
+            f"{path}.scheduler={fidelity.scheduler!r}: {method.name}'s targets are "
+            "not CV losses on the folds, so a rung cannot rank them; multi-fidelity "
+            "runs with segor, sego, smbo, random_search"
+        )
+    return fidelity
 
 
 def _check_search_model(

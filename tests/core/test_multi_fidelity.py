@@ -1,0 +1,196 @@
+"""Multi-fidelity searches on the CV folds: promotion by the ensemble objective,
+brackets run through the search loop, and the `fidelity` block end to end."""
+
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from ensemble_bo import METHODS, EnsembleSearch
+from ensemble_bo.core.evaluation import CrossValidationEvaluator
+from ensemble_bo.core.fidelity import FidelitySettings
+from ensemble_bo.core.optimizer import RandomSearch, Suggestion
+from ensemble_bo.core.parallel import ParallelSettings
+from ensemble_bo.core.pool import Pool, TrialResult
+from ensemble_bo.core.space import SearchSpace
+from ensemble_bo.core.strategies import SegorSearch, SingleBestSearch
+from ensemble_bo.core.validation import InvalidInput, check_fidelity
+from tests.support import CHEAP_MODEL
+
+RAW = Path(__file__).resolve().parents[2] / "data" / "01_raw"
+SPACE = SearchSpace.from_dict({"max_depth": {"type": "int", "low": 1, "high": 6}})
+RNG = np.random.default_rng(0)
+N = 40
+FOLDS = np.arange(N) % 5
+Y = RNG.normal(size=N)
+ERROR = RNG.normal(size=N)
+
+
+def candidate(predictions, rows=None):
+    """A candidate evaluated on `rows` (all if None): its other rows NaN."""
+    predictions = np.where(
+        np.ones(N, bool) if rows is None else rows, predictions, np.nan
+    )
+    return Suggestion({"max_depth": 2}, SPACE.encode({"max_depth": 2})), TrialResult(
+        predictions, 0.1
+    )
+
+
+def segor_with_one_member():
+    """SEGOR, 2 fixed slots: slot 0 holds a model off by ERROR, slot 1 is next."""
+    search = SegorSearch(RandomSearch(SPACE), None, Y, FOLDS, ensemble_size=2)
+    search._start()
+    pool = Pool(N)
+    suggestion, result = candidate(Y + ERROR)
+    pool.add(suggestion.config, suggestion.encoded, result)
+    search._slots[0] = 0
+    search._begin_iteration(1, pool)
+    return search, pool
+
+
+def test_a_rung_is_ranked_by_the_ensemble_objective_not_the_single_loss():
+    # A repeats the member's error (good alone), B cancels it (poor alone)
+    a, b = candidate(Y + 0.9 * ERROR), candidate(Y - 1.2 * ERROR)
+    rows = np.isin(FOLDS, [0, 2])  # the folds a rung has evaluated
+    search, pool = segor_with_one_member()
+    ensemble = search.rung_objectives(pool, [a, b], rows)
+    # the mean of the member and the candidate, on those rows only (equal folds)
+    squared = ERROR[rows] ** 2
+    np.testing.assert_allclose(
+        ensemble,
+        [np.mean((0.95 * ERROR[rows]) ** 2), np.mean((0.1 * ERROR[rows]) ** 2)],
+    )
+    assert ensemble[1] < ensemble[0]
+    single = SingleBestSearch(RandomSearch(SPACE), None, Y, FOLDS)
+    single._start()
+    alone = single.rung_objectives(pool, [a, b], rows)
+    np.testing.assert_allclose(alone, [0.81 * squared.mean(), 1.44 * squared.mean()])
+    assert alone[0] < alone[1]
+    # the rows not evaluated do not count, and the search's own weights are back
+    partial = search.rung_objectives(pool, [candidate(Y - 1.2 * ERROR, rows)], rows)
+    assert partial[0] == pytest.approx(ensemble[1])
+    np.testing.assert_allclose(search.weights, 1 / N)
+
+
+def test_a_failed_candidate_is_never_promoted():
+    search, pool = segor_with_one_member()
+    failed = (candidate(Y)[0], TrialResult(None, 0.1, "ValueError: no"))
+    objectives = search.rung_objectives(pool, [failed, candidate(Y)], FOLDS < 5)
+    assert np.isnan(objectives[0]) and np.isfinite(objectives[1])
+
+
+class Recording(CrossValidationEvaluator):
+    def __call__(self, config, folds=None):
+        self.calls.append(None if folds is None else list(folds))
+        return super().__call__(config, folds)
+
+
+def test_hyperband_brackets_run_through_the_search_within_the_budget():
+    X = RNG.normal(size=(N, 3))
+    y = X[:, 0] + 0.1 * RNG.normal(size=N)
+    evaluate = Recording("decision_tree_regressor", X, y, FOLDS, random_state=0)
+    evaluate.calls = []
+    fidelity = FidelitySettings.from_block(
+        {"scheduler": "hyperband", "resource": "folds", "min_resource": 1, "eta": 2},
+        n_folds=5,
+    )
+    # brackets (n configs @ folds): 4@1 2@2 1@5 | 3@2 1@5 | 3@5, costing 1.8, 1.8
+    # and 3 full-fidelity equivalents with the folds kept; a budget of 10 runs
+    # them, then the first again (8.4), and not the second again (10.2)
+    search = SegorSearch(RandomSearch(SPACE, seed=1), evaluate, y, FOLDS, 3)
+    result = search.run(10, fidelity=fidelity)
+    assert len(result.pool) == 1 + 1 + 3 + 1 and result.pool.ok.all()
+    assert np.isfinite(result.pool.member_outputs("predictions")).all()
+    fits = [len(folds) for folds in evaluate.calls]
+    assert fits == [1] * 4 + [1] * 2 + [3] + [2] * 3 + [3] + [5] * 3 + [1] * 4 + [
+        1
+    ] * 2 + [3]
+    assert sum(fits) / 5 == pytest.approx(8.4)
+    # a promoted configuration adds the folds it lacks, in order
+    assert evaluate.calls[4:7] == [[1], [1], [2, 3, 4]]
+    assert [record.iteration for record in result.history] == list(range(6))
+
+
+RAW_CPU = RAW / "cpu_performance.csv"
+
+
+def fidelity_params(block, scheduler, **fidelity):
+    return {
+        block: {
+            "fidelity": {"scheduler": scheduler, "resource": "folds", **fidelity},
+            "optimizer": {"n_initial": 3},
+            "time_limit": None,
+        },
+        "default_models": {"regression": CHEAP_MODEL},
+    }
+
+
+@pytest.mark.parametrize("scheduler", ["successive_halving", "hyperband", "bohb"])
+def test_segor_runs_each_scheduler_reproducibly(scheduler):
+    raw = pd.read_csv(RAW_CPU)
+    X, y = raw.drop(columns="target"), raw["target"]
+    params = fidelity_params("segor", scheduler, eta=2)
+    runs = [
+        EnsembleSearch(method="segor", budget=12, random_state=3, params=params).fit(
+            X, y
+        )
+        for _ in range(2)
+    ]
+    pool = runs[0].result_.pool
+    assert 1 <= len(pool) <= 12 and pool.ok.all()
+    assert runs[1].result_.pool.configs == pool.configs
+    assert runs[0].members_["weight"].sum() == pytest.approx(1.0)
+
+
+def test_sego_runs_bohb_on_a_classification_task():
+    raw = pd.read_csv(RAW / "wine.csv")
+    X, y = raw.drop(columns="target"), raw["target"]
+    search = EnsembleSearch(
+        method="sego",
+        model="decision_tree_classifier",
+        budget=10,
+        random_state=0,
+        params=fidelity_params("sego", "bohb", eta=2),
+    ).fit(X, y)
+    assert search.result_.pool.ok.all() and set(search.predict(X)) <= set(y)
+
+
+@pytest.mark.parametrize(
+    ("method", "params", "message"),
+    [
+        (
+            "segor",
+            fidelity_params("segor", "hyperband", min_resource=0.2, resource="rows"),
+            "segor.fidelity.resource='rows' is not implemented yet",
+        ),
+        (
+            "segor",
+            {**fidelity_params("segor", "hyperband"), "parallel": {"n_workers": 2}},
+            "runs its trials one at a time so far",
+        ),
+        (
+            "esmbo",
+            fidelity_params("esmbo", "hyperband"),
+            # esmbo's block has no fidelity: its targets are no CV losses to rank
+            "unknown parameter 'fidelity'",
+        ),
+        (
+            "segor",
+            fidelity_params("segor", "hyperband", eta=1),
+            "fidelity.eta must be a finite number > 1, got 1",
+        ),
+    ],
+)
+def test_what_multi_fidelity_does_not_cover_is_refused_by_name(method, params, message):
+    raw = pd.read_csv(RAW_CPU)
+    search = EnsembleSearch(method=method, budget=6, random_state=0, params=params)
+    with pytest.raises(ValueError, match=message.replace("(", r"\(")):
+        search.fit(raw.drop(columns="target"), raw["target"])
+
+
+def test_a_fidelity_block_given_to_esmbo_some_other_way_is_refused():
+    # e.g. `kedro run --params esmbo.fidelity.scheduler=hyperband`
+    settings = {"esmbo": {"fidelity": {"scheduler": "hyperband"}}}
+    with pytest.raises(InvalidInput, match="esmbo's targets are not CV losses"):
+        check_fidelity(METHODS["esmbo"], settings, 5, ParallelSettings.from_block(None))
