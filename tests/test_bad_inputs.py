@@ -117,7 +117,7 @@ def nothing_is_trained(monkeypatch):
         raise AssertionError("a model was trained before the inputs were checked")
 
     monkeypatch.setattr(evaluation, "_evaluate", evaluate)
-    monkeypatch.setattr(evaluation, "cross_val_predict", evaluate)
+    monkeypatch.setattr(evaluation, "out_of_fold_predictions", evaluate)
 
 
 SVR_C = {"type": "float", "low": 1.0e3, "high": 1.0e-2, "log": True}
