@@ -110,6 +110,11 @@ def test_hyperband_brackets_run_through_the_search_within_the_budget():
     # a promoted configuration adds the folds it lacks, in order
     assert evaluate.calls[4:7] == [[1], [1], [2, 3, 4]]
     assert [record.iteration for record in result.history] == list(range(6))
+    assert result.search_metrics == {
+        "fidelity_full_equivalents": pytest.approx(8.4),
+        "fidelity_configurations": 4 + 3 + 3 + 4,
+        "fidelity_brackets": 4,
+    }
 
 
 RAW_CPU = RAW / "cpu_performance.csv"

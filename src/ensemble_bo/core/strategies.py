@@ -304,7 +304,8 @@ class PoolSearch:
         clock: TimeBudget,
     ) -> None:
         result.search_seconds = clock.elapsed
-        result.search_metrics = self._search_metrics()
+        # A multi-fidelity search has written what it spent there as it went.
+        result.search_metrics = {**result.search_metrics, **self._search_metrics()}
         result.members = self._members()
         result.weights = self._weights()
         # An interruption between training a model and scoring it leaves one unscored.
@@ -576,6 +577,14 @@ class _Loop:
             np.random.SeedSequence(search.optimizer.seed).spawn(4)[3]
         )
         spent = 0.0
+        # Logged with the search's metrics: what the schedule spent, in
+        # full-fidelity equivalents, on how many configurations and brackets.
+        metrics = self.result.search_metrics
+        metrics.update(
+            fidelity_full_equivalents=0.0,
+            fidelity_configurations=0.0,
+            fidelity_brackets=0.0,
+        )
         for k in itertools.count():
             bracket = schedule.bracket(k)
             cost = full_fidelity_equivalents(bracket, len(folds), reuse=True)
@@ -588,6 +597,8 @@ class _Loop:
             slot = search._label(iteration, pool, self.single_losses)
             self._labelled = (iteration, slot)
             suggestions = self._bracket_candidates(bracket[0].n_configs, fidelity, rng)
+            metrics["fidelity_brackets"] += 1
+            metrics["fidelity_configurations"] += len(suggestions)
             run = BracketRun(bracket, auto_promote=False)
             results: dict[int, TrialResult] = {}
             while not run.done:
@@ -599,6 +610,7 @@ class _Loop:
                         suggestions[index].config, folds=list(folds[done:resource])
                     )
                     spent += (resource - done) / len(folds)
+                    metrics["fidelity_full_equivalents"] = spent
                     earlier = results.get(index)
                     results[index] = (
                         part if earlier is None else merge_fold_results(earlier, part)
