@@ -6,9 +6,13 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import pytest
+from sklearn.tree import DecisionTreeRegressor
 
 from ensemble_bo import METHODS, EnsembleSearch
-from ensemble_bo.core.evaluation import CrossValidationEvaluator
+from ensemble_bo.core.evaluation import (
+    CrossValidationEvaluator,
+    out_of_fold_predictions,
+)
 from ensemble_bo.core.fidelity import FidelitySettings
 from ensemble_bo.core.optimizer import RandomSearch, Suggestion
 from ensemble_bo.core.parallel import ParallelSettings
@@ -81,16 +85,22 @@ def test_a_failed_candidate_is_never_promoted():
 
 
 class Recording(CrossValidationEvaluator):
-    def __call__(self, config, folds=None):
+    def __call__(self, config, folds=None, train_fraction=1.0):
         self.calls.append(None if folds is None else list(folds))
-        return super().__call__(config, folds)
+        self.fractions.append(train_fraction)
+        return super().__call__(config, folds, train_fraction)
 
 
-def test_hyperband_brackets_run_through_the_search_within_the_budget():
+def recording_evaluator():
     X = RNG.normal(size=(N, 3))
     y = X[:, 0] + 0.1 * RNG.normal(size=N)
     evaluate = Recording("decision_tree_regressor", X, y, FOLDS, random_state=0)
-    evaluate.calls = []
+    evaluate.calls, evaluate.fractions = [], []
+    return evaluate, y
+
+
+def test_hyperband_brackets_run_through_the_search_within_the_budget():
+    evaluate, y = recording_evaluator()
     fidelity = FidelitySettings.from_block(
         {"scheduler": "hyperband", "resource": "folds", "min_resource": 1, "eta": 2},
         n_folds=5,
@@ -166,8 +176,14 @@ def test_sego_runs_bohb_on_a_classification_task():
     [
         (
             "segor",
-            fidelity_params("segor", "hyperband", min_resource=0.2, resource="rows"),
-            "segor.fidelity.resource='rows' is not implemented yet",
+            fidelity_params(
+                "segor",
+                "hyperband",
+                min_resource=1,
+                max_resource=9,
+                resource="iterations",
+            ),
+            "segor.fidelity.resource='iterations' is not implemented yet",
         ),
         (
             "segor",
@@ -199,3 +215,52 @@ def test_a_fidelity_block_given_to_esmbo_some_other_way_is_refused():
     settings = {"esmbo": {"fidelity": {"scheduler": "hyperband"}}}
     with pytest.raises(InvalidInput, match="esmbo's targets are not CV losses"):
         check_fidelity(METHODS["esmbo"], settings, 5, ParallelSettings.from_block(None))
+
+
+def test_on_rows_each_rung_refits_on_a_larger_share_of_every_fold():
+    evaluate, y = recording_evaluator()
+    fidelity = FidelitySettings.from_block(
+        {
+            "scheduler": "successive_halving",
+            "resource": "rows",
+            "min_resource": 0.25,
+            "eta": 2,
+        }
+    )
+    # one bracket, repeated: 4 configurations on 1/4 of the rows, 2 on 1/2, 1 on all;
+    # 1 + 1 + 1 = 3 full-fidelity equivalents each, so a budget of 7 runs two
+    result = SegorSearch(RandomSearch(SPACE, seed=2), evaluate, y, FOLDS, 3).run(
+        7, fidelity=fidelity
+    )
+    assert evaluate.fractions == ([0.25] * 4 + [0.5] * 2 + [1.0]) * 2
+    assert evaluate.calls == [None] * 14  # every fold each time
+    assert len(result.pool) == 2 and result.pool.ok.all()
+    assert result.search_metrics["fidelity_full_equivalents"] == pytest.approx(6.0)
+
+
+def test_a_share_of_the_rows_is_a_seeded_prefix_so_larger_shares_are_supersets():
+    fitted_on = []
+
+    class Recorder(DecisionTreeRegressor):
+        def fit(self, X, y):
+            fitted_on.append(frozenset(map(tuple, np.round(X, 12))))
+            return super().fit(X, y)
+
+    X = RNG.normal(size=(N, 3))
+    model = Recorder(max_depth=2, random_state=0)
+    for fraction in (0.25, 0.5, 1.0):
+        out_of_fold_predictions(
+            model, X, X[:, 0], FOLDS, folds=[0], train_fraction=fraction
+        )
+    quarter, half, whole = fitted_on
+    assert (len(quarter), len(half), len(whole)) == (8, 16, 32)
+    assert quarter < half < whole
+    again = []
+    fitted_on.clear()
+    out_of_fold_predictions(model, X, X[:, 0], FOLDS, folds=[0], train_fraction=0.25)
+    again = fitted_on[0]
+    assert again == quarter
+    with pytest.raises(
+        ValueError, match="train_fraction must be in \\(0, 1\\], got 1.5"
+    ):
+        out_of_fold_predictions(model, X, X[:, 0], FOLDS, train_fraction=1.5)

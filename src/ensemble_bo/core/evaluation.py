@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import multiprocessing
 import os
 import signal
@@ -41,6 +42,7 @@ def _evaluate(
     y: np.ndarray,
     fold_ids: np.ndarray,
     folds: Sequence[int] | None = None,
+    train_fraction: float = 1.0,
 ) -> TrialResult:
     """The evaluation itself, the same in-process and in a worker."""
     start = time.perf_counter()
@@ -48,7 +50,7 @@ def _evaluate(
         model = model_factory(algorithm, config, random_state)
         with quiet_iteration_caps():
             predictions, probabilities = out_of_fold_predictions(
-                model, X, y, fold_ids, folds
+                model, X, y, fold_ids, folds, train_fraction, random_state
             )
         evaluated = np.isin(fold_ids, _folds_or_all(fold_ids, folds))
         if not np.all(np.isfinite(predictions[evaluated])) or (
@@ -85,6 +87,8 @@ def out_of_fold_predictions(
     y: np.ndarray,
     fold_ids: np.ndarray,
     folds: Sequence[int] | None = None,
+    train_fraction: float = 1.0,
+    random_state: int = 0,
 ) -> tuple[np.ndarray, np.ndarray | None]:
     """(predictions (n,), class probabilities (n, K) or None) of k-fold CV.
 
@@ -93,6 +97,9 @@ def out_of_fold_predictions(
     and add the rest later (`merge_fold_results`). Each fold's model is fitted
     on the rows of every other fold, whichever folds are predicted, so a fold's
     predictions are the same whether it is evaluated alone or with the rest.
+    `train_fraction` < 1 fits each fold's model on that share of its training
+    rows (at least 2), a prefix of one seeded shuffle per fold, so a larger
+    fraction trains on a superset: the rows resource of a multi-fidelity search.
 
     Regression: the model's predictions, no probabilities. A classifier, y
     holding codes 0..K-1, gives both its `predict` labels and its
@@ -109,9 +116,18 @@ def out_of_fold_predictions(
     if classifier:
         identity = np.eye(int(targets.max()) + 1)
         probabilities = np.full((len(targets), len(identity)), np.nan)
+    if not 0 < train_fraction <= 1:
+        raise ValueError(f"train_fraction must be in (0, 1], got {train_fraction!r}")
     for fold in _folds_or_all(fold_ids, folds):
         test = fold_ids == fold
-        fitted = clone(model).fit(X[~test], targets[~test])
+        train = np.flatnonzero(~test)
+        if train_fraction < 1:
+            shuffled = np.random.default_rng([random_state, int(fold)]).permutation(
+                train
+            )
+            kept = max(2, math.ceil(train_fraction * len(train)))
+            train = np.sort(shuffled[:kept])
+        fitted = clone(model).fit(X[train], targets[train])
         predictions[test] = fitted.predict(X[test])
         if not classifier:
             continue
@@ -265,9 +281,16 @@ def _evaluate_in_worker(
     config: dict[str, Any],
     random_state: int,
     folds: Sequence[int] | None = None,
+    train_fraction: float = 1.0,
 ) -> TrialResult:
     return _evaluate(
-        model_factory, algorithm, config, random_state, **_worker_data, folds=folds
+        model_factory,
+        algorithm,
+        config,
+        random_state,
+        **_worker_data,
+        folds=folds,
+        train_fraction=train_fraction,
     )
 
 
@@ -390,17 +413,21 @@ class CrossValidationEvaluator:
         self._lock = threading.Lock()
 
     def __call__(
-        self, config: dict[str, Any], folds: Sequence[int] | None = None
+        self,
+        config: dict[str, Any],
+        folds: Sequence[int] | None = None,
+        train_fraction: float = 1.0,
     ) -> TrialResult:
         """The configuration's out-of-fold outputs on `folds` (None: every fold;
-        the other folds' rows NaN)."""
+        the other folds' rows NaN), each fold's model fitted on `train_fraction`
+        of its training rows."""
         try:
-            return self._evaluate_config(config, folds)
+            return self._evaluate_config(config, folds, train_fraction)
         finally:
             self.evaluations += 1
 
     def _evaluate_config(
-        self, config: dict[str, Any], folds: Sequence[int] | None
+        self, config: dict[str, Any], folds: Sequence[int] | None, train_fraction: float
     ) -> TrialResult:
         if self._trial_limit()[0] is None and not self.worker_process:
             return _evaluate(
@@ -412,9 +439,10 @@ class CrossValidationEvaluator:
                 self.y,
                 self.fold_ids,
                 folds,
+                train_fraction,
             )
         with self._lock:
-            return self._evaluate_in_worker_process(config, folds)
+            return self._evaluate_in_worker_process(config, folds, train_fraction)
 
     def _trial_limit(self) -> tuple[float | None, str]:
         """This evaluation's limit in seconds (None: none) and what a cut says."""
@@ -436,7 +464,7 @@ class CrossValidationEvaluator:
             _park_worker(executor)
 
     def _evaluate_in_worker_process(
-        self, config: dict[str, Any], folds: Sequence[int] | None
+        self, config: dict[str, Any], folds: Sequence[int] | None, train_fraction: float
     ) -> TrialResult:
         start = time.perf_counter()
         try:
@@ -463,6 +491,7 @@ class CrossValidationEvaluator:
                 dict(config),
                 self.random_state,
                 None if folds is None else list(folds),
+                train_fraction,
             )
             return future.result(timeout=limit)
         except FutureTimeoutError:

@@ -566,10 +566,10 @@ class _Loop:
             self._finish(running.pop(done), trial_result)
 
     def run_brackets(self, fidelity: FidelitySettings) -> None:
-        """Brackets of the fidelity schedule on the folds, one after another,
-        while the budget of full-fidelity equivalents allows a whole one."""
+        """Brackets of the fidelity schedule, one after another, while the
+        budget of full-fidelity equivalents allows a whole one."""
         search, pool = self.search, self.pool
-        folds = np.unique(search.fold_ids)
+        on_folds = fidelity.resource == "folds"
         schedule = fidelity.schedule()
         # Random proposals (successive halving, Hyperband, BOHB's share) have
         # their own stream, apart from the optimizer's three.
@@ -587,7 +587,10 @@ class _Loop:
         )
         for k in itertools.count():
             bracket = schedule.bracket(k)
-            cost = full_fidelity_equivalents(bracket, len(folds), reuse=True)
+            # Folds evaluated stay evaluated; a larger share of rows is a new fit.
+            cost = full_fidelity_equivalents(
+                bracket, fidelity.max_resource, reuse=on_folds
+            )
             if k and spent + cost > self.budget:
                 return
             if k and self.clock.spent():
@@ -603,28 +606,55 @@ class _Loop:
             results: dict[int, TrialResult] = {}
             while not run.done:
                 for index, resource in run.next_jobs():
-                    # A promoted configuration keeps the folds it has evaluated.
-                    earlier_rungs = run.resources_of(index)
-                    done = earlier_rungs[-1] if earlier_rungs else 0
-                    part = search.evaluate(
-                        suggestions[index].config, folds=list(folds[done:resource])
-                    )
-                    spent += (resource - done) / len(folds)
+                    config = suggestions[index].config
+                    if on_folds:
+                        results[index], cost = self._on_folds(
+                            config,
+                            resource,
+                            run.resources_of(index),
+                            results.get(index),
+                        )
+                    else:  # a larger share of each fold's training rows: a new fit
+                        results[index] = search.evaluate(
+                            config, train_fraction=float(resource)
+                        )
+                        cost = float(resource)
+                    spent += cost
                     metrics["fidelity_full_equivalents"] = spent
-                    earlier = results.get(index)
-                    results[index] = (
-                        part if earlier is None else merge_fold_results(earlier, part)
-                    )
                     run.tell(index, resource, 0.0 if results[index].ok else None)
                 if run.awaiting_promotion:
                     members = run.members(run.rung)
-                    rows = np.isin(search.fold_ids, folds[: bracket[run.rung].resource])
+                    resource = bracket[run.rung].resource
+                    rows = (
+                        np.isin(search.fold_ids, self._folds[:resource])
+                        if on_folds
+                        else np.ones(len(search.fold_ids), dtype=bool)
+                    )
                     objectives = search.rung_objectives(
                         pool, [(suggestions[i], results[i]) for i in members], rows
                     )
                     run.promote_with(dict(zip(members, objectives, strict=True)))
             for index in run.members(len(bracket) - 1):
                 self._finish(suggestions[index], results[index])
+
+    @property
+    def _folds(self) -> np.ndarray:
+        return np.unique(self.search.fold_ids)
+
+    def _on_folds(
+        self,
+        config: dict[str, Any],
+        resource: int,
+        earlier_rungs: list[int],
+        earlier: TrialResult | None,
+    ) -> tuple[TrialResult, float]:
+        """The configuration on its first `resource` folds, keeping those it
+        has; (result, full-fidelity equivalents spent)."""
+        folds = self._folds
+        done = earlier_rungs[-1] if earlier_rungs else 0
+        part = self.search.evaluate(config, folds=list(folds[done:resource]))
+        merged = part if earlier is None else merge_fold_results(earlier, part)
+        return merged, (resource - done) / len(folds)
 
     def _bracket_candidates(
         self, n: int, fidelity: FidelitySettings, rng: np.random.Generator

@@ -409,7 +409,7 @@ def check_fidelity(
 ) -> FidelitySettings:
     """`<search block>.fidelity` (core.fidelity), for a search on `n_folds` folds.
 
-    So far the resource is the CV folds, the trials train one at a time in
+    So far the resource is the CV folds or the training rows, the trials train one at a time in
     the search's process, and the strategies are those whose targets are CV
     losses (SEGOR, SEGO, the single best); the rest is refused by name.
     """
@@ -421,10 +421,11 @@ def check_fidelity(
         raise InvalidInput(f"{path}={block!r}: {error}") from None
     if not fidelity.enabled:
         return fidelity
-    if fidelity.resource != "folds":
+    if fidelity.resource == "iterations":
         raise InvalidInput(
             f"{path}.resource={fidelity.resource!r} is not implemented yet; the "
-            "multi-fidelity search runs on the CV folds (resource: folds)"
+            "multi-fidelity search runs on the CV folds (folds) or on a share of "
+            "each fold's training rows (rows)"
         )
     if not parallel.serial:
         raise InvalidInput(
