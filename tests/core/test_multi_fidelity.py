@@ -14,8 +14,9 @@ from ensemble_bo.core.evaluation import (
     out_of_fold_predictions,
 )
 from ensemble_bo.core.fidelity import FidelitySettings
+from ensemble_bo.core.journal import TrialJournal
 from ensemble_bo.core.optimizer import RandomSearch, Suggestion
-from ensemble_bo.core.parallel import ParallelSettings
+from ensemble_bo.core.parallel import ReplayingRunner, SerialRunner
 from ensemble_bo.core.pool import Pool, TrialResult
 from ensemble_bo.core.space import SearchSpace
 from ensemble_bo.core.strategies import SegorSearch, SingleBestSearch
@@ -186,11 +187,6 @@ def test_sego_runs_bohb_on_a_classification_task():
             "segor.fidelity.resource='iterations' is not implemented yet",
         ),
         (
-            "segor",
-            {**fidelity_params("segor", "hyperband"), "parallel": {"n_workers": 2}},
-            "runs its trials one at a time so far",
-        ),
-        (
             "esmbo",
             fidelity_params("esmbo", "hyperband"),
             # esmbo's block has no fidelity: its targets are no CV losses to rank
@@ -214,7 +210,7 @@ def test_a_fidelity_block_given_to_esmbo_some_other_way_is_refused():
     # e.g. `kedro run --params esmbo.fidelity.scheduler=hyperband`
     settings = {"esmbo": {"fidelity": {"scheduler": "hyperband"}}}
     with pytest.raises(InvalidInput, match="esmbo's targets are not CV losses"):
-        check_fidelity(METHODS["esmbo"], settings, 5, ParallelSettings.from_block(None))
+        check_fidelity(METHODS["esmbo"], settings, 5)
 
 
 def test_on_rows_each_rung_refits_on_a_larger_share_of_every_fold():
@@ -264,3 +260,55 @@ def test_a_share_of_the_rows_is_a_seeded_prefix_so_larger_shares_are_supersets()
         ValueError, match="train_fraction must be in \\(0, 1\\], got 1.5"
     ):
         out_of_fold_predictions(model, X, X[:, 0], FOLDS, train_fraction=1.5)
+
+
+HYPERBAND_ON_FOLDS = {"scheduler": "hyperband", "resource": "folds", "eta": 2}
+
+
+def test_a_resumed_search_replays_its_rung_evaluations_and_ends_the_same(tmp_path):
+    fidelity = FidelitySettings.from_block(HYPERBAND_ON_FOLDS, n_folds=5)
+    evaluate, y = recording_evaluator()
+    journal = TrialJournal(tmp_path / "journal")
+
+    def search(runner):
+        return SegorSearch(RandomSearch(SPACE, seed=1), evaluate, y, FOLDS, 3).run(
+            10, fidelity=fidelity, runner=runner
+        )
+
+    whole = search(ReplayingRunner(SerialRunner(evaluate), journal))
+    evaluations = len(evaluate.calls)
+    journal.truncate(9)  # killed after 9 rung evaluations
+    evaluate.calls.clear()
+    runner = ReplayingRunner(SerialRunner(evaluate), journal)
+    resumed = search(runner)
+    assert runner.reused == 9 and len(evaluate.calls) == evaluations - 9
+    assert resumed.pool.configs == whole.pool.configs
+    np.testing.assert_array_equal(
+        resumed.pool.member_outputs("predictions"),
+        whole.pool.member_outputs("predictions"),
+    )
+    # a journal from other settings is not replayed: the rung shares differ
+    rows = FidelitySettings.from_block(
+        {"scheduler": "hyperband", "resource": "rows", "min_resource": 0.25, "eta": 2}
+    )
+    runner = ReplayingRunner(SerialRunner(evaluate), journal)
+    SegorSearch(RandomSearch(SPACE, seed=1), evaluate, y, FOLDS, 3).run(
+        10, fidelity=rows, runner=runner
+    )
+    assert runner.reused == 0
+
+
+def test_rungs_train_side_by_side_on_workers_and_give_the_serial_ensemble():
+    raw = pd.read_csv(RAW_CPU)
+    X, y = raw.drop(columns="target"), raw["target"]
+    params = fidelity_params("segor", "hyperband", eta=2)
+    serial = EnsembleSearch(method="segor", budget=8, random_state=5, params=params)
+    on_workers = EnsembleSearch(
+        method="segor",
+        budget=8,
+        random_state=5,
+        params={**params, "parallel": {"backend": "local", "n_workers": 2}},
+    )
+    serial.fit(X, y), on_workers.fit(X, y)
+    assert on_workers.result_.pool.configs == serial.result_.pool.configs
+    np.testing.assert_allclose(on_workers.predict(X), serial.predict(X))

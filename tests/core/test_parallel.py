@@ -91,7 +91,8 @@ class ScriptedRunner:
         self.finished: list[int] = []
         self.most_running = 0
 
-    def submit(self, ticket, config):
+    def submit(self, ticket, config, scope=None):
+        assert scope is None  # scripted trials are whole evaluations
         duration = self.durations[len(self.submitted) % len(self.durations)]
         heapq.heappush(self.running, (self.now + duration, ticket, config))
         self.submitted.append((ticket, config))

@@ -468,9 +468,7 @@ def run_method(
     callbacks = list(callbacks)
     parallel = ParallelSettings.from_block(settings["parallel"])
     mode = "sync" if parallel.serial else parallel.mode
-    fidelity = check_fidelity(
-        chosen, settings, len(set(data.fold_ids.tolist())), parallel
-    )
+    fidelity = check_fidelity(chosen, settings, len(set(data.fold_ids.tolist())))
     # The budget counts from here: starting the workers is the search's time.
     time_budget.start()
     with trial_runner(parallel, evaluate) as started:

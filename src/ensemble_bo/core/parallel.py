@@ -47,6 +47,12 @@ BACKENDS = ("local", "dask")
 MODES = ("sync", "async")
 # How a journal is replayed: by proposal (serial, sync) or by completion (async).
 REPLAYS = ("proposals", "completions")
+# A trial's share of the evaluation (CrossValidationEvaluator's keyword
+# arguments `folds` and `train_fraction`): a multi-fidelity rung's.
+Scope = Mapping[str, Any]
+# Where a journal keeps a scoped trial's share, beside its configuration, so
+# that a resumed search replays a rung's evaluation only for the same share.
+SCOPE_KEY = "__scope__"
 # Where a run finds an existing Dask scheduler when `parallel.address` is null.
 ADDRESS_VARIABLE = "DASK_SCHEDULER_ADDRESS"
 
@@ -118,7 +124,12 @@ class TrialRunner(Protocol):
 
     n_workers: int
 
-    def submit(self, ticket: int, config: dict[str, Any]) -> None: ...
+    def submit(
+        self, ticket: int, config: dict[str, Any], scope: Scope | None = None
+    ) -> None:
+        """Train `config`; `scope`: the evaluator's `folds` and `train_fraction`
+        (a multi-fidelity rung's share), None: every fold on every row."""
+        ...
 
     def next_finished(self) -> tuple[int, TrialResult]:
         """(ticket, result) of a submitted trial; blocks until one has ended."""
@@ -134,16 +145,18 @@ class SerialRunner:
 
     n_workers = 1
 
-    def __init__(self, evaluate: Callable[[dict[str, Any]], TrialResult]) -> None:
+    def __init__(self, evaluate: Callable[..., TrialResult]) -> None:
         self.evaluate = evaluate
-        self._submitted: deque[tuple[int, dict[str, Any]]] = deque()
+        self._submitted: deque[tuple[int, dict[str, Any], Scope | None]] = deque()
 
-    def submit(self, ticket: int, config: dict[str, Any]) -> None:
-        self._submitted.append((ticket, config))
+    def submit(
+        self, ticket: int, config: dict[str, Any], scope: Scope | None = None
+    ) -> None:
+        self._submitted.append((ticket, config, scope))
 
     def next_finished(self) -> tuple[int, TrialResult]:
-        ticket, config = self._submitted.popleft()
-        return ticket, self.evaluate(config)
+        ticket, config, scope = self._submitted.popleft()
+        return ticket, self.evaluate(config, **(scope or {}))
 
     def recorded_trials(self) -> list[tuple[dict[str, Any], TrialResult]]:
         return []
@@ -167,15 +180,17 @@ class LocalProcessRunner:
         self._threads = ThreadPoolExecutor(n_workers, thread_name_prefix="trial")
         self._running: dict[Any, int] = {}
 
-    def _evaluate(self, config: dict[str, Any]) -> TrialResult:
+    def _evaluate(self, config: dict[str, Any], scope: Scope | None) -> TrialResult:
         evaluator = self._idle.get()
         try:
-            return evaluator(config)
+            return evaluator(config, **(scope or {}))
         finally:
             self._idle.put(evaluator)
 
-    def submit(self, ticket: int, config: dict[str, Any]) -> None:
-        self._running[self._threads.submit(self._evaluate, config)] = ticket
+    def submit(
+        self, ticket: int, config: dict[str, Any], scope: Scope | None = None
+    ) -> None:
+        self._running[self._threads.submit(self._evaluate, config, scope)] = ticket
 
     def next_finished(self) -> tuple[int, TrialResult]:
         done, _ = wait(self._running, return_when=FIRST_COMPLETED)
@@ -205,6 +220,7 @@ class _DaskTrial:
     config: dict[str, Any]
     limit: float | None  # seconds; None: none
     cut_by: str  # what the error of a trial cut at its limit says
+    scope: Scope | None = None  # folds and train_fraction; None: all of them
     started: float = math.nan  # when it was sent to the cluster
     worker: str | None = None  # the worker it was sent to
 
@@ -265,14 +281,16 @@ class DaskRunner:
         self._running: dict[Any, _DaskTrial] = {}
         self._submitted = 0
 
-    def submit(self, ticket: int, config: dict[str, Any]) -> None:
+    def submit(
+        self, ticket: int, config: dict[str, Any], scope: Scope | None = None
+    ) -> None:
         limit, cut_by = trial_limit(
             self._evaluator.time_limit,
             self._evaluator.time_budget,
             first=not self._submitted,
         )
         self._submitted += 1
-        self._waiting.append(_DaskTrial(ticket, dict(config), limit, cut_by))
+        self._waiting.append(_DaskTrial(ticket, dict(config), limit, cut_by, scope))
         self._send()
 
     def _send(self) -> None:
@@ -302,6 +320,7 @@ class DaskRunner:
                 trial.config,
                 evaluator.random_state,
                 *self._data,
+                **(trial.scope or {}),
                 pure=False,
                 # a preference: if it dies, the trial goes to another worker
                 workers=None if worker is None else [worker],
@@ -462,10 +481,13 @@ class ReplayingRunner:
         if self.time_budget is not None:
             self.time_budget.charge(result.fit_seconds / self.n_workers)
 
-    def submit(self, ticket: int, config: dict[str, Any]) -> None:
+    def submit(
+        self, ticket: int, config: dict[str, Any], scope: Scope | None = None
+    ) -> None:
+        recorded_as = config if scope is None else {**config, SCOPE_KEY: dict(scope)}
         entry = self._recorded.get(ticket)
         if entry is not None:
-            if entry.config == config:
+            if entry.config == recorded_as:
                 self.reused += 1
                 self._charge(entry.result)
                 self._replayed.append((ticket, entry.result))
@@ -473,8 +495,8 @@ class ReplayingRunner:
             # The search went another way here: the rest no longer applies.
             self._recorded = {i: e for i, e in self._recorded.items() if i < ticket}
             self.journal.truncate(ticket)
-        self._configs[ticket] = config
-        self.runner.submit(ticket, config)
+        self._configs[ticket] = recorded_as
+        self.runner.submit(ticket, config, scope)
 
     def next_finished(self) -> tuple[int, TrialResult]:
         if self._replayed:

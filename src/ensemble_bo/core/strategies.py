@@ -33,6 +33,7 @@ from ensemble_bo.core.fidelity import (
     BOHB_RANDOM_FRACTION,
     BracketRun,
     FidelitySettings,
+    Resource,
     bohb_model_budget,
     full_fidelity_equivalents,
 )
@@ -245,8 +246,8 @@ class PoolSearch:
         configurations race on growing sets of folds, ranked at each rung by
         this strategy's target for the iteration (`rung_objectives`); only those
         that reach every fold join the pool. `budget` then counts
-        full-fidelity equivalents (k fold fits each), and the trials run one
-        at a time in this process.
+        full-fidelity equivalents; each rung is one batch of the runner's
+        (sync, whatever `mode`), one journaled trial per evaluation.
         """
         if (
             isinstance(budget, bool)
@@ -585,6 +586,9 @@ class _Loop:
             fidelity_configurations=0.0,
             fidelity_brackets=0.0,
         )
+        # Every rung evaluation is a runner trial with its own ticket, so that a
+        # journal replays a resumed search's evaluations one by one.
+        tickets = itertools.count()
         for k in itertools.count():
             bracket = schedule.bracket(k)
             # Folds evaluated stay evaluated; a larger share of rows is a new fit.
@@ -605,22 +609,25 @@ class _Loop:
             run = BracketRun(bracket, auto_promote=False)
             results: dict[int, TrialResult] = {}
             while not run.done:
+                # A rung trains as one batch: side by side on parallel workers.
+                jobs: dict[int, tuple[int, Resource]] = {}
                 for index, resource in run.next_jobs():
-                    config = suggestions[index].config
-                    if on_folds:
-                        results[index], cost = self._on_folds(
-                            config,
-                            resource,
-                            run.resources_of(index),
-                            results.get(index),
-                        )
-                    else:  # a larger share of each fold's training rows: a new fit
-                        results[index] = search.evaluate(
-                            config, train_fraction=float(resource)
-                        )
-                        cost = float(resource)
+                    scope, cost = self._rung_scope(
+                        on_folds, resource, run.resources_of(index)
+                    )
+                    ticket = next(tickets)
+                    self.runner.submit(ticket, suggestions[index].config, scope)
+                    jobs[ticket] = index, resource
                     spent += cost
-                    metrics["fidelity_full_equivalents"] = spent
+                metrics["fidelity_full_equivalents"] = spent
+                finished = dict(self.runner.next_finished() for _ in jobs)
+                for ticket, (index, resource) in jobs.items():
+                    earlier, part = results.get(index), finished[ticket]
+                    results[index] = (
+                        merge_fold_results(earlier, part)
+                        if on_folds and earlier is not None
+                        else part
+                    )
                     run.tell(index, resource, 0.0 if results[index].ok else None)
                 if run.awaiting_promotion:
                     members = run.members(run.rung)
@@ -641,20 +648,19 @@ class _Loop:
     def _folds(self) -> np.ndarray:
         return np.unique(self.search.fold_ids)
 
-    def _on_folds(
-        self,
-        config: dict[str, Any],
-        resource: int,
-        earlier_rungs: list[int],
-        earlier: TrialResult | None,
-    ) -> tuple[TrialResult, float]:
-        """The configuration on its first `resource` folds, keeping those it
-        has; (result, full-fidelity equivalents spent)."""
+    def _rung_scope(
+        self, on_folds: bool, resource: Resource, earlier_rungs: list[Resource]
+    ) -> tuple[dict[str, Any], float]:
+        """What a configuration trains on at a rung (the evaluator's `folds` or
+        `train_fraction`) and its cost in full-fidelity equivalents: on folds,
+        the first `resource` folds less those it has; on rows, a new fit of
+        every fold on that share of its training rows."""
+        if not on_folds:
+            return {"train_fraction": float(resource)}, float(resource)
         folds = self._folds
         done = earlier_rungs[-1] if earlier_rungs else 0
-        part = self.search.evaluate(config, folds=list(folds[done:resource]))
-        merged = part if earlier is None else merge_fold_results(earlier, part)
-        return merged, (resource - done) / len(folds)
+        new = [int(fold) for fold in folds[done:resource]]
+        return {"folds": new}, len(new) / len(folds)
 
     def _bracket_candidates(
         self, n: int, fidelity: FidelitySettings, rng: np.random.Generator

@@ -382,12 +382,12 @@ def check_settings(
     if "voting" in settings:
         check_voting(settings["voting"])
     try:
-        parallel = ParallelSettings.from_block(settings["parallel"])
+        ParallelSettings.from_block(settings["parallel"])
     except (TypeError, ValueError) as error:
         raise InvalidInput(str(error)) from None
     n_folds = settings.get("data_processing", {}).get("n_folds")
     if isinstance(n_folds, int):  # else the data's folds decide, in run_method
-        check_fidelity(method, settings, n_folds, parallel)
+        check_fidelity(method, settings, n_folds)
     if task is not None and task not in method.tasks:
         raise InvalidInput(
             f"{method.name} builds {' or '.join(sorted(method.tasks))} ensembles and "
@@ -402,16 +402,13 @@ def check_settings(
 
 
 def check_fidelity(
-    method: Method,
-    settings: Mapping[str, Any],
-    n_folds: int,
-    parallel: ParallelSettings,
+    method: Method, settings: Mapping[str, Any], n_folds: int
 ) -> FidelitySettings:
     """`<search block>.fidelity` (core.fidelity), for a search on `n_folds` folds.
 
-    So far the resource is the CV folds or the training rows, the trials train one at a time in
-    the search's process, and the strategies are those whose targets are CV
-    losses (SEGOR, SEGO, the single best); the rest is refused by name.
+    So far the resource is the CV folds or the training rows, and the
+    strategies are those whose targets are CV losses (SEGOR, SEGO, the single
+    best); the rest is refused by name.
     """
     path = f"{method.search_params}.fidelity"
     block = settings[method.search_params].get("fidelity")
@@ -426,11 +423,6 @@ def check_fidelity(
             f"{path}.resource={fidelity.resource!r} is not implemented yet; the "
             "multi-fidelity search runs on the CV folds (folds) or on a share of "
             "each fold's training rows (rows)"
-        )
-    if not parallel.serial:
-        raise InvalidInput(
-            f"{path}.scheduler={fidelity.scheduler!r} runs its trials one at a "
-            "time so far; set parallel.n_workers: 1 or scheduler: none"
         )
     if method.search_params in ("esmbo", "ers"):
         raise InvalidInput(
