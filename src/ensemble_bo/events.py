@@ -41,6 +41,8 @@ class IterationEnded:
             "acquisition_value": record.acquisition_value,
             "fit_seconds": record.fit_seconds,
             "trial_failed": float(record.status != "ok"),
+            # x axis for a multi-fidelity run's curves: what it had spent
+            "fidelity_spent": record.fidelity_spent,
         }
         return {name: value for name, value in metrics.items() if math.isfinite(value)}
 

@@ -1,6 +1,7 @@
 """Multi-fidelity searches on the CV folds: promotion by the ensemble objective,
 brackets run through the search loop, and the `fidelity` block end to end."""
 
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -18,9 +19,11 @@ from ensemble_bo.core.journal import TrialJournal
 from ensemble_bo.core.optimizer import RandomSearch, Suggestion
 from ensemble_bo.core.parallel import ReplayingRunner, SerialRunner
 from ensemble_bo.core.pool import Pool, TrialResult
+from ensemble_bo.core.results import IterationRecord
 from ensemble_bo.core.space import SearchSpace
 from ensemble_bo.core.strategies import SegorSearch, SingleBestSearch
 from ensemble_bo.core.validation import InvalidInput, check_fidelity
+from ensemble_bo.events import IterationEnded
 from tests.support import CHEAP_MODEL
 
 RAW = Path(__file__).resolve().parents[2] / "data" / "01_raw"
@@ -121,6 +124,10 @@ def test_hyperband_brackets_run_through_the_search_within_the_budget():
     # a promoted configuration adds the folds it lacks, in order
     assert evaluate.calls[4:7] == [[1], [1], [2, 3, 4]]
     assert [record.iteration for record in result.history] == list(range(6))
+    # spent when each trial joined: after bracket 1, 2, 3 (three trials), 4
+    assert [record.fidelity_spent for record in result.history] == pytest.approx(
+        [1.8, 3.6, 6.6, 6.6, 6.6, 8.4]
+    )
     assert result.search_metrics == {
         "fidelity_full_equivalents": pytest.approx(8.4),
         "fidelity_configurations": 4 + 3 + 3 + 4,
@@ -312,3 +319,10 @@ def test_rungs_train_side_by_side_on_workers_and_give_the_serial_ensemble():
     serial.fit(X, y), on_workers.fit(X, y)
     assert on_workers.result_.pool.configs == serial.result_.pool.configs
     np.testing.assert_allclose(on_workers.predict(X), serial.predict(X))
+
+
+def test_each_step_logs_what_a_multi_fidelity_search_had_spent():
+    record = IterationRecord(3, 0, 3, "ok", "replace", 0.2, 0.3, 2, 0.1, 0.5)
+    assert "fidelity_spent" not in IterationEnded(record).metrics
+    spent = replace(record, fidelity_spent=6.6)
+    assert IterationEnded(spent).metrics["fidelity_spent"] == 6.6

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import re
 from collections import Counter
 from dataclasses import dataclass, field, replace
@@ -33,6 +34,9 @@ class IterationRecord:
     ensemble_size: int
     acquisition_value: float
     fit_seconds: float
+    # A multi-fidelity search's spending when the trial joined the pool, in
+    # full-fidelity equivalents (rung evaluations included); NaN without one.
+    fidelity_spent: float = math.nan
 
 
 @dataclass

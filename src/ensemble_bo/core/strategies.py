@@ -507,6 +507,8 @@ class _Loop:
         # (iteration, slot) the optimizer's targets were last set for; None once
         # a trial has ended since (the pool, and so the targets, changed)
         self._labelled: tuple[int, int] | None = None
+        # full-fidelity equivalents a multi-fidelity search has spent; NaN: none
+        self._fidelity_spent = math.nan
         search._forget_sample_losses()
         search._start()
 
@@ -619,7 +621,7 @@ class _Loop:
                     self.runner.submit(ticket, suggestions[index].config, scope)
                     jobs[ticket] = index, resource
                     spent += cost
-                metrics["fidelity_full_equivalents"] = spent
+                metrics["fidelity_full_equivalents"] = self._fidelity_spent = spent
                 finished = dict(self.runner.next_finished() for _ in jobs)
                 for ticket, (index, resource) in jobs.items():
                     earlier, part = results.get(index), finished[ticket]
@@ -722,6 +724,7 @@ class _Loop:
             ensemble_size=len(search._members()),
             acquisition_value=suggestion.acquisition_value,
             fit_seconds=trial_result.fit_seconds,
+            fidelity_spent=self._fidelity_spent,
         )
         self.result.history.append(record)
         for callback in self.callbacks:
