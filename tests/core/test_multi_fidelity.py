@@ -19,7 +19,7 @@ from ensemble_bo.core.journal import TrialJournal
 from ensemble_bo.core.optimizer import RandomSearch, Suggestion
 from ensemble_bo.core.parallel import ReplayingRunner, SerialRunner
 from ensemble_bo.core.pool import Pool, TrialResult
-from ensemble_bo.core.results import IterationRecord
+from ensemble_bo.core.results import AllTrialsFailed, IterationRecord
 from ensemble_bo.core.space import SearchSpace
 from ensemble_bo.core.strategies import SegorSearch, SingleBestSearch
 from ensemble_bo.core.validation import InvalidInput, check_fidelity
@@ -326,3 +326,13 @@ def test_each_step_logs_what_a_multi_fidelity_search_had_spent():
     assert "fidelity_spent" not in IterationEnded(record).metrics
     spent = replace(record, fidelity_spent=6.6)
     assert IterationEnded(spent).metrics["fidelity_spent"] == 6.6
+
+
+def test_a_bracket_whose_candidates_all_fail_adds_nothing_and_the_search_goes_on():
+    def failing(config, folds=None, train_fraction=1.0):
+        return TrialResult(None, 0.0, "ValueError: cannot train")
+
+    fidelity = FidelitySettings.from_block(HYPERBAND_ON_FOLDS, n_folds=5)
+    search = SegorSearch(RandomSearch(SPACE, seed=1), failing, Y, FOLDS, 3)
+    with pytest.raises(AllTrialsFailed, match="ValueError: cannot train"):
+        search.run(10, fidelity=fidelity)

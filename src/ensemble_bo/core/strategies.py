@@ -643,7 +643,8 @@ class _Loop:
                         pool, [(suggestions[i], results[i]) for i in members], rows
                     )
                     run.promote_with(dict(zip(members, objectives, strict=True)))
-            for index in run.members(len(bracket) - 1):
+            # Failures can end a bracket below its top rung: then nothing joins.
+            for index in run.finished():
                 self._finish(suggestions[index], results[index])
 
     @property
