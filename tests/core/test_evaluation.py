@@ -1,3 +1,4 @@
+import multiprocessing
 import os
 import pickle
 import re
@@ -357,3 +358,24 @@ def test_a_fit_stopped_at_its_iteration_cap_is_a_quiet_successful_trial():
         result = CrossValidationEvaluator("mlp_regressor", X, Y, FOLDS)(capped)
     assert result.ok
     assert not any(issubclass(w.category, ConvergenceWarning) for w in caught)
+
+
+def _search_leaving_a_parked_worker() -> None:
+    evaluator = CrossValidationEvaluator(
+        "decision_tree_regressor", X, Y, FOLDS, time_limit=60
+    )
+    assert evaluator({"max_depth": 2}).ok
+    evaluator.release()
+
+
+def test_a_process_that_parked_a_worker_still_exits():
+    # e.g. a ProcessPoolExecutor worker that ran a serial search: multiprocessing
+    # joins its children at exit, and a parked worker waits for work forever
+    context = multiprocessing.get_context("spawn")
+    child = context.Process(target=_search_leaving_a_parked_worker)
+    child.start()
+    child.join(timeout=60)
+    alive = child.is_alive()
+    if alive:
+        child.kill()
+    assert not alive and child.exitcode == 0

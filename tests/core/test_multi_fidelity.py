@@ -22,6 +22,7 @@ from ensemble_bo.core.pool import Pool, TrialResult
 from ensemble_bo.core.results import AllTrialsFailed, IterationRecord
 from ensemble_bo.core.space import SearchSpace
 from ensemble_bo.core.strategies import SegorSearch, SingleBestSearch
+from ensemble_bo.core.time_budget import TimeBudget
 from ensemble_bo.core.validation import InvalidInput, check_fidelity
 from ensemble_bo.events import IterationEnded
 from tests.support import CHEAP_MODEL
@@ -336,3 +337,27 @@ def test_a_bracket_whose_candidates_all_fail_adds_nothing_and_the_search_goes_on
     search = SegorSearch(RandomSearch(SPACE, seed=1), failing, Y, FOLDS, 3)
     with pytest.raises(AllTrialsFailed, match="ValueError: cannot train"):
         search.run(10, fidelity=fidelity)
+
+
+class SpentAfter(TimeBudget):
+    """A time budget spent once `evaluations` (a list) holds `count` calls."""
+
+    def __init__(self, evaluations, count):
+        super().__init__(None)
+        self.evaluations, self.count = evaluations, count
+
+    def spent(self):
+        return len(self.evaluations) >= self.count
+
+
+def test_a_time_budget_spent_inside_a_bracket_ends_the_search_before_its_next_rung():
+    fidelity = FidelitySettings.from_block(HYPERBAND_ON_FOLDS, n_folds=5)
+    evaluate, y = recording_evaluator()
+    # bracket 1 (4@1, 2@2, 1@5) takes 7 evaluations, bracket 2's first rung 3 more:
+    # spent by then, its last rung is not asked for (each would be cut at once)
+    clock = SpentAfter(evaluate.calls, 9)
+    result = SegorSearch(RandomSearch(SPACE, seed=1), evaluate, y, FOLDS, 3).run(
+        10, fidelity=fidelity, time_budget=clock
+    )
+    assert len(evaluate.calls) == 10 and len(result.pool) == 1
+    assert result.stopped_by == "time_budget"

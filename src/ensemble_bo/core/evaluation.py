@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 import multiprocessing
+import multiprocessing.util
 import os
 import signal
 import threading
@@ -257,7 +258,25 @@ _parked_workers: dict[int, ProcessPoolExecutor] = {}
 _parked_lock = threading.Lock()
 
 
+_exit_stop_registered: set[int] = set()
+
+
+def _stop_parked_worker_at_exit() -> None:
+    # At exit, before multiprocessing joins a process's children (finalizers of
+    # priority >= 0 run first): a parked worker waits for work forever, so a
+    # process that left one, e.g. a process-pool worker that ran a serial
+    # search, would never end (seen in the multi-fidelity benchmark).
+    # Registered per process at its first park: a forked child starts with its
+    # parent's finalizers cleared.
+    with _parked_lock:
+        if os.getpid() in _exit_stop_registered:
+            return
+        _exit_stop_registered.add(os.getpid())
+    multiprocessing.util.Finalize(None, _stop_parked_worker, exitpriority=0)
+
+
 def _park_worker(executor: ProcessPoolExecutor) -> None:
+    _stop_parked_worker_at_exit()
     try:
         executor.submit(_drop_worker_data)  # not waited for
     except Exception:  # noqa: BLE001 - a broken worker is not kept
@@ -273,6 +292,12 @@ def _park_worker(executor: ProcessPoolExecutor) -> None:
 def _take_parked_worker() -> ProcessPoolExecutor | None:
     with _parked_lock:
         return _parked_workers.pop(os.getpid(), None)
+
+
+def _stop_parked_worker() -> None:
+    executor = _take_parked_worker()
+    if executor is not None:
+        executor.shutdown(wait=True, kill_workers=True)
 
 
 def _evaluate_in_worker(

@@ -611,6 +611,11 @@ class _Loop:
             run = BracketRun(bracket, auto_promote=False)
             results: dict[int, TrialResult] = {}
             while not run.done:
+                if k and self.clock.spent():
+                    # The rest of the bracket would be cut at once, one
+                    # evaluation after another (a worker restarted for each).
+                    self.result.stopped_by = "time_budget"
+                    return
                 # A rung trains as one batch: side by side on parallel workers.
                 jobs: dict[int, tuple[int, Resource]] = {}
                 for index, resource in run.next_jobs():
