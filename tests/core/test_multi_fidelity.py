@@ -9,7 +9,7 @@ import pandas as pd
 import pytest
 from sklearn.tree import DecisionTreeRegressor
 
-from ensemble_bo import METHODS, EnsembleSearch
+from ensemble_bo import EnsembleSearch
 from ensemble_bo.core.evaluation import (
     CrossValidationEvaluator,
     out_of_fold_predictions,
@@ -21,9 +21,8 @@ from ensemble_bo.core.parallel import ReplayingRunner, SerialRunner
 from ensemble_bo.core.pool import Pool, TrialResult
 from ensemble_bo.core.results import AllTrialsFailed, IterationRecord
 from ensemble_bo.core.space import SearchSpace
-from ensemble_bo.core.strategies import SegorSearch, SingleBestSearch
+from ensemble_bo.core.strategies import EsmboSearch, SegorSearch, SingleBestSearch
 from ensemble_bo.core.time_budget import TimeBudget
-from ensemble_bo.core.validation import InvalidInput, check_fidelity
 from ensemble_bo.events import IterationEnded
 from tests.support import CHEAP_MODEL
 
@@ -185,20 +184,41 @@ def test_sego_runs_bohb_on_a_classification_task():
     [
         (
             "segor",
-            fidelity_params(
-                "segor",
-                "hyperband",
-                min_resource=1,
-                max_resource=9,
-                resource="iterations",
-            ),
-            "segor.fidelity.resource='iterations' is not implemented yet",
+            fidelity_params("segor", "hyperband", min_resource=1, resource="iterations"),
+            # the default space mixes in families without iterations (trees, kNN)
+            "the model space 'decision_tree_regressor' has no setting that counts "
+            "training iterations for every configuration",
         ),
         (
-            "esmbo",
-            fidelity_params("esmbo", "hyperband"),
-            # esmbo's block has no fidelity: its targets are no CV losses to rank
-            "unknown parameter 'fidelity'",
+            "segor",
+            {
+                **fidelity_params(
+                    "segor",
+                    "hyperband",
+                    min_resource=10,
+                    max_resource=50,
+                    resource="iterations",
+                ),
+                "default_models": {"regression": "gradient_boosting_regressor"},
+            },
+            "max_resource=50 iterations, but the model space's n_estimators is 100",
+        ),
+        (
+            "segor",
+            {
+                **fidelity_params(
+                    "segor", "hyperband", min_resource=10, resource="iterations"
+                ),
+                "default_models": {"regression": "gradient_boosting_regressor"},
+                "models": {
+                    "gradient_boosting_regressor": {
+                        "max_depth": {"type": "int", "low": 1, "high": 3},
+                        "n_estimators": {"type": "int", "low": 10, "high": 100},
+                    }
+                },
+            },
+            "grows models.gradient_boosting_regressor.n_estimators, which must then "
+            "be a constant whole number >= 1",
         ),
         (
             "segor",
@@ -214,11 +234,46 @@ def test_what_multi_fidelity_does_not_cover_is_refused_by_name(method, params, m
         search.fit(raw.drop(columns="target"), raw["target"])
 
 
-def test_a_fidelity_block_given_to_esmbo_some_other_way_is_refused():
-    # e.g. `kedro run --params esmbo.fidelity.scheduler=hyperband`
-    settings = {"esmbo": {"fidelity": {"scheduler": "hyperband"}}}
-    with pytest.raises(InvalidInput, match="esmbo's targets are not CV losses"):
-        check_fidelity(METHODS["esmbo"], settings, 5)
+def test_esmbo_ranks_a_rung_by_the_replica_risk_on_the_rows_evaluated():
+    search = EsmboSearch(RandomSearch(SPACE), None, Y, FOLDS, n_replicas=2, seed=4)
+    search._start()
+    pool = Pool(N)
+    assert search._begin_iteration(1, pool) == 1  # proposing for replica 1
+    replicas = search.replica_weights.copy()
+    rows = np.isin(FOLDS, [1, 3])
+    # the replica's bootstrap weights of the evaluated rows, renormalized
+    weights = np.where(rows, replicas[1], 0.0) / replicas[1][rows].sum()
+    a, b = candidate(Y + ERROR), candidate(Y + 0.5 * ERROR, rows)
+    got = search.rung_objectives(pool, [a, b], rows)
+    np.testing.assert_allclose(
+        got, [np.sum(weights * ERROR**2), np.sum(weights * 0.25 * ERROR**2)]
+    )
+    np.testing.assert_array_equal(search.replica_weights, replicas)
+    # replica 0 weighs the same rows otherwise
+    search._begin_iteration(2, pool)
+    other = np.where(rows, replicas[0], 0.0) / replicas[0][rows].sum()
+    assert search.rung_objectives(pool, [a], rows)[0] == pytest.approx(
+        np.sum(other * ERROR**2)
+    )
+
+
+@pytest.mark.parametrize("method", ["esmbo", "ers"])
+def test_esmbo_and_ers_search_with_hyperband_reproducibly(method):
+    raw = pd.read_csv(RAW_CPU)
+    X, y = raw.drop(columns="target"), raw["target"]
+    params = fidelity_params(method, "hyperband", eta=2)
+    if method == "ers":
+        params[method]["optimizer"] = {"kind": "random"}
+    runs = [
+        EnsembleSearch(method=method, budget=8, random_state=2, params=params).fit(X, y)
+        for _ in range(2)
+    ]
+    result = runs[0].result_
+    assert 1 <= len(result.pool) <= 8 and result.pool.ok.all()
+    assert result.search_metrics["fidelity_full_equivalents"] <= 8
+    assert result.search_metrics["fidelity_configurations"] > len(result.pool)
+    assert runs[1].result_.pool.configs == result.pool.configs
+    assert runs[0].members_["weight"].sum() == pytest.approx(1.0)
 
 
 def test_on_rows_each_rung_refits_on_a_larger_share_of_every_fold():
@@ -361,3 +416,110 @@ def test_a_time_budget_spent_inside_a_bracket_ends_the_search_before_its_next_ru
     )
     assert len(evaluate.calls) == 10 and len(result.pool) == 1
     assert result.stopped_by == "time_budget"
+
+
+BOOSTING = SearchSpace.from_dict(
+    {
+        "max_depth": {"type": "int", "low": 1, "high": 3},
+        "n_estimators": {"type": "constant", "value": 8},
+    }
+)
+
+
+def test_on_iterations_each_rung_refits_with_more_stages_and_the_pool_holds_the_space():
+    X = RNG.normal(size=(N, 3))
+    y = X[:, 0] + 0.1 * RNG.normal(size=N)
+    stages = []
+
+    class Recording(CrossValidationEvaluator):
+        def __call__(self, config, folds=None, train_fraction=1.0):
+            stages.append(config["n_estimators"])
+            assert folds is None and train_fraction == 1.0  # all rows, all folds
+            return super().__call__(config, folds, train_fraction)
+
+    evaluate = Recording("gradient_boosting_regressor", X, y, FOLDS, random_state=0)
+    fidelity = FidelitySettings.from_block(
+        {
+            "scheduler": "successive_halving",
+            "resource": "iterations",
+            "min_resource": 2,
+            "eta": 2,
+        },
+        iteration_setting=("n_estimators", 8),
+    )
+    assert fidelity.max_resource == 8 and fidelity.iteration_setting == "n_estimators"
+    # one bracket, repeated: 4 configurations with 2 stages, 2 with 4, 1 with all 8;
+    # 1 + 1 + 1 = 3 full-fidelity equivalents each, so a budget of 7 runs two
+    result = SegorSearch(RandomSearch(BOOSTING, seed=2), evaluate, y, FOLDS, 3).run(
+        7, fidelity=fidelity
+    )
+    assert stages == ([2] * 4 + [4] * 2 + [8]) * 2
+    assert len(result.pool) == 2 and result.pool.ok.all()
+    assert [config["n_estimators"] for config in result.pool.configs] == [8, 8]
+    assert result.search_metrics["fidelity_full_equivalents"] == pytest.approx(6.0)
+    # the pool's predictions are those of the space's configuration itself
+    full = CrossValidationEvaluator(
+        "gradient_boosting_regressor", X, y, FOLDS, random_state=0
+    )(result.pool.configs[0])
+    np.testing.assert_array_equal(
+        result.pool.member_outputs("predictions")[0], full.oof_predictions
+    )
+
+
+def test_segor_searches_a_boosting_space_on_iterations_end_to_end():
+    raw = pd.read_csv(RAW_CPU)
+    X, y = raw.drop(columns="target"), raw["target"]
+    params = {
+        **fidelity_params(
+            "segor", "hyperband", resource="iterations", min_resource=4, eta=3
+        ),
+        "default_models": {"regression": "gradient_boosting_regressor"},
+    }
+    params["models"] = {
+        "gradient_boosting_regressor": {
+            "max_depth": {"type": "int", "low": 1, "high": 4},
+            "learning_rate": {"type": "float", "low": 0.05, "high": 0.5, "log": True},
+            "loss": {"type": "constant", "value": "squared_error"},
+            "n_estimators": {"type": "constant", "value": 36},
+        }
+    }
+    search = EnsembleSearch(method="segor", budget=6, random_state=1, params=params)
+    search.fit(X, y)
+    pool = search.result_.pool
+    assert len(pool) >= 1 and pool.ok.all()
+    assert {config["n_estimators"] for config in pool.configs} == {36}
+    assert search.result_.search_metrics["fidelity_full_equivalents"] <= 6
+
+
+def test_bohb_models_the_largest_resource_with_enough_evaluations():
+    evaluate, y = recording_evaluator()
+    told = []
+
+    class Spied(RandomSearch):
+        def told_only(self, X, values):
+            told.append((X, values))
+            return super().told_only(X, values)
+
+    fidelity = FidelitySettings.from_block(
+        {"scheduler": "bohb", "resource": "folds", "eta": 2}, n_folds=5
+    )
+    # brackets 4@1 2@2 1@5 | 3@2 1@5 | 3@5 (dim 1: a model needs 1 + 1 + 2 points).
+    # Bracket 2 is proposed from the 4 one-fold evaluations of bracket 1, bracket 3
+    # from the 5 two-fold ones of brackets 1 and 2; the pool never has 4 trials.
+    search = SingleBestSearch(Spied(SPACE, seed=1), evaluate, y, FOLDS)
+    result = search.run(7, fidelity=fidelity)
+    assert len(result.pool) == 5
+    assert [len(values) for _, values in told] == [4, 5]
+    first_rung = evaluate.calls[:4]
+    assert first_rung == [[0]] * 4
+    # each told value: the configuration's own loss on the folds it had evaluated
+    X, values = told[0]
+    for point, value in zip(X, values, strict=True):
+        config = SPACE.decode(point)
+        alone = CrossValidationEvaluator(
+            "decision_tree_regressor", evaluate.X, y, FOLDS, random_state=0
+        )(config, folds=[0])
+        rows = FOLDS == 0
+        assert value == pytest.approx(
+            np.mean((alone.oof_predictions[rows] - y[rows]) ** 2)
+        )

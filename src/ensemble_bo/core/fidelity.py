@@ -27,20 +27,23 @@ Configurations are indices owned by the caller, who proposes them (randomly
 for successive halving and Hyperband, from its sampler for BOHB) and
 evaluates them.
 
-Ensemble promotion. In a multi-fidelity *ensemble* search (SEGOR/SEGO),
-only full-fidelity trials enter the pool that ensembles are selected from;
-low-fidelity results only decide which configurations are promoted. The
-issue's rule is to rank the candidates of a rung by the ensemble objective:
-the loss of the current ensemble with the candidate in the slot being
-refilled, estimated on the folds (or rows, or iterations) evaluated so far,
-not by the candidate's own loss. A model that is mediocre alone but corrects
-the ensemble's errors is promoted over a good model that repeats them, which
-is what makes the search an ensemble search. The ensemble changes while a
-rung is evaluated, so a search built on that rule runs `BracketRun` with
-`auto_promote=False` and hands `promote_with` each candidate's ensemble loss
-computed when the rung is complete. This module never decides what a loss
-means: it ranks by the losses it is given, lowest first, and never promotes a
-failed (NaN) evaluation.
+Ensemble promotion. In a multi-fidelity *ensemble* search (SEGOR, SEGO,
+ESMBO, ERS and post-hoc selection), only full-fidelity trials enter the pool
+that ensembles are selected from; low-fidelity results only decide which
+configurations are promoted. The issue's rule is to rank the candidates of a
+rung by the ensemble objective: the loss of the current ensemble with the
+candidate in the slot being refilled, estimated on the folds (or rows, or
+iterations) evaluated so far, not by the candidate's own loss. A model that
+is mediocre alone but corrects the ensemble's errors is promoted over a good
+model that repeats them, which is what makes the search an ensemble search.
+The ensemble changes while a rung is evaluated, so a search built on that
+rule runs `BracketRun` with `auto_promote=False` and hands `promote_with`
+each candidate's ensemble loss computed when the rung is complete. ESMBO
+ranks by each candidate's risk on the bootstrap replica of the iteration, on
+the rows evaluated so far, and the single-model searches (SMBO, random
+search, ERS's pool) by the candidate's own loss. This module never decides
+what a loss means: it ranks by the losses it is given, lowest first, and
+never promotes a failed (NaN) evaluation.
 """
 
 from __future__ import annotations
@@ -562,7 +565,10 @@ def _choice(block: Mapping[str, Any], key: str, default: str, allowed: tuple) ->
 
 
 def _resource_range(
-    block: Mapping[str, Any], resource: str, n_folds: int | None
+    block: Mapping[str, Any],
+    resource: str,
+    n_folds: int | None,
+    iteration_setting: tuple[str, int] | None,
 ) -> tuple[Resource, Resource]:
     """The block's (min_resource, max_resource) with their defaults, checked."""
     low = block.get("min_resource", 1 if resource == "folds" else None)
@@ -574,6 +580,16 @@ def _resource_range(
             raise ValueError(
                 f"fidelity.max_resource={high!r} folds, but the CV has "
                 f"{n_folds}: the pool needs every fold's predictions"
+            )
+    elif resource == "iterations" and iteration_setting is not None:
+        name, full = iteration_setting
+        if high is None:
+            high = full
+        elif high != full:
+            raise ValueError(
+                f"fidelity.max_resource={high!r} iterations, but the model space's "
+                f"{name} is {full}: the pool's models are the space's, so set "
+                f"{name} there (or leave max_resource null)"
             )
     elif resource == "rows" and high is None:
         high = 1.0
@@ -622,17 +638,25 @@ class FidelitySettings:
     min_resource: Resource | None = None
     max_resource: Resource | None = None
     eta: float = DEFAULT_ETA
+    # iterations: the configuration's setting a rung sets to its resource
+    # (n_estimators, max_iter), which max_resource is the space's value of.
+    iteration_setting: str | None = None
 
     @classmethod
     def from_block(
-        cls, block: Mapping[str, Any] | None, n_folds: int | None = None
+        cls,
+        block: Mapping[str, Any] | None,
+        n_folds: int | None = None,
+        iteration_setting: tuple[str, int] | None = None,
     ) -> FidelitySettings:
         """The settings of a `fidelity` block, checked; None: no scheduler.
 
         max_resource defaults to `n_folds` for folds (and must equal it: the
-        pool needs every fold's out-of-fold predictions) and to 1.0 for rows;
-        iterations need it. min_resource defaults to 1 for folds. With
-        scheduler none the other values are not checked.
+        pool needs every fold's out-of-fold predictions), to 1.0 for rows, and
+        for iterations to the count of `iteration_setting`, (name, count): the
+        model space's constant n_estimators or max_iter, which it must equal.
+        min_resource defaults to 1 for folds. With scheduler none the other
+        values are not checked.
         """
         if block is None:
             return cls()
@@ -650,8 +674,13 @@ class FidelitySettings:
         eta = block.get("eta", DEFAULT_ETA)
         if not _is_positive_number(eta) or eta <= 1:
             raise ValueError(f"fidelity.eta must be a finite number > 1, got {eta!r}")
-        low, high = _resource_range(block, resource, n_folds)
-        settings = cls(scheduler, resource, low, high, eta)
+        low, high = _resource_range(block, resource, n_folds, iteration_setting)
+        setting = (
+            iteration_setting[0]
+            if resource == "iterations" and iteration_setting is not None
+            else None
+        )
+        settings = cls(scheduler, resource, low, high, eta, setting)
         settings.schedule()  # whole units can put two rungs at one resource
         return settings
 

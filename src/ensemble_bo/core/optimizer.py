@@ -6,6 +6,7 @@ between them and warm-start any of them from an earlier run's observations.
 
 from __future__ import annotations
 
+import copy
 import math
 import warnings
 from collections.abc import Callable, Iterable, Mapping, Sequence
@@ -120,6 +121,23 @@ class Optimizer:
         propose them again. Model-based proposals need nothing: they are told
         those points. Seeded sequences (a design, random draws) do.
         """
+
+    def told_only(self, X: np.ndarray, values: np.ndarray) -> Optimizer:
+        """A copy of this optimizer told only these points, (t, dim) encoded,
+        and their values, (t,) (NaN: failed), and proposing from them: BOHB's
+        model of a lower budget (Falkner et al. 2018). This one is unchanged.
+        """
+        values = np.asarray(values, dtype=float)
+        if np.shape(X) != (len(values), self.space.dim):
+            raise ValueError(
+                f"told_only needs (t, {self.space.dim}) points for {len(values)} "
+                f"values, got an array of shape {np.shape(X)}"
+            )
+        copied = copy.deepcopy(self)
+        copied._X = [np.asarray(x, dtype=float) for x in X]
+        copied._values = list(values)
+        copied._n_preloaded = len(values)
+        return copied
 
     def relabel(self, values: np.ndarray) -> None:
         """Replace every told value at once, shape (t,), NaN for failed trials.
@@ -267,6 +285,12 @@ class ModelBasedOptimizer(Optimizer):
         self, X: np.ndarray, y: np.ndarray, size: int, pending: list[np.ndarray]
     ) -> list[Suggestion]:
         raise NotImplementedError
+
+    def told_only(self, X: np.ndarray, values: np.ndarray) -> Optimizer:
+        # Past the design: the points told are what the copy models.
+        copied = super().told_only(X, values)
+        copied._initial_asked = len(copied._initial_design)
+        return copied
 
     def skip_proposed(self, configs: Sequence[Mapping[str, Any]]) -> None:
         # The design points not yet trained stay, those still running when the

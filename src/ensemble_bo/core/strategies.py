@@ -241,11 +241,11 @@ class PoolSearch:
         SearchInterrupted) is raised instead of returning, listing the distinct
         errors, so that no refit is ever tried on an empty ensemble.
 
-        fidelity: a multi-fidelity schedule on the CV folds (core.fidelity;
-        None or scheduler none: every trial on every fold). Each bracket's
-        configurations race on growing sets of folds, ranked at each rung by
-        this strategy's target for the iteration (`rung_objectives`); only those
-        that reach every fold join the pool. `budget` then counts
+        fidelity: a multi-fidelity schedule (core.fidelity; None or scheduler
+        none: every trial in full). Each bracket's configurations race on
+        growing sets of folds, shares of rows or numbers of iterations, ranked
+        at each rung by this strategy's target for the iteration
+        (`rung_objectives`); only those that reach full fidelity join the pool. `budget` then counts
         full-fidelity equivalents; each rung is one batch of the runner's
         (sync, whatever `mode`), one journaled trial per evaluation.
         """
@@ -421,8 +421,9 @@ class PoolSearch:
 
         The multi-fidelity promotion rule (core.fidelity): the ensemble
         objective for SEGOR and SEGO, the loss of the current ensemble with the
-        candidate in the slot, and the candidate's own loss for the single
-        best; NaN for a failed candidate. The candidates join a copy of the
+        candidate in the slot, the risk on the iteration's bootstrap replica for
+        ESMBO, and the candidate's own loss for the single best (and ERS's
+        random search); NaN for a failed candidate. The candidates join a copy of the
         pool, and the CV weights are those of the evaluated folds alone.
         """
         scratch = copy.deepcopy(pool)
@@ -591,6 +592,9 @@ class _Loop:
         # Every rung evaluation is a runner trial with its own ticket, so that a
         # journal replays a resumed search's evaluations one by one.
         tickets = itertools.count()
+        # BOHB's observations below max_resource, by resource (the pool holds
+        # those at max_resource): its model may be fitted on them.
+        lower: dict[Resource, list[tuple[Suggestion, TrialResult]]] = {}
         for k in itertools.count():
             bracket = schedule.bracket(k)
             # Folds evaluated stay evaluated; a larger share of rows is a new fit.
@@ -605,7 +609,9 @@ class _Loop:
             iteration = len(pool)
             slot = search._label(iteration, pool, self.single_losses)
             self._labelled = (iteration, slot)
-            suggestions = self._bracket_candidates(bracket[0].n_configs, fidelity, rng)
+            suggestions = self._bracket_candidates(
+                bracket[0].n_configs, fidelity, rng, lower
+            )
             metrics["fidelity_brackets"] += 1
             metrics["fidelity_configurations"] += len(suggestions)
             run = BracketRun(bracket, auto_promote=False)
@@ -619,11 +625,14 @@ class _Loop:
                 # A rung trains as one batch: side by side on parallel workers.
                 jobs: dict[int, tuple[int, Resource]] = {}
                 for index, resource in run.next_jobs():
-                    scope, cost = self._rung_scope(
-                        on_folds, resource, run.resources_of(index)
+                    config, scope, cost = self._rung_job(
+                        fidelity,
+                        suggestions[index].config,
+                        resource,
+                        run.resources_of(index),
                     )
                     ticket = next(tickets)
-                    self.runner.submit(ticket, suggestions[index].config, scope)
+                    self.runner.submit(ticket, config, scope)
                     jobs[ticket] = index, resource
                     spent += cost
                 metrics["fidelity_full_equivalents"] = self._fidelity_spent = spent
@@ -636,16 +645,16 @@ class _Loop:
                         else part
                     )
                     run.tell(index, resource, 0.0 if results[index].ok else None)
+                    if fidelity.scheduler == "bohb" and resource < fidelity.max_resource:
+                        lower.setdefault(resource, []).append(
+                            (suggestions[index], results[index])
+                        )
                 if run.awaiting_promotion:
                     members = run.members(run.rung)
-                    resource = bracket[run.rung].resource
-                    rows = (
-                        np.isin(search.fold_ids, self._folds[:resource])
-                        if on_folds
-                        else np.ones(len(search.fold_ids), dtype=bool)
-                    )
                     objectives = search.rung_objectives(
-                        pool, [(suggestions[i], results[i]) for i in members], rows
+                        pool,
+                        [(suggestions[i], results[i]) for i in members],
+                        self._rung_rows(fidelity, bracket[run.rung].resource),
                     )
                     run.promote_with(dict(zip(members, objectives, strict=True)))
             # Failures can end a bracket below its top rung: then nothing joins.
@@ -656,38 +665,78 @@ class _Loop:
     def _folds(self) -> np.ndarray:
         return np.unique(self.search.fold_ids)
 
-    def _rung_scope(
-        self, on_folds: bool, resource: Resource, earlier_rungs: list[Resource]
-    ) -> tuple[dict[str, Any], float]:
-        """What a configuration trains on at a rung (the evaluator's `folds` or
-        `train_fraction`) and its cost in full-fidelity equivalents: on folds,
-        the first `resource` folds less those it has; on rows, a new fit of
-        every fold on that share of its training rows."""
-        if not on_folds:
-            return {"train_fraction": float(resource)}, float(resource)
+    def _rung_rows(self, fidelity: FidelitySettings, resource: Resource) -> np.ndarray:
+        """(n,) bool: the rows a rung at `resource` has predicted (on folds,
+        those of its first folds; every row on rows and iterations)."""
+        if fidelity.resource == "folds":
+            return np.isin(self.search.fold_ids, self._folds[:resource])
+        return np.ones(len(self.search.fold_ids), dtype=bool)
+
+    def _rung_job(
+        self,
+        fidelity: FidelitySettings,
+        config: dict[str, Any],
+        resource: Resource,
+        earlier_rungs: list[Resource],
+    ) -> tuple[dict[str, Any], dict[str, Any], float]:
+        """What a configuration trains at a rung, (configuration, the
+        evaluator's `folds` or `train_fraction`), and its cost in full-fidelity
+        equivalents: on folds, the first `resource` folds less those it has; on
+        rows, a new fit of every fold on that share of its training rows; on
+        iterations, a new fit with `resource` trees, stages or epochs (the
+        configuration itself at max_resource, so the pool holds the space's)."""
+        if fidelity.resource == "rows":
+            return config, {"train_fraction": float(resource)}, float(resource)
+        if fidelity.resource == "iterations":
+            cost = resource / fidelity.max_resource
+            if resource < fidelity.max_resource:
+                config = {**config, fidelity.iteration_setting: int(resource)}
+            return config, {}, cost
         folds = self._folds
         done = earlier_rungs[-1] if earlier_rungs else 0
         new = [int(fold) for fold in folds[done:resource]]
-        return {"folds": new}, len(new) / len(folds)
+        return config, {"folds": new}, len(new) / len(folds)
 
     def _bracket_candidates(
-        self, n: int, fidelity: FidelitySettings, rng: np.random.Generator
+        self,
+        n: int,
+        fidelity: FidelitySettings,
+        rng: np.random.Generator,
+        lower: Mapping[Resource, list[tuple[Suggestion, TrialResult]]],
     ) -> list[Suggestion]:
         """A bracket's first rung: random configurations, or for BOHB the
-        optimizer's proposals once the pool has enough trials to model
-        (Falkner et al. 2018), a share of them still random."""
-        space = self.search.optimizer.space
+        proposals of the method's optimizer fitted on the largest resource with
+        enough observations (Falkner et al. 2018, Algorithm 2), a share of them
+        still random. At max_resource that is the optimizer itself, told the
+        pool; below, a copy told `lower[resource]` with the method's targets for
+        this iteration on the rows they predicted (`rung_objectives`)."""
+        search = self.search
+        space = search.optimizer.space
 
         def random_suggestion() -> Suggestion:
             config = space.decode(rng.random(space.dim))
             return Suggestion(config, space.encode(config))
 
-        modelled = fidelity.scheduler == "bohb" and bohb_model_budget(
-            {fidelity.max_resource: int(self.pool.ok.sum())}, space.dim
-        )
-        if not modelled:
+        if fidelity.scheduler != "bohb":
             return [random_suggestion() for _ in range(n)]
-        proposals = self.search.optimizer.ask_batch(n)
+        observed: dict[Resource, int] = {
+            resource: [result.ok for _, result in trials].count(True)
+            for resource, trials in lower.items()
+        }
+        observed[fidelity.max_resource] = int(self.pool.ok.sum())
+        budget = bohb_model_budget(observed, space.dim)
+        if budget is None:
+            return [random_suggestion() for _ in range(n)]
+        model = search.optimizer
+        if budget != fidelity.max_resource:
+            trials = lower[budget]
+            targets = search.rung_objectives(
+                self.pool, trials, self._rung_rows(fidelity, budget)
+            )
+            model = model.told_only(
+                np.array([suggestion.encoded for suggestion, _ in trials]), targets
+            )
+        proposals = model.ask_batch(n)
         return [
             random_suggestion() if rng.random() < BOHB_RANDOM_FRACTION else proposal
             for proposal in proposals
@@ -893,6 +942,25 @@ class EsmboSearch(PoolSearch):
         return (
             self._sample_losses(pool)[candidates] @ self.replica_weights[self._replica]
         )
+
+    def rung_objectives(
+        self,
+        pool: Pool,
+        candidates: Sequence[tuple[Suggestion, TrialResult]],
+        rows: np.ndarray,
+    ) -> np.ndarray:
+        """Each candidate's risk on the replica being proposed for, its
+        bootstrap weights renormalized on `rows` (uniform there should the
+        replica have drawn none of them), (c,)."""
+        full_weights = self.replica_weights
+        on_rows = np.where(rows, full_weights, 0.0)
+        sums = on_rows.sum(axis=1, keepdims=True)
+        on_rows = np.where(sums > 0, on_rows, rows)
+        self.replica_weights = on_rows / on_rows.sum(axis=1, keepdims=True)
+        try:
+            return super().rung_objectives(pool, candidates, rows)
+        finally:
+            self.replica_weights = full_weights
 
     def _update(self, pool: Pool, single_losses: list[float]) -> tuple[str, float]:
         ok = np.flatnonzero(pool.ok)

@@ -32,7 +32,12 @@ from ensemble_bo.core.strategies import (
     segor_variant,
 )
 from ensemble_bo.core.time_budget import check_time_budget, is_seconds
-from ensemble_bo.core.zoo import MODEL_FACTORIES, make_model, model_task
+from ensemble_bo.core.zoo import (
+    ITERATION_SETTINGS,
+    MODEL_FACTORIES,
+    make_model,
+    model_task,
+)
 
 if TYPE_CHECKING:
     from ensemble_bo.core.methods import Method
@@ -385,9 +390,6 @@ def check_settings(
         ParallelSettings.from_block(settings["parallel"])
     except (TypeError, ValueError) as error:
         raise InvalidInput(str(error)) from None
-    n_folds = settings.get("data_processing", {}).get("n_folds")
-    if isinstance(n_folds, int):  # else the data's folds decide, in run_method
-        check_fidelity(method, settings, n_folds)
     if task is not None and task not in method.tasks:
         raise InvalidInput(
             f"{method.name} builds {' or '.join(sorted(method.tasks))} ensembles and "
@@ -399,38 +401,68 @@ def check_settings(
         if name not in SHARED_PARAMS:
             check_block(name, settings[name], tasks)
     _check_search_model(method, settings, tasks, task, spaces)
+    n_folds = settings.get("data_processing", {}).get("n_folds")
+    if isinstance(n_folds, int):  # else the data's folds decide, in run_method
+        model = settings[method.search_params]["model"]
+        if model == "auto":
+            model = settings["default_models"][task] if task is not None else None
+        check_fidelity(method, settings, n_folds, model)
 
 
 def check_fidelity(
-    method: Method, settings: Mapping[str, Any], n_folds: int
-) -> FidelitySettings:
-    """`<search block>.fidelity` (core.fidelity), for a search on `n_folds` folds.
+    method: Method, settings: Mapping[str, Any], n_folds: int, model: str | None
+) -> FidelitySettings | None:
+    """`<search block>.fidelity` (core.fidelity), for a search on `n_folds` folds
+    of the model space `model`.
 
-    So far the resource is the CV folds or the training rows, and the
-    strategies are those whose targets are CV losses (SEGOR, SEGO, the single
-    best); the rest is refused by name.
+    The iterations resource needs the space (its n_estimators or max_iter):
+    with `model` None (`auto` before the task is known) such a block is left
+    for the call that knows it, and None returned.
     """
     path = f"{method.search_params}.fidelity"
     block = settings[method.search_params].get("fidelity")
+    iteration_setting = None
+    if isinstance(block, Mapping) and block.get("resource") == "iterations":
+        if model is None:
+            return None
+        iteration_setting = _iteration_setting(path, model, settings["models"])
     try:
-        fidelity = FidelitySettings.from_block(block, n_folds=n_folds)
+        fidelity = FidelitySettings.from_block(
+            block, n_folds=n_folds, iteration_setting=iteration_setting
+        )
     except (TypeError, ValueError) as error:
         raise InvalidInput(f"{path}={block!r}: {error}") from None
-    if not fidelity.enabled:
-        return fidelity
-    if fidelity.resource == "iterations":
-        raise InvalidInput(
-            f"{path}.resource={fidelity.resource!r} is not implemented yet; the "
-            "multi-fidelity search runs on the CV folds (folds) or on a share of "
-            "each fold's training rows (rows)"
-        )
-    if method.search_params in ("esmbo", "ers"):
-        raise InvalidInput(
-            f"{path}.scheduler={fidelity.scheduler!r}: {method.name}'s targets are "
-            "not CV losses on the folds, so a rung cannot rank them; multi-fidelity "
-            "runs with segor, sego, smbo, random_search"
-        )
     return fidelity
+
+
+def _iteration_setting(
+    path: str, model: str, spaces: Mapping[str, Any]
+) -> tuple[str, int]:
+    """(name, count) of the setting that counts `model`'s training iterations:
+    a constant of its space, the full fidelity of the iterations resource."""
+    name = ITERATION_SETTINGS.get(model)
+    if name is None:
+        raise InvalidInput(
+            f"{path}.resource='iterations': the model space {model!r} has no setting "
+            "that counts training iterations for every configuration; it applies to "
+            f"{', '.join(sorted(ITERATION_SETTINGS))} (their n_estimators or "
+            f"max_iter). For {model!r} use resource folds or rows"
+        )
+    spec = spaces.get(model, {}).get(name)
+    value = spec.get("value") if isinstance(spec, Mapping) else None
+    if (
+        not isinstance(spec, Mapping)
+        or spec.get("type") != "constant"
+        or isinstance(value, bool)
+        or not isinstance(value, Integral)
+        or value < 1
+    ):
+        raise InvalidInput(
+            f"{path}.resource='iterations' grows models.{model}.{name}, which must "
+            f"then be a constant whole number >= 1 (the full fidelity), got {spec!r} "
+            f"({MODELS_FILE})"
+        )
+    return name, int(value)
 
 
 def _check_search_model(

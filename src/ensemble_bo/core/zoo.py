@@ -322,6 +322,24 @@ MODEL_TASKS: dict[str, Task] = {
     **dict.fromkeys(_CLASSIFIERS, "classification"),
 }
 
+# The setting that counts a model's training iterations, by model space: the
+# trees of a forest, the stages of boosting, the MLP's epochs. The
+# `iterations` resource of a multi-fidelity search fits a configuration with
+# fewer of them. Only spaces whose every configuration has one: in the mixed
+# spaces (segor_sklearn, sego_sklearn) some families have none (trees, kNN,
+# SVMs), and the max_iter of elastic net and the SVMs caps a solver's
+# convergence rather than counting what the model learns.
+ITERATION_SETTINGS: dict[str, str] = {
+    "mlp_regressor": "max_iter",
+    "mlp_classifier": "max_iter",
+    "random_forest_regressor": "n_estimators",
+    "random_forest_classifier": "n_estimators",
+    "gradient_boosting_regressor": "n_estimators",
+    "gradient_boosting_classifier": "n_estimators",
+    "hist_gradient_boosting_regressor": "max_iter",
+    "hist_gradient_boosting_classifier": "max_iter",
+}
+
 
 @contextmanager
 def quiet_iteration_caps() -> Iterator[None]:
