@@ -310,6 +310,22 @@ def test_a_trial_running_past_the_time_budget_is_cut_with_a_message_saying_so(
     assert with_time_budget.time_budget.spent()
 
 
+def test_a_trial_asked_for_once_the_time_budget_is_spent_starts_no_worker(
+    with_time_budget, monkeypatch
+):
+    assert with_time_budget({"probe": "sleep", "seconds": 0.0}).ok  # not the first
+    with_time_budget.time_budget.seconds = with_time_budget.time_budget.elapsed
+    with_time_budget.close()  # as a cut leaves it: no worker
+    started = []
+    monkeypatch.setattr(with_time_budget, "_ready_worker", lambda: started.append(1))
+    result = with_time_budget({"probe": "sleep", "seconds": 60.0})
+    assert result.error == (
+        f"TimeoutError: fit was cut at the end of the time budget of "
+        f"{with_time_budget.time_budget.seconds:g} s"
+    )
+    assert result.fit_seconds == 0.0 and not started
+
+
 def test_the_time_limit_applies_when_it_is_shorter_than_the_time_left(
     with_time_budget,
 ):

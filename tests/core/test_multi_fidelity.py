@@ -184,7 +184,9 @@ def test_sego_runs_bohb_on_a_classification_task():
     [
         (
             "segor",
-            fidelity_params("segor", "hyperband", min_resource=1, resource="iterations"),
+            fidelity_params(
+                "segor", "hyperband", min_resource=1, resource="iterations"
+            ),
             # the default space mixes in families without iterations (trees, kNN)
             "the model space 'decision_tree_regressor' has no setting that counts "
             "training iterations for every configuration",

@@ -491,6 +491,16 @@ class CrossValidationEvaluator:
     def _evaluate_in_worker_process(
         self, config: dict[str, Any], folds: Sequence[int] | None, train_fraction: float
     ) -> TrialResult:
+        limit, cut_by = self._trial_limit()
+        if (
+            self.evaluations
+            and self.time_budget is not None
+            and self.time_budget.spent()
+        ):
+            # Cut before it starts: the cut before it may have ended the worker,
+            # and a new one (1.5-2.5 s) would start only to be cut at once; a
+            # multi-fidelity rung asks for several such after the budget ends.
+            return TrialResult(None, 0.0, f"TimeoutError: fit {cut_by}")
         start = time.perf_counter()
         try:
             executor = self._ready_worker()
@@ -507,7 +517,7 @@ class CrossValidationEvaluator:
             self._kill_worker()
             raise
         start = time.perf_counter()
-        limit, cut_by = self._trial_limit()
+        limit, cut_by = self._trial_limit()  # what is left once the worker is ready
         try:
             future = executor.submit(
                 _evaluate_in_worker,

@@ -467,9 +467,7 @@ def run_method(
     )
     callbacks = list(callbacks)
     parallel = ParallelSettings.from_block(settings["parallel"])
-    fidelity = check_fidelity(
-        chosen, settings, len(set(data.fold_ids.tolist())), model
-    )
+    fidelity = check_fidelity(chosen, settings, len(set(data.fold_ids.tolist())), model)
     # A multi-fidelity search's rungs are sync batches, whatever the mode.
     mode = "sync" if parallel.serial or fidelity.enabled else parallel.mode
     # The budget counts from here: starting the workers is the search's time.

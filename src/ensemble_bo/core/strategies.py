@@ -645,7 +645,10 @@ class _Loop:
                         else part
                     )
                     run.tell(index, resource, 0.0 if results[index].ok else None)
-                    if fidelity.scheduler == "bohb" and resource < fidelity.max_resource:
+                    if (
+                        fidelity.scheduler == "bohb"
+                        and resource < fidelity.max_resource
+                    ):
                         lower.setdefault(resource, []).append(
                             (suggestions[index], results[index])
                         )
