@@ -1,0 +1,1126 @@
+"""Multi-fidelity SEGOR vs full-fidelity SEGOR vs Optuna Hyperband + Caruana (issue 15 item 5).
+
+Every cell is one (dataset, space, repetition r, tool, time budget T): the
+project's own test split of repetition r (the benchmark pipeline's
+`split_dataset` with seed repetition_seed(0, r), test_size from conf), the
+tool fitted on the training part with T seconds of search, then scored on the
+test part: MSE of the target standardized by the training part's mean and std
+(SEGOR s.4). Spaces: the slow ones, `mlp_regressor` and `svr`. Tools:
+
+- segor: full-fidelity SEGOR, `EnsembleSearch(method="segor", model=space,
+  budget=10000, time_budget=T, cv=5, random_state=r)`, `fidelity.scheduler: none`;
+- segor_sh, segor_hyperband, segor_bohb: the same with `segor.fidelity`
+  successive_halving / hyperband / bohb on the CV folds (min_resource 1, eta 3);
+- segor_hyperband_rows: Hyperband on each fold's training rows (1/9 to 1, eta 3);
+- optuna_hb: Optuna's TPESampler(seed=r, multivariate=True) with its
+  HyperbandPruner(min_resource=1, max_resource=5, reduction_factor=3) in the
+  same space (our model factory, our folds: fold i's running CV MSE reported
+  at step i), `study.optimize(timeout=T)`; then Caruana's greedy selection
+  with replacement (the project's `greedy_selection_with_replacement`, with
+  the `posthoc` block's defaults) over the complete trials' out-of-fold
+  predictions, and the selected members refit on the training part.
+
+Both sides see the same folds: those `EnsembleSearch(cv=5, random_state=r)`
+assigns (`assign_folds` with derive_seed(r, "cv folds")). The refit (and for
+Optuna the selection) is not counted in T, as for ours. Everything runs
+single-threaded. Optuna is a project dependency; no extra install:
+
+    .venv/bin/python benchmarks/multi_fidelity.py --jobs 2          # full grid, ~2 h
+    .venv/bin/python benchmarks/multi_fidelity.py --report          # tables only
+    .venv/bin/python benchmarks/multi_fidelity.py --datasets concrete --spaces svr \\
+        --repetitions 1 --time-budgets 10 --output /tmp/mf_smoke.jsonl   # smoke run
+
+Each finished cell is appended as one JSON line to
+benchmarks/results/multi_fidelity.jsonl; a rerun skips the cells already
+there (failed cells are run again), so a killed run resumes. Cells run by
+budget, the smallest T first. The report goes to multi_fidelity.md next to
+the JSON lines (and is printed).
+"""
+
+# ruff: noqa: E402 - the thread limits must be set before numpy is imported
+from __future__ import annotations
+
+import os
+
+# Single-threaded for every tool (our evaluation worker processes inherit this),
+# so that equal wall time means equal CPU on this shared 2-core machine.
+for _var in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
+    os.environ[_var] = "1"
+
+import argparse
+import datetime
+import hashlib
+import json
+import math
+import multiprocessing
+import platform
+import subprocess
+import sys
+import time
+import traceback
+import warnings
+from collections import Counter
+from concurrent.futures import ProcessPoolExecutor, as_completed
+from dataclasses import dataclass
+from importlib import metadata
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import optuna
+import pandas as pd
+from scipy import stats
+
+from ensemble_bo.api import EnsembleSearch, default_parameters
+from ensemble_bo.core.estimator import build_ensemble_model
+from ensemble_bo.core.evaluation import out_of_fold_predictions
+from ensemble_bo.core.grid import repetition_seed
+from ensemble_bo.core.losses import objective as loss_objective
+from ensemble_bo.core.preparation import (
+    assign_folds,
+    categorical_columns,
+    make_model_input,
+    split_dataset,
+)
+from ensemble_bo.core.seeding import derive_seed
+from ensemble_bo.core.selection import greedy_selection_with_replacement
+from ensemble_bo.core.space import CategoricalParameter, ConstantParameter, SearchSpace
+from ensemble_bo.core.tpe import optuna_distributions
+from ensemble_bo.core.zoo import make_model, quiet_iteration_caps
+from ensemble_bo.validation import load_raw_dataset
+
+PROJECT = Path(__file__).resolve().parents[1]
+RESULTS = PROJECT / "benchmarks" / "results"
+RAW_DATA = PROJECT / "data" / "01_raw"
+DEFAULT_OUTPUT = RESULTS / "multi_fidelity.jsonl"
+
+DEFAULT_DATASETS = ["concrete", "wage", "boston", "diabetes"]
+DEFAULT_SPACES = ["mlp_regressor", "svr"]
+# A large budget of configurations: the time budget is what ends our searches.
+DEFAULT_BUDGET = 10_000
+N_FOLDS = 5
+ETA = 3
+
+# Our tools: the `segor.fidelity` block each runs with.
+FIDELITY_BLOCKS: dict[str, dict[str, Any]] = {
+    "segor": {"scheduler": "none"},
+    "segor_sh": {
+        "scheduler": "successive_halving",
+        "resource": "folds",
+        "min_resource": 1,
+        "max_resource": None,  # the number of CV folds
+        "eta": ETA,
+    },
+    "segor_hyperband": {
+        "scheduler": "hyperband",
+        "resource": "folds",
+        "min_resource": 1,
+        "max_resource": None,
+        "eta": ETA,
+    },
+    "segor_bohb": {
+        "scheduler": "bohb",
+        "resource": "folds",
+        "min_resource": 1,
+        "max_resource": None,
+        "eta": ETA,
+    },
+    "segor_hyperband_rows": {
+        "scheduler": "hyperband",
+        "resource": "rows",
+        "min_resource": 1 / 9,
+        "max_resource": 1.0,
+        "eta": ETA,
+    },
+}
+TOOLS = (*FIDELITY_BLOCKS, "optuna_hb")
+MULTI_FIDELITY = ("segor_sh", "segor_hyperband", "segor_bohb", "segor_hyperband_rows")
+TOOL_LABELS = {
+    "segor": "SEGOR, full fidelity",
+    "segor_sh": "SEGOR + successive halving (folds)",
+    "segor_hyperband": "SEGOR + Hyperband (folds)",
+    "segor_bohb": "SEGOR + BOHB (folds)",
+    "segor_hyperband_rows": "SEGOR + Hyperband (rows)",
+    "optuna_hb": "Optuna TPE + Hyperband pruner + Caruana",
+}
+
+
+# --------------------------------------------------------------------------- cells
+
+
+@dataclass(frozen=True)
+class Cell:
+    dataset: str
+    space: str
+    repetition: int
+    seed: int
+    tool: str
+    time_budget: float
+    setup: tuple[tuple[str, Any], ...]  # what the tool runs with, checked on resume
+
+    @property
+    def key(self) -> str:
+        return cell_key(
+            self.dataset, self.space, self.repetition, self.tool, self.time_budget
+        )
+
+    def coordinates(self) -> dict[str, Any]:
+        """What names the cell in its record."""
+        return {
+            "key": self.key,
+            "dataset": self.dataset,
+            "space": self.space,
+            "repetition": self.repetition,
+            "seed": self.seed,
+            "tool": self.tool,
+            "time_budget": self.time_budget,
+            "setup": _plain(dict(self.setup)),
+        }
+
+
+def cell_key(
+    dataset: str, space: str, repetition: int, tool: str, time_budget: float
+) -> str:
+    return f"{dataset}/{space}/r{repetition}/{tool}/T{time_budget:g}"
+
+
+def _plain(value: Any) -> Any:
+    """A setup as JSON gives it back (tuples as lists), so that stored and new compare."""
+    return json.loads(json.dumps(value))
+
+
+def tool_setup(tool: str, args: argparse.Namespace, posthoc: dict) -> dict[str, Any]:
+    """What a tool runs with (checked against the stored cells on resume)."""
+    if tool == "optuna_hb":
+        return {
+            "sampler": "TPESampler(seed=r, multivariate=True)",
+            "pruner": {
+                "min_resource": 1,
+                "max_resource": N_FOLDS,
+                "reduction_factor": ETA,
+            },
+            "n_folds": N_FOLDS,
+            "selection": {
+                "loss": posthoc["loss"],
+                "max_size": posthoc["max_size"],
+                "warm_start": posthoc["warm_start"],
+            },
+        }
+    return {
+        "method": "segor",
+        "budget": args.budget,
+        "cv": N_FOLDS,
+        "fidelity": FIDELITY_BLOCKS[tool],
+    }
+
+
+# --------------------------------------------------------------------------- tools
+
+
+def _test_loss(predictions: Any, test_target: pd.Series, train_std: float) -> float:
+    predicted, actual = np.asarray(predictions, float), np.asarray(test_target, float)
+    if predicted.shape != actual.shape:
+        raise ValueError(f"predictions {predicted.shape} vs targets {actual.shape}")
+    return float(np.mean(np.square((predicted - actual) / train_std)))
+
+
+def fit_segor(cell: Cell, X: pd.DataFrame, y: pd.Series) -> tuple[Any, dict[str, Any]]:
+    setup = dict(cell.setup)
+    fidelity = dict(setup["fidelity"])
+    search = EnsembleSearch(
+        method="segor",
+        model=cell.space,
+        budget=setup["budget"],
+        time_budget=cell.time_budget,
+        cv=setup["cv"],
+        params={"segor": {"fidelity": fidelity}},
+        random_state=cell.seed,
+    )
+    start = time.perf_counter()
+    search.fit(X, y)
+    fit_seconds = time.perf_counter() - start
+    result = search.result_
+    history = result.history
+    metrics = result.search_metrics
+    return search, {
+        "fit_wall_seconds": fit_seconds,
+        "search_seconds": float(result.search_seconds),
+        "refit_seconds": float(search.refit_seconds_),
+        "n_trials": len(result.pool),  # configurations that reached the pool
+        "trials_failed": int((~result.pool.ok).sum()),
+        "fidelity_full_equivalents": metrics.get("fidelity_full_equivalents"),
+        "fidelity_configurations": metrics.get("fidelity_configurations"),
+        "fidelity_brackets": metrics.get("fidelity_brackets"),
+        "stopped_by": result.stopped_by,
+        "ensemble_size": int(history[-1].ensemble_size)
+        if history
+        else len(result.members),
+        "ensemble_members_distinct": len(search.members_),
+        "cv_loss": float(search.cv_loss_),
+    }
+
+
+class _CaruanaEnsemble:
+    """The refit Caruana ensemble: predict() like EnsembleSearch's."""
+
+    def __init__(self, model: Any):
+        self.model = model
+
+    def predict(self, X: pd.DataFrame) -> np.ndarray:
+        return self.model.predict(X)
+
+
+def _optuna_input(cell: Cell, X: pd.DataFrame, y: pd.Series) -> dict[str, Any]:
+    """The data exactly as EnsembleSearch.fit prepares them: the same encoded
+    features, standardized target and folds (cv=5, random_state=r)."""
+    features = X.rename(columns=str).reset_index(drop=True)
+    target = y.reset_index(drop=True).rename("target")
+    dataset = {
+        "name": "X",
+        "task": "regression",
+        "target": "target",
+        "categorical_columns": categorical_columns(features),
+    }
+    fold_ids = assign_folds(
+        target,
+        "regression",
+        dict(cell.setup)["n_folds"],
+        derive_seed(cell.seed, "cv folds"),
+    )
+    return {
+        "features": features,
+        "target": target,
+        "categorical": dataset["categorical_columns"],
+        "data": make_model_input(features, target, dataset, fold_ids),
+        "model_seed": derive_seed(cell.seed, "models"),
+    }
+
+
+def _suggest(trial: optuna.Trial, space: SearchSpace) -> dict[str, Any]:
+    """Our configuration of `space` (its active parameters) from the trial's
+    suggestions, in the distributions `optuna_distributions` gives (categorical
+    parameters as choice indices), as our `tpe` optimizer decodes them."""
+    distributions = optuna_distributions(space)
+    config: dict[str, Any] = {}
+    for parameter in space.parameters:
+        if not space.is_active(parameter, config):
+            continue
+        if isinstance(parameter, ConstantParameter):
+            config[parameter.name] = parameter.value
+            continue
+        distribution = distributions[parameter.name]
+        if isinstance(parameter, CategoricalParameter):
+            index = trial.suggest_categorical(parameter.name, distribution.choices)
+            config[parameter.name] = parameter.choices[index]
+        elif isinstance(distribution, optuna.distributions.IntDistribution):
+            config[parameter.name] = trial.suggest_int(
+                parameter.name,
+                distribution.low,
+                distribution.high,
+                log=distribution.log,
+            )
+        else:
+            config[parameter.name] = trial.suggest_float(
+                parameter.name,
+                distribution.low,
+                distribution.high,
+                log=distribution.log,
+            )
+    return config
+
+
+class _PrunedCV:
+    """Optuna's objective: fold by fold CV of our model, the running CV MSE
+    reported at step i (folds done), pruned where the pruner says so. Keeps
+    every trial's configuration, the complete trials' out-of-fold predictions
+    and the failed trials' errors."""
+
+    def __init__(self, algorithm: str, space: SearchSpace, data: Any, model_seed: int):
+        self.algorithm, self.space, self.data = algorithm, space, data
+        self.model_seed = model_seed
+        self.folds = np.unique(data.fold_ids)
+        self.configs: dict[int, dict[str, Any]] = {}
+        self.predictions: dict[int, np.ndarray] = {}
+        self.errors: dict[int, str] = {}
+
+    def _fold(self, config: dict[str, Any], fold: int) -> np.ndarray:
+        """Fold `fold`'s predictions (its rows; the others NaN), fitted on the rest."""
+        model = make_model(self.algorithm, config, self.model_seed)
+        with quiet_iteration_caps():
+            part, _ = out_of_fold_predictions(
+                model,
+                self.data.features,
+                self.data.target,
+                self.data.fold_ids,
+                folds=[fold],
+                random_state=self.model_seed,
+            )
+        if not np.all(np.isfinite(part[self.data.fold_ids == fold])):
+            raise ValueError("the model predicted NaN or infinite values")
+        return part
+
+    def __call__(self, trial: optuna.Trial) -> float:
+        config = _suggest(trial, self.space)
+        self.configs[trial.number] = config
+        target, fold_ids = self.data.target, self.data.fold_ids
+        predictions = np.full(len(target), np.nan)
+        predicted = np.zeros(len(target), dtype=bool)
+        running = math.nan
+        for step, fold in enumerate(self.folds, 1):
+            try:
+                part = self._fold(config, int(fold))
+            except Exception as error:  # noqa: BLE001 - a failed trial; the study goes on
+                self.errors[trial.number] = f"{type(error).__name__}: {error}"
+                return math.nan  # Optuna records a NaN value as FAIL
+            rows = fold_ids == fold
+            predictions[rows] = part[rows]
+            predicted |= rows
+            running = float(
+                np.mean(np.square(predictions[predicted] - target[predicted]))
+            )
+            trial.report(running, step)
+            if step < len(self.folds) and trial.should_prune():
+                raise optuna.TrialPruned
+        self.predictions[trial.number] = predictions
+        return running
+
+
+def _caruana_refit(
+    objective: _PrunedCV, complete: list[int], prepared: dict[str, Any], chosen: dict
+) -> tuple[Any, dict[str, Any]]:
+    """Caruana's selection over the complete trials (the project's greedy
+    selection with replacement, the posthoc block's settings), the selected
+    members refit on the training part with their counts as weights."""
+    data = prepared["data"]
+    start = time.perf_counter()
+    selection = greedy_selection_with_replacement(
+        np.stack([objective.predictions[number] for number in complete]),
+        data.target,
+        data.fold_ids,
+        loss_objective("regression", chosen["loss"]).per_sample_loss,
+        max_size=chosen["max_size"],
+        warm_start=min(chosen["warm_start"], len(complete)),
+    )
+    counts = Counter(int(index) for index in selection.members)
+    selection_seconds = time.perf_counter() - start
+    start = time.perf_counter()
+    members = sorted(counts)
+    model = build_ensemble_model(
+        "regression",
+        [
+            make_model(
+                objective.algorithm,
+                objective.configs[complete[i]],
+                prepared["model_seed"],
+            )
+            for i in members
+        ],
+        [counts[i] / selection.size for i in members],
+        prepared["categorical"],
+    )
+    with quiet_iteration_caps():
+        model.fit(prepared["features"], prepared["target"])
+    return model, {
+        "selection_seconds": selection_seconds,
+        "refit_seconds": time.perf_counter() - start,
+        "ensemble_size": int(selection.size),
+        "ensemble_members_distinct": len(members),
+        "cv_loss": selection.loss,
+    }
+
+
+def fit_optuna_hb(
+    cell: Cell, X: pd.DataFrame, y: pd.Series
+) -> tuple[Any, dict[str, Any]]:
+    """Optuna TPE + Hyperband pruning on our folds and models, then Caruana + refit."""
+    setup = dict(cell.setup)
+    total_start = time.perf_counter()
+    prepared = _optuna_input(cell, X, y)
+    space = SearchSpace.from_dict(default_parameters()["models"][cell.space])
+    objective = _PrunedCV(cell.space, space, prepared["data"], prepared["model_seed"])
+    optuna.logging.set_verbosity(optuna.logging.WARNING)
+    study = optuna.create_study(
+        direction="minimize",
+        # The pruner assigns trials to brackets by a hash of the study's name.
+        study_name=f"multi_fidelity/{cell.key}",
+        sampler=optuna.samplers.TPESampler(seed=cell.seed, multivariate=True),
+        pruner=optuna.pruners.HyperbandPruner(**setup["pruner"]),
+    )
+    start = time.perf_counter()
+    study.optimize(objective, timeout=cell.time_budget)
+    search_seconds = time.perf_counter() - start
+
+    states = Counter(trial.state.name for trial in study.trials)
+    complete = [
+        trial.number
+        for trial in study.trials
+        if trial.state.name == "COMPLETE" and trial.number in objective.predictions
+    ]
+    # Folds trained, in full-fidelity equivalents (a failing fold counts).
+    folds_trained = sum(
+        len(trial.intermediate_values) + (trial.number in objective.errors)
+        for trial in study.trials
+    )
+    info: dict[str, Any] = {
+        "search_seconds": search_seconds,
+        "optuna_complete": states.get("COMPLETE", 0),
+        "optuna_pruned": states.get("PRUNED", 0),
+        "optuna_failed": states.get("FAIL", 0),
+        "n_trials": len(complete),
+        "trials_failed": states.get("FAIL", 0),
+        "fidelity_full_equivalents": folds_trained / len(objective.folds),
+        "fidelity_configurations": len(study.trials),
+        "stopped_by": "time_budget",
+        "best_value": float(study.best_value) if complete else None,
+    }
+    if not complete:
+        shown = "; ".join(sorted(set(objective.errors.values()))[:3])
+        raise RuntimeError(
+            f"no complete Optuna trial in {search_seconds:.1f} s "
+            f"({dict(states)}){': ' + shown if shown else ''}"
+        )
+    model, refit = _caruana_refit(objective, complete, prepared, setup["selection"])
+    info.update(refit, fit_wall_seconds=time.perf_counter() - total_start)
+    return _CaruanaEnsemble(model), info
+
+
+def run_cell(cell: Cell, data_processing: dict[str, Any]) -> dict[str, Any]:
+    """Split, fit, score one cell, in a worker process: its JSON record."""
+    # Learners' convergence chatter is not a result; PYTHONWARNINGS reaches our
+    # evaluation worker processes too.
+    warnings.filterwarnings("ignore")
+    os.environ["PYTHONWARNINGS"] = "ignore"
+    record = cell.coordinates()
+    start = time.perf_counter()
+    try:
+        raw = load_raw_dataset(cell.dataset, RAW_DATA, project_path=PROJECT)
+        # The benchmark pipeline's split of repetition r (prepare -> split_dataset).
+        split = split_dataset(raw, cell.dataset, data_processing, cell.seed)
+        if split.info["task"] != "regression":
+            raise ValueError(f"{cell.dataset} is not a regression dataset")
+        fitter = fit_optuna_hb if cell.tool == "optuna_hb" else fit_segor
+        model, info = fitter(cell, split.train_features, split.train_target)
+        train_std = float(split.train_target.astype(float).std(ddof=0))
+        record.update(
+            status="ok",
+            test_loss=_test_loss(
+                model.predict(split.test_features), split.test_target, train_std
+            ),
+            train_rows=len(split.train_target),
+            test_rows=len(split.test_target),
+            **info,
+        )
+    except Exception as error:  # noqa: BLE001 - a failed cell is a result to report
+        record.update(
+            status="failed",
+            error=f"{type(error).__name__}: {error}",
+            traceback=traceback.format_exc(limit=-6),
+        )
+    record["cell_wall_seconds"] = time.perf_counter() - start
+    record["finished"] = datetime.datetime.now().isoformat(timespec="seconds")
+    record["versions"] = _versions()
+    record["nproc"] = os.cpu_count()
+    return record
+
+
+# --------------------------------------------------------------------------- storage
+
+
+def read_records(path: Path) -> dict[str, dict[str, Any]]:
+    """The latest record of every cell key in the JSON lines file."""
+    records: dict[str, dict[str, Any]] = {}
+    if not path.exists():
+        return records
+    for number, line in enumerate(path.read_text().splitlines(), 1):
+        if not line.strip():
+            continue
+        try:
+            record = json.loads(line)
+        except json.JSONDecodeError:  # a line cut by a kill: that cell reruns
+            _log(f"{path.name}:{number}: unreadable line skipped")
+            continue
+        records[record["key"]] = record
+    return records
+
+
+def append_record(path: Path, record: dict[str, Any]) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with path.open("a") as stream:
+        stream.write(json.dumps(record, default=_json_default) + "\n")
+        stream.flush()
+        os.fsync(stream.fileno())
+
+
+def _json_default(value: Any) -> Any:
+    if isinstance(value, np.generic):
+        return value.item()
+    return str(value)
+
+
+def _git_state() -> dict[str, Any]:
+    """The commit, whether the tree differs from it, and a digest of the sources."""
+    state: dict[str, Any] = {}
+    try:
+        state["git_commit"] = subprocess.run(
+            ["git", "rev-parse", "HEAD"],
+            cwd=PROJECT,
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout.strip()
+        status = subprocess.run(
+            ["git", "status", "--porcelain", "--untracked-files=no"],
+            cwd=PROJECT,
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout
+        state["git_dirty"] = bool(status.strip())
+        state["git_dirty_paths"] = [line[3:] for line in status.splitlines()][:20]
+    except (OSError, subprocess.CalledProcessError) as error:
+        state["git_commit"] = f"unknown ({error})"
+    # The tree may be dirty: the sources measured, whatever the commit says.
+    digest = hashlib.sha256()
+    for path in sorted((PROJECT / "src" / "ensemble_bo").rglob("*.py")):
+        digest.update(str(path.relative_to(PROJECT)).encode())
+        digest.update(path.read_bytes())
+    state["sources_sha256"] = digest.hexdigest()[:16]
+    return state
+
+
+# --------------------------------------------------------------------------- report
+
+
+def _log(message: str) -> None:
+    print(message, file=sys.stderr, flush=True)  # noqa: T201 - progress
+
+
+def _versions() -> dict[str, str]:
+    versions = {"python": platform.python_version()}
+    for package in (
+        "optuna",
+        "scikit-learn",
+        "numpy",
+        "scipy",
+        "pandas",
+        "ensemble-bo",
+    ):
+        try:
+            versions[package] = metadata.version(package)
+        except metadata.PackageNotFoundError:
+            versions[package] = "not installed"
+    return versions
+
+
+def _markdown(header: list[str], rows: list[list[str]]) -> str:
+    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    lines += ["| " + " | ".join(row) + " |" for row in rows]
+    return "\n".join(lines)
+
+
+def _fmt(value: float | None, digits: int = 4) -> str:
+    if value is None or (isinstance(value, float) and math.isnan(value)):
+        return "-"
+    return f"{value:.{digits}f}"
+
+
+def _wilcoxon(a: np.ndarray, b: np.ndarray, alternative: str) -> float:
+    """Wilcoxon signed-rank p of paired losses a vs b (zero differences dropped).
+
+    alternative "less": a's losses tend to be lower; "two-sided": they differ.
+    """
+    if len(a) == 0:
+        return math.nan
+    if np.all(a == b):
+        return 1.0
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            return float(stats.wilcoxon(a, b, alternative=alternative).pvalue)
+    except ValueError:
+        return math.nan
+
+
+def _mean(values: pd.Series) -> float | None:
+    values = pd.to_numeric(values, errors="coerce").dropna()
+    return float(values.mean()) if len(values) else None
+
+
+PAIR_INDEX = ["dataset", "space", "repetition"]
+
+
+def _wide(frame: pd.DataFrame) -> pd.DataFrame:
+    """Test losses by (dataset, space, repetition), columns (tool, T)."""
+    return frame.pivot_table(
+        index=PAIR_INDEX, columns=["tool", "time_budget"], values="test_loss"
+    )
+
+
+def _loss_by_budget_table(
+    part: pd.DataFrame, tools: list[str], budgets: list[float], index: list[str]
+) -> list[list[str]]:
+    """Rows `index` + tool, a column per T: mean test loss (cells)."""
+    means = part.groupby([*index, "tool", "time_budget"])["test_loss"].agg(
+        ["mean", "count"]
+    )
+    rows = []
+    keys = part[index].drop_duplicates().sort_values(index).itertuples(index=False)
+    for key in keys:
+        for tool in tools:
+            cells = []
+            for budget in budgets:
+                at = (*key, tool, budget)
+                if at in means.index:
+                    mean, count = means.loc[at]
+                    cells.append(f"{mean:.4f} ({int(count)})")
+                else:
+                    cells.append("-")
+            if any(cell != "-" for cell in cells):
+                rows.append([*map(str, key), TOOL_LABELS[tool], *cells])
+    return rows
+
+
+def _target1_rows(
+    wide: pd.DataFrame, tools: list[str], budgets: list[float]
+) -> list[list[str]]:
+    """Each multi-fidelity tool at T vs full SEGOR at 2T, for every such pair of T."""
+    rows = []
+    pairs = [(b, 2 * b) for b in budgets if 2 * b in budgets]
+    # T_max / 2 vs T_max first: the issue's target.
+    pairs.sort(key=lambda pair: -pair[1])
+    for half, full in pairs:
+        if ("segor", full) not in wide:
+            continue
+        for tool in tools:
+            if tool not in MULTI_FIDELITY or (tool, half) not in wide:
+                continue
+            paired = wide[[(tool, half), ("segor", full)]].dropna()
+            if paired.empty:
+                continue
+            x, y = paired.iloc[:, 0].to_numpy(), paired.iloc[:, 1].to_numpy()
+            share = float(np.mean(x <= y))
+            met = "met" if x.mean() <= y.mean() else "**missed**"
+            rows.append(
+                [
+                    f"{TOOL_LABELS[tool]} at {half:g} s vs full SEGOR at {full:g} s",
+                    str(len(paired)),
+                    f"{x.mean():.4f} / {y.mean():.4f}",
+                    f"{share:.2f} ({int(np.sum(x <= y))}/{len(paired)})",
+                    _fmt(float(np.mean(x / y)), 3),
+                    _fmt(float(np.median(x / y)), 3),
+                    _fmt(_wilcoxon(x, y, "less"), 3),
+                    _fmt(_wilcoxon(x, y, "greater"), 3),
+                    met + ("" if full == max(budgets) else " (not T_max)"),
+                ]
+            )
+    return rows
+
+
+def _target2_rows(
+    wide: pd.DataFrame, tools: list[str], budgets: list[float]
+) -> list[list[str]]:
+    """Each SEGOR tool vs optuna_hb at equal T: win rate (ties half), two-sided p."""
+    rows = []
+    for tool in tools:
+        if tool == "optuna_hb":
+            continue
+        xs, ys = [], []
+        for budget in budgets:
+            if (tool, budget) not in wide or ("optuna_hb", budget) not in wide:
+                continue
+            paired = wide[[(tool, budget), ("optuna_hb", budget)]].dropna()
+            if paired.empty:
+                continue
+            x, y = paired.iloc[:, 0].to_numpy(), paired.iloc[:, 1].to_numpy()
+            xs.append(x)
+            ys.append(y)
+            rows.append(_win_row(f"{TOOL_LABELS[tool]}, T = {budget:g} s", x, y))
+        if len(xs) > 1:
+            x, y = np.concatenate(xs), np.concatenate(ys)
+            rows.append(_win_row(f"{TOOL_LABELS[tool]}, every T", x, y, overall=True))
+    return rows
+
+
+def _win_row(label: str, x: np.ndarray, y: np.ndarray, overall=False) -> list[str]:
+    wins = float(np.sum(x < y) + 0.5 * np.sum(x == y))
+    rate = wins / len(x)
+    verdict = "met" if rate >= 0.65 else "**missed**"
+    return [
+        f"**{label}**" if overall else label,
+        str(len(x)),
+        f"{rate:.2f} ({wins:g}/{len(x)})",
+        f"{x.mean():.4f} / {y.mean():.4f}",
+        _fmt(_wilcoxon(x, y, "two-sided"), 3),
+        verdict,
+    ]
+
+
+def _cost_rows(frame: pd.DataFrame, tools: list[str]) -> list[list[str]]:
+    rows = []
+    for tool in tools:
+        for budget in sorted(frame["time_budget"].unique()):
+            part = frame[(frame["tool"] == tool) & (frame["time_budget"] == budget)]
+            if part.empty:
+                continue
+            stopped = Counter(part["stopped_by"].fillna("?"))
+            optuna = tool == "optuna_hb"
+            rows.append(
+                [
+                    TOOL_LABELS[tool],
+                    f"{budget:g}",
+                    str(len(part)),
+                    _fmt(_mean(part["cell_wall_seconds"]), 1),
+                    _fmt(_mean(part["fit_wall_seconds"]), 1),
+                    _fmt(_mean(part["search_seconds"]), 1),
+                    _fmt(_mean(part["refit_seconds"]), 1),
+                    _fmt(_mean(part["n_trials"]), 1),
+                    _fmt(_mean(part["trials_failed"]), 1),
+                    _fmt(_mean(part["fidelity_configurations"]), 1),
+                    _fmt(_mean(part["optuna_pruned"]), 1) if optuna else "-",
+                    _fmt(_mean(part["fidelity_full_equivalents"]), 1),
+                    _fmt(_mean(part["ensemble_members_distinct"]), 1),
+                    ", ".join(f"{k} {v}" for k, v in sorted(stopped.items())),
+                ]
+            )
+    return rows
+
+
+def report(records: dict[str, dict[str, Any]], path: Path) -> str:
+    ok = [r for r in records.values() if r.get("status") == "ok"]
+    failed = [r for r in records.values() if r.get("status") != "ok"]
+    lines = [
+        "# Multi-fidelity SEGOR vs full-fidelity SEGOR vs Optuna Hyperband + Caruana",
+        "",
+        f"From `{_shown(path)}` ({len(ok)} finished cells, {len(failed)} failed), "
+        f"reported {datetime.datetime.now().isoformat(timespec='seconds')}.",
+        "Test loss: MSE of the target standardized by the training part's mean and "
+        "std, on the project's test split of repetition r (split_dataset with seed "
+        "repetition_seed(0, r)); every tool on the same 5 folds "
+        "(EnsembleSearch(cv=5, random_state=r)'s). T: seconds of search (the "
+        "refit, and Optuna's Caruana selection, come after it, uncounted). Cells "
+        "in brackets.",
+    ]
+    versions = {json.dumps(r.get("versions", {}), sort_keys=True) for r in ok}
+    for version in sorted(versions):
+        items = json.loads(version).items()
+        lines.append("Versions: " + ", ".join(f"{k} {v}" for k, v in items) + ".")
+    commits = Counter(
+        f"{r.get('git_commit', '?')[:10]}"
+        + (" (dirty tree)" if r.get("git_dirty") else "")
+        + f", sources {r.get('sources_sha256', '?')}"
+        for r in ok
+    )
+    lines.append(
+        "Code: " + "; ".join(f"{c} ({n} cells)" for c, n in commits.items()) + "."
+    )
+    if not ok:
+        return "\n".join([*lines, "", "No finished cells yet.", ""])
+    frame = pd.DataFrame(ok)
+    for column in (
+        "fidelity_full_equivalents",
+        "fidelity_configurations",
+        "optuna_pruned",
+        "trials_failed",
+        "refit_seconds",
+    ):
+        if column not in frame:
+            frame[column] = None
+    tools = [tool for tool in TOOLS if tool in set(frame["tool"])]
+    budgets = sorted(float(b) for b in frame["time_budget"].unique())
+    budget_columns = [f"T = {b:g} s" for b in budgets]
+
+    lines += [
+        "",
+        "## Mean test loss per space, tool and T (over datasets and repetitions)",
+        "",
+        _markdown(
+            ["space", "tool", *budget_columns],
+            _loss_by_budget_table(frame, tools, budgets, ["space"]),
+        ),
+        "",
+        "## Test loss against search time, per dataset and space (mean over "
+        "repetitions)",
+        "",
+        _markdown(
+            ["dataset", "space", "tool", *budget_columns],
+            _loss_by_budget_table(frame, tools, budgets, ["dataset", "space"]),
+        ),
+    ]
+    wide = _wide(frame)
+    target1 = _target1_rows(wide, tools, budgets)
+    lines += [
+        "",
+        "## Target 1: full SEGOR's final loss in at most half its time",
+        "",
+        "Each multi-fidelity tool at T against full-fidelity SEGOR at 2T, over the "
+        "paired (dataset, space, repetition) cells; the target is the row at "
+        "T_max / 2 vs T_max. Share: cells where the multi-fidelity loss is <= full "
+        "SEGOR's; ratio: multi-fidelity / full loss per cell; p better / worse: "
+        "one-sided Wilcoxon signed-rank p that the multi-fidelity losses are "
+        "lower / higher. Verdict: met when the mean loss at T is <= full "
+        "SEGOR's mean at 2T.",
+        "",
+    ]
+    lines.append(
+        _markdown(
+            [
+                "comparison",
+                "paired cells",
+                "mean loss (MF / full)",
+                "share <=",
+                "mean ratio",
+                "median ratio",
+                "p better",
+                "p worse",
+                "verdict",
+            ],
+            target1,
+        )
+        if target1
+        else "No pairs yet (needs T and 2T among the budgets, and full SEGOR at 2T)."
+    )
+    target2 = _target2_rows(wide, tools, budgets)
+    lines += [
+        "",
+        "## Target 2: beat Optuna Hyperband + Caruana at equal T on >= 65% of cells",
+        "",
+        "Win rate of each SEGOR tool against optuna_hb over the paired (dataset, "
+        "space, repetition) cells at the same T (ties count half); p: two-sided "
+        "Wilcoxon signed-rank test on those pairs.",
+        "",
+    ]
+    lines.append(
+        _markdown(
+            [
+                "tool vs Optuna HB + Caruana",
+                "paired cells",
+                "win rate",
+                "mean loss (tool / Optuna)",
+                "Wilcoxon p",
+                "target 0.65",
+            ],
+            target2,
+        )
+        if target2
+        else "No pairs yet (needs optuna_hb cells)."
+    )
+    lines += [
+        "",
+        "## Cost per tool and T (means per cell)",
+        "",
+        "cell: the whole cell (load, split, fit, predict); fit: the tool's whole "
+        "fit; search: its search clock, which T bounds (ours includes the "
+        "evaluation worker's start-up; Optuna's study.optimize finishes the trial "
+        "running at T); refit: the final ensemble's fit on the training part; "
+        "pool: configurations evaluated on every fold (ours: in the pool; Optuna: "
+        "COMPLETE trials); configurations: every configuration started "
+        "(multi-fidelity: the brackets' first rungs; Optuna: all trials); "
+        "full equiv.: folds trained / 5 (full SEGOR: its pool); failed: failed "
+        "trials.",
+        "",
+        _markdown(
+            [
+                "tool",
+                "T",
+                "cells",
+                "cell s",
+                "fit s",
+                "search s",
+                "refit s",
+                "pool",
+                "failed",
+                "configurations",
+                "pruned",
+                "full equiv.",
+                "distinct members",
+                "stopped by",
+            ],
+            _cost_rows(frame, tools),
+        ),
+        "",
+        "Tools:",
+        "",
+        *_setup_lines(frame, tools),
+    ]
+    if failed:
+        lines += ["", "## Failed cells", ""]
+        lines += [f"- {r['key']}: `{r.get('error', '?')}`" for r in failed]
+    return "\n".join([*lines, ""])
+
+
+def _setup_lines(frame: pd.DataFrame, tools: list[str]) -> list[str]:
+    lines = []
+    for tool in tools:
+        setups = {
+            json.dumps(setup, sort_keys=True)
+            for setup in frame.loc[frame["tool"] == tool, "setup"]
+        }
+        lines.append(f"- {TOOL_LABELS[tool]} (`{tool}`): " + "; ".join(sorted(setups)))
+    return lines
+
+
+def _shown(path: Path) -> str:
+    try:
+        return str(path.resolve().relative_to(PROJECT))
+    except ValueError:
+        return str(path)
+
+
+# --------------------------------------------------------------------------- main
+
+
+def build_cells(args: argparse.Namespace, base_seed: int, posthoc: dict) -> list[Cell]:
+    """Every cell, the cheap budgets first."""
+    cells = []
+    for budget in sorted(args.time_budgets):
+        for repetition in range(args.repetitions):
+            for dataset in args.datasets:
+                for space in args.spaces:
+                    for tool in args.tools:
+                        setup = tool_setup(tool, args, posthoc)
+                        cells.append(
+                            Cell(
+                                dataset,
+                                space,
+                                repetition,
+                                repetition_seed(base_seed, repetition),
+                                tool,
+                                float(budget),
+                                tuple(sorted(setup.items())),
+                            )
+                        )
+    return cells
+
+
+def _check_resumable(cells: list[Cell], stored: dict[str, dict[str, Any]]) -> None:
+    """Stop if a stored cell ran with another setup."""
+    for cell in cells:
+        record = stored.get(cell.key)
+        expected = _plain(dict(cell.setup))
+        if record and record.get("setup") not in (None, expected):
+            sys.exit(
+                f"{cell.key} is stored with setup {record['setup']}, this run would "
+                f"use {expected}; choose another --output for other settings"
+            )
+
+
+def _check_datasets(names: list[str], data_processing: dict[str, Any]) -> None:
+    """Every dataset loads and is a regression task (as the pipelines decide it)."""
+    for name in names:
+        raw = load_raw_dataset(name, RAW_DATA, project_path=PROJECT)
+        task = split_dataset(raw, name, data_processing, 0).info["task"]
+        if task != "regression":
+            sys.exit(
+                f"{name} is a {task} dataset; this benchmark is SEGOR's, regression"
+            )
+
+
+def run_cells(
+    cells: list[Cell], data_processing: dict, output: Path, jobs: int, code: dict
+) -> None:
+    start = time.perf_counter()
+    # "spawn" processes set the thread limits on import and serve every cell
+    # (their imports paid once); every cell's fit is timed inside them.
+    with ProcessPoolExecutor(
+        jobs, mp_context=multiprocessing.get_context("spawn")
+    ) as pool:
+        futures = {pool.submit(run_cell, cell, data_processing): cell for cell in cells}
+        for done, future in enumerate(as_completed(futures), 1):
+            cell = futures[future]
+            try:
+                record = future.result()
+            except Exception as error:  # noqa: BLE001 - e.g. a worker killed for memory
+                record = {
+                    **cell.coordinates(),
+                    "status": "failed",
+                    "error": f"{type(error).__name__}: {error}",
+                }
+            record.update(code)
+            append_record(output, record)
+            outcome = (
+                f"test loss {record['test_loss']:.4f}, fit "
+                f"{record['fit_wall_seconds']:.1f} s, cell "
+                f"{record['cell_wall_seconds']:.1f} s"
+                if record["status"] == "ok"
+                else record["error"]
+            )
+            _log(
+                f"[{done}/{len(cells)}] {cell.key}: {outcome} "
+                f"({time.perf_counter() - start:.0f} s elapsed)"
+            )
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument(
+        "--datasets",
+        nargs="+",
+        default=DEFAULT_DATASETS,
+        help="regression datasets in data/01_raw (default: %(default)s)",
+    )
+    parser.add_argument(
+        "--spaces",
+        nargs="+",
+        default=DEFAULT_SPACES,
+        help="model spaces of parameters_models.yml (default: %(default)s)",
+    )
+    parser.add_argument(
+        "--time-budgets", nargs="+", type=float, default=[10.0, 20.0, 40.0]
+    )
+    parser.add_argument("--repetitions", type=int, default=3)
+    parser.add_argument(
+        "--tools", nargs="+", choices=TOOLS, default=list(TOOLS), help="default: all"
+    )
+    parser.add_argument(
+        "--budget",
+        type=int,
+        default=DEFAULT_BUDGET,
+        help="our configurations (full-fidelity equivalents) per search; the time "
+        "budget ends it first",
+    )
+    parser.add_argument(
+        "--jobs", type=int, default=1, help="cells run at once (at most the cores)"
+    )
+    parser.add_argument("--output", type=Path, default=DEFAULT_OUTPUT)
+    parser.add_argument(
+        "--report", action="store_true", help="only re-read the results and report"
+    )
+    args = parser.parse_args()
+    output = args.output.resolve()
+    report_path = output.with_suffix(".md")
+
+    if not args.report:
+        if args.jobs < 1 or args.repetitions < 1:
+            sys.exit("--jobs and --repetitions must be at least 1")
+        parameters = default_parameters()
+        unknown = [s for s in args.spaces if s not in parameters["models"]]
+        if unknown:
+            sys.exit(f"unknown spaces {unknown}; see conf/base/parameters_models.yml")
+        data_processing = dict(parameters["data_processing"])
+        if data_processing["n_folds"] != N_FOLDS:
+            _log(f"note: the pipelines use {data_processing['n_folds']} folds, here 5")
+        base_seed = int(parameters["benchmark"]["seed"])
+        posthoc = dict(parameters["posthoc"])
+        if posthoc["weighting"] != "counts":
+            sys.exit("posthoc.weighting is not counts: the Optuna peer uses counts")
+        _check_datasets(args.datasets, data_processing)
+        cells = build_cells(args, base_seed, posthoc)
+        stored = read_records(output)
+        _check_resumable(cells, stored)
+        todo = [c for c in cells if stored.get(c.key, {}).get("status") != "ok"]
+        _log(
+            f"{len(cells)} cells, {len(cells) - len(todo)} already in "
+            f"{_shown(output)}, {len(todo)} to run with {args.jobs} job(s)"
+        )
+        if todo:
+            run_cells(todo, data_processing, output, args.jobs, _git_state())
+
+    text = report(read_records(output), output)
+    report_path.parent.mkdir(parents=True, exist_ok=True)
+    report_path.write_text(text)
+    print(text)  # noqa: T201 - a benchmark prints its tables
+    _log(f"wrote {_shown(report_path)}")
+
+
+if __name__ == "__main__":
+    main()
