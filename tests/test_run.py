@@ -340,11 +340,51 @@ def test_single_best_pipelines_log_their_own_run(project, method):
     assert run.data.metrics["ensemble_size"] == 1
     tables = {a.path for a in client.list_artifacts(run.info.run_id, "tables")}
     assert f"tables/{method}_trial_history.csv" in tables
+    # no fidelity schedule: no rung evaluations to log
+    assert f"tables/{method}_rung_history.csv" not in tables
     model = mlflow.pyfunc.load_model(f"runs:/{run.info.run_id}/{method}_model")
     features = pd.read_csv(project / "data" / "01_raw" / "concrete.csv").drop(
         columns="target"
     )
     assert np.isfinite(model.predict(features.head(3))).all()
+
+
+def test_a_multi_fidelity_run_logs_its_rung_evaluations_and_what_it_spent(project):
+    completed = kedro_run(
+        project,
+        "--pipelines=segor",
+        "--params",
+        "budget=6,segor.fidelity.scheduler=hyperband,segor.fidelity.eta=2,"
+        f"segor.optimizer.n_initial=4,segor.model={CHEAP_MODEL}",
+    )
+    assert completed.returncode == 0, completed.stderr[-3000:]
+    client = client_for(project)
+    run = latest_run(client)
+    assert run.data.params["segor.fidelity.scheduler"] == "hyperband"
+    metrics = run.data.metrics
+    assert 0 < metrics["fidelity_full_equivalents"] <= 6
+    spent = client.get_metric_history(run.info.run_id, "fidelity_spent")
+    assert len(spent) >= 1 and spent[-1].value <= 6
+    rungs = pd.read_csv(
+        client.download_artifacts(run.info.run_id, "tables/segor_rung_history.csv")
+    )
+    # every evaluation: the first bracket's 4 on 1 fold, 2 of them on 2, 1 on 5
+    first = rungs[rungs["bracket"] == 0]
+    assert first.groupby("rung")["resource"].agg(["first", "size"]).values.tolist() == [
+        [1, 4],
+        [2, 2],
+        [5, 1],
+    ]
+    assert first.groupby("rung")["promoted"].sum().tolist() == [2, 1, 0]
+    history = pd.read_csv(
+        client.download_artifacts(run.info.run_id, "tables/segor_trial_history.csv")
+    )
+    # the top rung's evaluations are the pool's trials, in order
+    joined = rungs[rungs["trial"] >= 0]
+    assert joined["trial"].tolist() == history["trial"].tolist()
+    top_rungs = rungs.groupby("bracket")["rung"].max()
+    assert (joined["rung"].to_numpy() == top_rungs[joined["bracket"]].to_numpy()).all()
+    assert rungs.loc[rungs["rung"] == 0, "objective"].notna().all()
 
 
 def test_posthoc_selects_from_the_pool_an_earlier_run_saved(project):

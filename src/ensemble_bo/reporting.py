@@ -76,6 +76,33 @@ def trial_history(result: EnsembleSearchResult) -> pd.DataFrame:
     return frame
 
 
+RUNG_COLUMNS = [
+    "bracket",
+    "rung",
+    "resource",
+    "trial",
+    "status",
+    "objective",
+    "promoted",
+    "fit_seconds",
+    "error",
+]
+
+
+def rung_history(result: EnsembleSearchResult) -> pd.DataFrame:
+    """One row per evaluation of a multi-fidelity search: bracket, rung, resource,
+    the pool index it joined as (-1: none), the target it was ranked by, whether
+    it was promoted, then its parameters; no rows without a fidelity schedule."""
+    rows = [
+        {
+            **{column: getattr(evaluation, column) for column in RUNG_COLUMNS},
+            **evaluation.config,
+        }
+        for evaluation in result.rung_evaluations
+    ]
+    return pd.DataFrame(rows, columns=None if rows else RUNG_COLUMNS)
+
+
 def ensemble_composition(result: EnsembleSearchResult) -> pd.DataFrame:
     """One row per distinct member: pool index, weight, individual CV loss, parameters."""
     rows = [

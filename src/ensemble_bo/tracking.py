@@ -919,7 +919,8 @@ class MlflowTrackingHook:
                 }
             )
         elif kind == "table":
-            mlflow.log_text(data.to_csv(index=False), f"tables/{name}.csv")
+            if not (rule.get("skip_empty") and data.empty):
+                mlflow.log_text(data.to_csv(index=False), f"tables/{name}.csv")
         elif kind == "figure":
             mlflow.log_figure(data, f"plots/{name}.png")
         elif kind == "text":

@@ -525,3 +525,42 @@ def test_bohb_models_the_largest_resource_with_enough_evaluations():
         assert value == pytest.approx(
             np.mean((alone.oof_predictions[rows] - y[rows]) ** 2)
         )
+
+
+def test_the_first_bracket_is_never_cut_by_the_time_budget_and_is_recorded():
+    X = RNG.normal(size=(N, 3))
+    y = X[:, 0] + 0.1 * RNG.normal(size=N)
+    clock = TimeBudget(1e-3)  # spent before the first rung ends
+    evaluate = CrossValidationEvaluator(
+        "decision_tree_regressor",
+        X,
+        y,
+        FOLDS,
+        random_state=0,
+        time_limit=60,
+        time_budget=clock,
+    )
+    fidelity = FidelitySettings.from_block(HYPERBAND_ON_FOLDS, n_folds=5)
+    clock.start()
+    try:
+        result = SegorSearch(RandomSearch(SPACE, seed=1), evaluate, y, FOLDS, 3).run(
+            10, fidelity=fidelity, time_budget=clock
+        )
+    finally:
+        evaluate.close()
+    # bracket 1 (4@1 2@2 1@5) runs whole, without cuts; bracket 2 never starts
+    assert result.stopped_by == "time_budget" and not clock.cuts_held
+    assert len(result.pool) == 1 and result.pool.ok.all()
+    records = result.rung_evaluations
+    assert [(r.bracket, r.rung, r.resource) for r in records] == (
+        [(0, 0, 1.0)] * 4 + [(0, 1, 2.0)] * 2 + [(0, 2, 5.0)]
+    )
+    assert all(r.status == "ok" and not r.error for r in records)
+    assert [r.promoted for r in records].count(True) == 3
+    assert [r.trial for r in records] == [-1] * 6 + [0]
+    # the promoted are the best ranked of their rung
+    for rung in (0, 1):
+        ranked = [r for r in records if r.rung == rung]
+        best = min(r.objective for r in ranked if not r.promoted)
+        assert all(r.objective <= best for r in ranked if r.promoted)
+    assert result.pool.configs[0] == records[-1].config

@@ -164,3 +164,9 @@ def test_the_first_evaluation_is_not_cut_by_a_spent_budget():
     assert evaluate({"max_depth": 2}).ok and evaluate.evaluations == 1
     limit, cut_by = evaluate._trial_limit()  # the next one would be cut at once
     assert limit == 1e-3 and "end of the time budget of 1 s" in cut_by
+    with budget.not_cutting():  # a multi-fidelity search's first bracket
+        assert evaluate._trial_limit() == (None, "")
+        with budget.not_cutting():
+            assert budget.cuts_held
+        assert budget.cuts_held  # an inner hold gives back the outer one's
+    assert not budget.cuts_held and evaluate._trial_limit()[0] == 1e-3

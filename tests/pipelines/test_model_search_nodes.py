@@ -134,9 +134,9 @@ def test_reports_carry_the_labels_of_the_search_and_its_selection():
     data = model_input(VALUES, "regression")
     result = run_method("segor", data, blocks_of(METHODS["segor"], 4), 0)
     report = report_node(("smbo", "posthoc"))
-    history, composition, convergence, heatmap, diversity = report(
+    history, rungs, composition, convergence, heatmap, diversity = report(
         result, data, smbo=CONF["smbo"], posthoc=CONF["posthoc"]
     )
     assert convergence.axes[0].get_title() == "SMBO + post-hoc on toy"
-    assert len(history) == 4
+    assert len(history) == 4 and rungs.empty  # no fidelity schedule
     assert composition["weight"].sum() == pytest.approx(1.0)

@@ -327,15 +327,21 @@ _DAEMON_HINT = (
 )
 
 
+def budget_cuts(time_budget: TimeBudget | None, first: bool) -> bool:
+    """Whether the time budget may cut a trial (see `trial_limit`)."""
+    return time_budget is not None and not first and not time_budget.cuts_held
+
+
 def trial_limit(
     time_limit: float | None, time_budget: TimeBudget | None, first: bool
 ) -> tuple[float | None, str]:
     """One trial's limit in seconds (None: none) and what a cut trial's error says.
 
     The smaller of `time_limit` and what `time_budget` has left; a `first`
-    trial is never cut by the budget (the search needs a model to refit).
+    trial, or one started while the budget holds its cuts, is never cut by the
+    budget (the search needs a model to refit).
     """
-    remaining = None if time_budget is None or first else time_budget.remaining()
+    remaining = time_budget.remaining() if budget_cuts(time_budget, first) else None
     if remaining is None or (time_limit is not None and time_limit <= remaining):
         if time_limit is None:
             return None, ""
@@ -493,8 +499,7 @@ class CrossValidationEvaluator:
     ) -> TrialResult:
         limit, cut_by = self._trial_limit()
         if (
-            self.evaluations
-            and self.time_budget is not None
+            budget_cuts(self.time_budget, first=not self.evaluations)
             and self.time_budget.spent()
         ):
             # Cut before it starts: the cut before it may have ended the worker,

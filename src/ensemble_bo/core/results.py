@@ -39,6 +39,25 @@ class IterationRecord:
     fidelity_spent: float = math.nan
 
 
+@dataclass(frozen=True)
+class RungEvaluation:
+    """One evaluation of a multi-fidelity search (core.fidelity): a bracket's
+    configuration at one rung's resource, and what the rung made of it."""
+
+    bracket: int
+    rung: int
+    resource: float  # folds, share of rows or iterations
+    config: dict
+    status: str  # ok | failed
+    # The method's target it was ranked by at promotion (NaN: failed, or the top
+    # rung, whose configurations join the pool instead).
+    objective: float
+    promoted: bool
+    trial: int  # its pool index when it joined the pool (the top rung), else -1
+    fit_seconds: float  # this rung's fits alone
+    error: str = ""
+
+
 @dataclass
 class EnsembleSearchResult:
     """The pool, the final ensemble (pool indices, one per slot) and the history."""
@@ -68,6 +87,8 @@ class EnsembleSearchResult:
     # The objective the ensemble was chosen by (losses.objective's name: mse,
     # squared_margin, log_loss, ...); "" in results saved before it was kept.
     objective: str = ""
+    # A multi-fidelity search's every rung evaluation, in order; empty without.
+    rung_evaluations: list[RungEvaluation] = field(default_factory=list)
 
     @property
     def voting(self) -> str:

@@ -7,10 +7,11 @@ in the pool and updates its ensemble.
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import itertools
 import math
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import replace
 from typing import Any
 
@@ -57,6 +58,7 @@ from ensemble_bo.core.results import (
     AllTrialsFailed,
     EnsembleSearchResult,
     IterationRecord,
+    RungEvaluation,
     SearchInterrupted,
 )
 from ensemble_bo.core.selection import (
@@ -573,14 +575,13 @@ class _Loop:
         """Brackets of the fidelity schedule, one after another, while the
         budget of full-fidelity equivalents allows a whole one."""
         search, pool = self.search, self.pool
-        on_folds = fidelity.resource == "folds"
         schedule = fidelity.schedule()
         # Random proposals (successive halving, Hyperband, BOHB's share) have
         # their own stream, apart from the optimizer's three.
         rng = np.random.default_rng(
             np.random.SeedSequence(search.optimizer.seed).spawn(4)[3]
         )
-        spent = 0.0
+        self._fidelity_spent = 0.0
         # Logged with the search's metrics: what the schedule spent, in
         # full-fidelity equivalents, on how many configurations and brackets.
         metrics = self.result.search_metrics
@@ -599,9 +600,9 @@ class _Loop:
             bracket = schedule.bracket(k)
             # Folds evaluated stay evaluated; a larger share of rows is a new fit.
             cost = full_fidelity_equivalents(
-                bracket, fidelity.max_resource, reuse=on_folds
+                bracket, fidelity.max_resource, reuse=fidelity.resource == "folds"
             )
-            if k and spent + cost > self.budget:
+            if k and self._fidelity_spent + cost > self.budget:
                 return
             if k and self.clock.spent():
                 self.result.stopped_by = "time_budget"
@@ -614,55 +615,100 @@ class _Loop:
             )
             metrics["fidelity_brackets"] += 1
             metrics["fidelity_configurations"] += len(suggestions)
-            run = BracketRun(bracket, auto_promote=False)
-            results: dict[int, TrialResult] = {}
-            while not run.done:
-                if k and self.clock.spent():
-                    # The rest of the bracket would be cut at once, one
-                    # evaluation after another (a worker restarted for each).
-                    self.result.stopped_by = "time_budget"
-                    return
-                # A rung trains as one batch: side by side on parallel workers.
-                jobs: dict[int, tuple[int, Resource]] = {}
-                for index, resource in run.next_jobs():
-                    config, scope, cost = self._rung_job(
-                        fidelity,
-                        suggestions[index].config,
-                        resource,
-                        run.resources_of(index),
+            # The first bracket is never cut by the time budget: it brings the
+            # search's first full-fidelity model, which the refit needs.
+            with self.clock.not_cutting() if k == 0 else contextlib.nullcontext():
+                ended = self._run_bracket(
+                    k,
+                    BracketRun(bracket, auto_promote=False),
+                    suggestions,
+                    fidelity,
+                    tickets,
+                    lower,
+                )
+            if not ended:
+                self.result.stopped_by = "time_budget"
+                return
+
+    def _run_bracket(
+        self,
+        k: int,
+        run: BracketRun,
+        suggestions: list[Suggestion],
+        fidelity: FidelitySettings,
+        tickets: Iterator[int],
+        lower: dict[Resource, list[tuple[Suggestion, TrialResult]]],
+    ) -> bool:
+        """Bracket k's rungs and promotions, each evaluation recorded, then its
+        top rung's configurations into the pool; False when the time budget
+        ended it first (the rest would be cut at once, one after another)."""
+        search, pool = self.search, self.pool
+        results: dict[int, TrialResult] = {}
+        while not run.done:
+            if k and self.clock.spent():
+                return False
+            # A rung trains as one batch: side by side on parallel workers.
+            rung = run.rung
+            jobs: dict[int, tuple[int, Resource]] = {}
+            for index, resource in run.next_jobs():
+                config, scope, cost = self._rung_job(
+                    fidelity,
+                    suggestions[index].config,
+                    resource,
+                    run.resources_of(index),
+                )
+                ticket = next(tickets)
+                self.runner.submit(ticket, config, scope)
+                jobs[ticket] = index, resource
+                self._fidelity_spent += cost
+            self.result.search_metrics["fidelity_full_equivalents"] = (
+                self._fidelity_spent
+            )
+            finished = dict(self.runner.next_finished() for _ in jobs)
+            for ticket, (index, resource) in jobs.items():
+                earlier, part = results.get(index), finished[ticket]
+                results[index] = (
+                    merge_fold_results(earlier, part)
+                    if fidelity.resource == "folds" and earlier is not None
+                    else part
+                )
+                run.tell(index, resource, 0.0 if results[index].ok else None)
+                if fidelity.scheduler == "bohb" and resource < fidelity.max_resource:
+                    lower.setdefault(resource, []).append(
+                        (suggestions[index], results[index])
                     )
-                    ticket = next(tickets)
-                    self.runner.submit(ticket, config, scope)
-                    jobs[ticket] = index, resource
-                    spent += cost
-                metrics["fidelity_full_equivalents"] = self._fidelity_spent = spent
-                finished = dict(self.runner.next_finished() for _ in jobs)
-                for ticket, (index, resource) in jobs.items():
-                    earlier, part = results.get(index), finished[ticket]
-                    results[index] = (
-                        merge_fold_results(earlier, part)
-                        if on_folds and earlier is not None
-                        else part
-                    )
-                    run.tell(index, resource, 0.0 if results[index].ok else None)
-                    if (
-                        fidelity.scheduler == "bohb"
-                        and resource < fidelity.max_resource
-                    ):
-                        lower.setdefault(resource, []).append(
-                            (suggestions[index], results[index])
-                        )
-                if run.awaiting_promotion:
-                    members = run.members(run.rung)
-                    objectives = search.rung_objectives(
-                        pool,
-                        [(suggestions[i], results[i]) for i in members],
-                        self._rung_rows(fidelity, bracket[run.rung].resource),
-                    )
-                    run.promote_with(dict(zip(members, objectives, strict=True)))
-            # Failures can end a bracket below its top rung: then nothing joins.
-            for index in run.finished():
-                self._finish(suggestions[index], results[index])
+            objectives: dict[int, float] = {}
+            promoted: list[int] = []
+            if run.awaiting_promotion:
+                members = run.members(rung)
+                values = search.rung_objectives(
+                    pool,
+                    [(suggestions[i], results[i]) for i in members],
+                    self._rung_rows(fidelity, run.bracket[rung].resource),
+                )
+                objectives = dict(zip(members, values.tolist(), strict=True))
+                promoted = run.promote_with(objectives)
+            # The top rung's configurations join the pool, in this order.
+            joins = {i: len(pool) + n for n, i in enumerate(run.finished())}
+            self.result.rung_evaluations.extend(
+                RungEvaluation(
+                    k,
+                    rung,
+                    float(resource),
+                    config=dict(suggestions[index].config),
+                    status="ok" if finished[ticket].ok else "failed",
+                    objective=objectives.get(index, math.nan),
+                    promoted=index in promoted,
+                    trial=joins.get(index, -1),
+                    fit_seconds=finished[ticket].fit_seconds,
+                    error=finished[ticket].error or "",
+                )
+                for ticket, (index, resource) in jobs.items()
+            )
+        # Failures can end a bracket below its top rung: then nothing joins.
+        for index in run.finished():
+            self._finish(suggestions[index], results[index])
+        return True
 
     @property
     def _folds(self) -> np.ndarray:

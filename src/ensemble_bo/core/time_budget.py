@@ -4,7 +4,9 @@ The search checks it between trials and stops once it is spent; the evaluator
 caps each trial's time limit at what is left, so a trial that would run past
 the end is cut like any trial past its time limit (a failed trial). A search
 therefore ends within one proposal's time of its budget, or one trial's when
-its first trial (never cut, so that there is a model to refit) ends later.
+its first trial (never cut, so that there is a model to refit) ends later. A
+multi-fidelity search's first model comes at the end of its first bracket, so
+no trial of that bracket is cut (`not_cutting`).
 
 The clock starts when the search starts, so the budget covers the start-up of
 the process that evaluations run in (a few seconds: it imports scikit-learn),
@@ -17,7 +19,8 @@ from __future__ import annotations
 
 import math
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from numbers import Real
 
 
@@ -60,6 +63,18 @@ class TimeBudget:
         self.clock = clock
         self._started: float | None = None
         self._charged = 0.0
+        self.cuts_held = False
+
+    @contextmanager
+    def not_cutting(self) -> Iterator[None]:
+        """Trials started inside are not cut at the end of the budget (its clock
+        runs on): a multi-fidelity search's first bracket, which its first
+        full-fidelity model needs."""
+        held, self.cuts_held = self.cuts_held, True
+        try:
+            yield
+        finally:
+            self.cuts_held = held
 
     def start(self) -> None:
         self._started = self.clock()

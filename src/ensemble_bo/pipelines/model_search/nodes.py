@@ -26,6 +26,7 @@ from ensemble_bo.reporting import (
     convergence_plot,
     diversity_heatmap,
     ensemble_composition,
+    rung_history,
     trial_history,
 )
 
@@ -141,16 +142,23 @@ def refit_and_score(
 
 def report_node(
     names: tuple[str, ...],
-) -> Callable[..., tuple[pd.DataFrame, pd.DataFrame, Figure, Figure, dict[str, float]]]:
+) -> Callable[
+    ...,
+    tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame, Figure, Figure, dict[str, float]],
+]:
     """The node function reporting a search; the parameter blocks `names` label it."""
 
     def report_search(
         search_result: EnsembleSearchResult, model_input: ModelInput, **blocks: Any
-    ) -> tuple[pd.DataFrame, pd.DataFrame, Figure, Figure, dict[str, float]]:
-        """Trial history, ensemble composition, convergence plot, diversity heatmap, MI."""
+    ) -> tuple[
+        pd.DataFrame, pd.DataFrame, pd.DataFrame, Figure, Figure, dict[str, float]
+    ]:
+        """Trial history, a multi-fidelity search's rung evaluations, ensemble
+        composition, convergence plot, diversity heatmap, MI."""
         title = f"{_label(blocks, names)} on {model_input.name}"
         return (
             trial_history(search_result),
+            rung_history(search_result),
             ensemble_composition(search_result),
             convergence_plot(search_result, title),
             diversity_heatmap(search_result, f"Ensemble diversity, {title}"),

@@ -82,6 +82,7 @@ def _refit_and_report(name: str, label_blocks: tuple[str, ...]) -> Pipeline:
                 },
                 outputs=[
                     f"{name}_trial_history",
+                    f"{name}_rung_history",
                     f"{name}_ensemble_composition",
                     f"{name}_convergence_plot",
                     f"{name}_diversity_heatmap",
