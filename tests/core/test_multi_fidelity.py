@@ -394,6 +394,18 @@ def test_a_bracket_whose_candidates_all_fail_adds_nothing_and_the_search_goes_on
     search = SegorSearch(RandomSearch(SPACE, seed=1), failing, Y, FOLDS, 3)
     with pytest.raises(AllTrialsFailed, match="ValueError: cannot train"):
         search.run(10, fidelity=fidelity)
+    # a budget of one bracket, which its first rung's failures end: no trial
+    # joined the pool, and the message still says why
+    search = SegorSearch(RandomSearch(SPACE, seed=1), failing, Y, FOLDS, 3)
+    with pytest.raises(AllTrialsFailed) as raised:
+        search.run(2, fidelity=fidelity)
+    assert len(raised.value.result.pool) == 0
+    assert raised.value.errors == ["ValueError: cannot train"]
+    assert str(raised.value).startswith(
+        "no configuration trained at full fidelity (0 reached it, of 4 multi-fidelity "
+        "evaluations)"
+    )
+    assert "cannot train [4 trials]" in str(raised.value)
 
 
 class SpentAfter(TimeBudget):

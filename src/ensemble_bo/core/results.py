@@ -175,7 +175,10 @@ class AllTrialsFailed(SearchInterrupted):
         self.result = result
         self.budget = budget
         groups: dict[str, list[str]] = {}
-        for error in result.pool.errors:
+        # A multi-fidelity search's failures below full fidelity never reach
+        # the pool (the top rung's evaluations are its trials).
+        below = [e.error for e in result.rung_evaluations if e.trial < 0]
+        for error in [*result.pool.errors, *below]:
             if error:
                 groups.setdefault(_NUMBER.sub("#", str(error)), []).append(str(error))
         self.errors = [texts[0] for texts in groups.values()]
@@ -185,6 +188,12 @@ class AllTrialsFailed(SearchInterrupted):
             what = (
                 f"the time budget ended the search after {trials} trials{where}, "
                 "all failed; there is no model to refit"
+            )
+        elif result.rung_evaluations:  # its budget counts full-fidelity equivalents
+            what = (
+                f"no configuration{where} trained at full fidelity ({trials} reached "
+                f"it, of {len(result.rung_evaluations)} multi-fidelity evaluations); "
+                "there is no model to refit"
             )
         elif trials < budget:
             what = (
