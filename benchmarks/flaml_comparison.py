@@ -40,35 +40,39 @@ for _var in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
     os.environ[_var] = "1"
 
 import argparse
-import datetime
 import importlib.util
 import json
 import math
-import multiprocessing
-import platform
 import sys
 import time
-import traceback
-import warnings
 from collections import Counter
-from concurrent.futures import ProcessPoolExecutor, as_completed
 from dataclasses import dataclass
-from importlib import metadata
 from pathlib import Path
 from typing import Any
 
-import numpy as np
 import pandas as pd
-from scipy import stats
+from cell_grid import (
+    RESULTS,
+    add_run_arguments,
+    cell_record,
+    dataset_task,
+    failed_lines,
+    fmt,
+    markdown_table,
+    mean_of,
+    read_records,
+    report_head,
+    run_pending,
+    split_records,
+    tool_setups,
+    wilcoxon_p,
+    wins,
+    write_report,
+)
 
 from ensemble_bo.api import EnsembleSearch, default_parameters
 from ensemble_bo.core.grid import repetition_seed
-from ensemble_bo.core.preparation import split_dataset
-from ensemble_bo.validation import load_raw_dataset
 
-PROJECT = Path(__file__).resolve().parents[1]
-RESULTS = PROJECT / "benchmarks" / "results"
-RAW_DATA = PROJECT / "data" / "01_raw"
 DEFAULT_OUTPUT = RESULTS / "flaml_comparison.jsonl"
 
 REGRESSION = [
@@ -106,6 +110,16 @@ TOOL_LABELS = {
 }
 # The column of EnsembleSearch.members_ that names a member's family, by space.
 FAMILY_COLUMNS = ("regressor", "classifier")
+# Whose versions every record names.
+PACKAGES = (
+    "flaml",
+    "lightgbm",
+    "xgboost",
+    "scikit-learn",
+    "numpy",
+    "pandas",
+    "ensemble-bo",
+)
 
 
 # --------------------------------------------------------------------------- cells
@@ -165,18 +179,6 @@ def tool_setup(tool: str, task: str, args: argparse.Namespace) -> dict[str, Any]
 
 
 # --------------------------------------------------------------------------- tools
-
-
-def _test_loss(
-    predictions: np.ndarray, test_target: pd.Series, task: str, train_std: float
-) -> float:
-    predicted, actual = np.asarray(predictions), np.asarray(test_target)
-    if predicted.shape != actual.shape:
-        raise ValueError(f"predictions {predicted.shape} vs targets {actual.shape}")
-    if task == "classification":
-        return float(np.mean(predicted != actual))
-    residuals = (predicted.astype(float) - actual.astype(float)) / train_std
-    return float(np.mean(np.square(residuals)))
 
 
 def fit_flaml(cell: Cell, X: pd.DataFrame, y: pd.Series) -> tuple[Any, dict[str, Any]]:
@@ -264,126 +266,10 @@ FITTERS = {"flaml": fit_flaml, "ours": fit_ours, "segor_paper": fit_ours}
 
 def run_cell(cell: Cell, data_processing: dict[str, Any]) -> dict[str, Any]:
     """Split, fit, score one cell, in a worker process: its JSON record."""
-    # Learners' convergence chatter is not a result; PYTHONWARNINGS reaches our
-    # evaluation worker processes too.
-    warnings.filterwarnings("ignore")
-    os.environ["PYTHONWARNINGS"] = "ignore"
-    record = cell.coordinates()
-    start = time.perf_counter()
-    try:
-        raw = load_raw_dataset(cell.dataset, RAW_DATA, project_path=PROJECT)
-        # The benchmark pipeline's split of repetition r (prepare -> split_dataset).
-        split = split_dataset(raw, cell.dataset, data_processing, cell.seed)
-        model, info = FITTERS[cell.tool](cell, split.train_features, split.train_target)
-        train_std = (
-            float(split.train_target.astype(float).std(ddof=0))
-            if cell.task == "regression"
-            else 1.0
-        )
-        predictions = model.predict(split.test_features)
-        record.update(
-            status="ok",
-            test_loss=_test_loss(predictions, split.test_target, cell.task, train_std),
-            train_rows=len(split.train_target),
-            test_rows=len(split.test_target),
-            **info,
-        )
-    except Exception as error:  # noqa: BLE001 - a failed cell is a result to report
-        record.update(
-            status="failed",
-            error=f"{type(error).__name__}: {error}",
-            traceback=traceback.format_exc(limit=-6),
-        )
-    record["cell_wall_seconds"] = time.perf_counter() - start
-    record["finished"] = datetime.datetime.now().isoformat(timespec="seconds")
-    record["versions"] = _versions()
-    record["nproc"] = os.cpu_count()
-    return record
-
-
-# --------------------------------------------------------------------------- storage
-
-
-def read_records(path: Path) -> dict[str, dict[str, Any]]:
-    """The latest record of every cell key in the JSON lines file."""
-    records: dict[str, dict[str, Any]] = {}
-    if not path.exists():
-        return records
-    for number, line in enumerate(path.read_text().splitlines(), 1):
-        if not line.strip():
-            continue
-        try:
-            record = json.loads(line)
-        except json.JSONDecodeError:  # a line cut by a kill: that cell reruns
-            _log(f"{path.name}:{number}: unreadable line skipped")
-            continue
-        records[record["key"]] = record
-    return records
-
-
-def append_record(path: Path, record: dict[str, Any]) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with path.open("a") as stream:
-        stream.write(json.dumps(record, default=_json_default) + "\n")
-        stream.flush()
-        os.fsync(stream.fileno())
-
-
-def _json_default(value: Any) -> Any:
-    if isinstance(value, np.generic):
-        return value.item()
-    return str(value)
+    return cell_record(cell, cell.task, data_processing, FITTERS[cell.tool], PACKAGES)
 
 
 # --------------------------------------------------------------------------- report
-
-
-def _log(message: str) -> None:
-    print(message, file=sys.stderr, flush=True)  # noqa: T201 - progress
-
-
-def _versions() -> dict[str, str]:
-    versions = {"python": platform.python_version()}
-    for package in (
-        "flaml",
-        "lightgbm",
-        "xgboost",
-        "scikit-learn",
-        "numpy",
-        "pandas",
-        "ensemble-bo",
-    ):
-        try:
-            versions[package] = metadata.version(package)
-        except metadata.PackageNotFoundError:
-            versions[package] = "not installed"
-    return versions
-
-
-def _markdown(header: list[str], rows: list[list[str]]) -> str:
-    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
-    lines += ["| " + " | ".join(row) + " |" for row in rows]
-    return "\n".join(lines)
-
-
-def _fmt(value: float | None, digits: int = 4) -> str:
-    if value is None or (isinstance(value, float) and math.isnan(value)):
-        return "-"
-    return f"{value:.{digits}f}"
-
-
-def _p_value(a: np.ndarray, b: np.ndarray) -> float:
-    """Two-sided Wilcoxon signed-rank p of paired losses (zero differences dropped)."""
-    if len(a) == 0:
-        return math.nan
-    if np.all(a == b):
-        return 1.0
-    try:
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")
-            return float(stats.wilcoxon(a, b, alternative="two-sided").pvalue)
-    except ValueError:
-        return math.nan
 
 
 def _paired(frame: pd.DataFrame, a: str, b: str) -> pd.DataFrame:
@@ -406,27 +292,20 @@ def _comparison_rows(frame: pd.DataFrame, tools: list[str]) -> list[list[str]]:
         if paired.empty:
             continue
         x, y = paired[a].to_numpy(), paired[b].to_numpy()
-        wins = float(np.sum(x < y) + 0.5 * np.sum(x == y))
+        won = wins(x, y)
         means = paired.groupby(level="dataset").mean()
-        dataset_wins = float(
-            np.sum(means[a] < means[b]) + 0.5 * np.sum(means[a] == means[b])
-        )
+        dataset_wins = wins(means[a], means[b])
         rows.append(
             [
                 f"{TOOL_LABELS[a]} vs {TOOL_LABELS[b]}",
                 str(len(paired)),
-                f"{wins / len(paired):.2f} ({wins:g}/{len(paired)})",
-                _fmt(_p_value(x, y), 3),
+                f"{won / len(paired):.2f} ({won:g}/{len(paired)})",
+                fmt(wilcoxon_p(x, y), 3),
                 f"{dataset_wins / len(means):.2f} ({dataset_wins:g}/{len(means)})",
-                _fmt(_p_value(means[a].to_numpy(), means[b].to_numpy()), 3),
+                fmt(wilcoxon_p(means[a].to_numpy(), means[b].to_numpy()), 3),
             ]
         )
     return rows
-
-
-def _mean(values: pd.Series) -> float | None:
-    values = pd.to_numeric(values, errors="coerce").dropna()
-    return float(values.mean()) if len(values) else None
 
 
 def _timing_rows(frame: pd.DataFrame, tools: list[str]) -> list[list[str]]:
@@ -449,11 +328,11 @@ def _timing_rows(frame: pd.DataFrame, tools: list[str]) -> list[list[str]]:
             [
                 TOOL_LABELS[tool],
                 str(len(part)),
-                _fmt(_mean(fit), 1),
-                _fmt(_mean(search), 1),
-                _fmt(_mean(refit), 1),
-                _fmt(_mean(fit - search - refit), 1),
-                _fmt(_mean(part["n_trials"]), 1),
+                fmt(mean_of(fit), 1),
+                fmt(mean_of(search), 1),
+                fmt(mean_of(refit), 1),
+                fmt(mean_of(fit - search - refit), 1),
+                fmt(mean_of(part["n_trials"]), 1),
                 ", ".join(f"{k} {v}" for k, v in sorted(stopped.items())),
             ]
         )
@@ -463,13 +342,9 @@ def _timing_rows(frame: pd.DataFrame, tools: list[str]) -> list[list[str]]:
 def _setup_lines(frame: pd.DataFrame, tools: list[str]) -> list[str]:
     lines = []
     for tool in tools:
-        setups = {
-            json.dumps(setup, sort_keys=True)
-            for setup in frame.loc[frame["tool"] == tool, "setup"]
-        }
         described = "; ".join(
             ", ".join(f"{k} {v}" for k, v in json.loads(setup).items())
-            for setup in sorted(setups)
+            for setup in tool_setups(frame, tool)
         )
         lines.append(f"- {TOOL_LABELS[tool]}: {described}")
     return lines
@@ -495,22 +370,21 @@ def _family_lines(frame: pd.DataFrame, tools: list[str]) -> list[str]:
             for name, n in appears.most_common()
         )
         lines.append(
-            f"- {TOOL_LABELS[tool]}: {_fmt(_mean(part['n_families']), 2)} families "
+            f"- {TOOL_LABELS[tool]}: {fmt(mean_of(part['n_families']), 2)} families "
             f"per ensemble on average (max {int(part['n_families'].max())}), "
-            f"{_fmt(_mean(part['ensemble_members_distinct']), 1)} distinct members; "
+            f"{fmt(mean_of(part['ensemble_members_distinct']), 1)} distinct members; "
             f"ensembles using each family (of {len(part)}): {mix}."
         )
     return lines
 
 
 def report(records: dict[str, dict[str, Any]], path: Path) -> str:
-    ok = [r for r in records.values() if r.get("status") == "ok"]
-    failed = [r for r in records.values() if r.get("status") != "ok"]
-    lines = [
-        "# FLAML vs our ensemble searches at equal wall time",
-        "",
-        f"From `{_shown(path)}` ({len(ok)} finished cells, {len(failed)} failed), "
-        f"reported {datetime.datetime.now().isoformat(timespec='seconds')}.",
+    ok, failed = split_records(records)
+    lines = report_head(
+        "FLAML vs our ensemble searches at equal wall time",
+        path,
+        ok,
+        failed,
         "Test loss: MSE of the target standardized by the training part's mean and "
         "std (regression), error rate (classification), on the project's test split "
         "of repetition r (the benchmark pipeline's split_dataset with seed "
@@ -519,11 +393,7 @@ def report(records: dict[str, dict[str, Any]], path: Path) -> str:
         "the first tool's test loss is lower (ties count half); p: two-sided "
         "Wilcoxon signed-rank test on those pairs; per dataset: the same on the "
         "datasets' mean losses.",
-    ]
-    versions = {json.dumps(r.get("versions", {}), sort_keys=True) for r in ok}
-    for version in sorted(versions):
-        items = json.loads(version).items()
-        lines.append("Versions: " + ", ".join(f"{k} {v}" for k, v in items) + ".")
+    )
     if not ok:
         return "\n".join([*lines, "", "No finished cells yet.", ""])
     frame = pd.DataFrame(ok)
@@ -550,7 +420,7 @@ def report(records: dict[str, dict[str, Any]], path: Path) -> str:
             rows = [
                 [dataset]
                 + [
-                    f"{_fmt(means.at[dataset, tool])} ({int(counts.at[dataset, tool])})"
+                    f"{fmt(means.at[dataset, tool])} ({int(counts.at[dataset, tool])})"
                     if tool in means and not math.isnan(means.at[dataset, tool])
                     else "-"
                     for tool in here
@@ -564,13 +434,13 @@ def report(records: dict[str, dict[str, Any]], path: Path) -> str:
                 "",
                 "Mean test loss (repetitions):",
                 "",
-                _markdown(["dataset", *(TOOL_LABELS[t] for t in here)], rows),
+                markdown_table(["dataset", *(TOOL_LABELS[t] for t in here)], rows),
             ]
             comparisons = _comparison_rows(part, here)
             if comparisons:
                 lines += [
                     "",
-                    _markdown(
+                    markdown_table(
                         [
                             "comparison",
                             "paired cells",
@@ -590,7 +460,7 @@ def report(records: dict[str, dict[str, Any]], path: Path) -> str:
                 "other: fit - search - refit, e.g. our evaluation worker's "
                 "start-up):",
                 "",
-                _markdown(
+                markdown_table(
                     [
                         "tool",
                         "cells",
@@ -608,32 +478,11 @@ def report(records: dict[str, dict[str, Any]], path: Path) -> str:
                 "",
                 *_family_lines(part, here),
             ]
-    if failed:
-        lines += ["", "## Failed cells", ""]
-        lines += [f"- {r['key']}: `{r.get('error', '?')}`" for r in failed]
+    lines += failed_lines(failed)
     return "\n".join([*lines, ""])
 
 
-def _shown(path: Path) -> str:
-    try:
-        return str(path.resolve().relative_to(PROJECT))
-    except ValueError:
-        return str(path)
-
-
 # --------------------------------------------------------------------------- main
-
-
-def _datasets_tasks(
-    names: list[str], data_processing: dict[str, Any]
-) -> dict[str, str]:
-    """Each dataset's task, decided as the pipelines decide it (task auto)."""
-    tasks = {}
-    for name in names:
-        raw = load_raw_dataset(name, RAW_DATA, project_path=PROJECT)
-        # A split with any seed validates the table and resolves the task.
-        tasks[name] = split_dataset(raw, name, data_processing, 0).info["task"]
-    return tasks
 
 
 def build_cells(
@@ -660,49 +509,6 @@ def build_cells(
                         )
                     )
     return cells
-
-
-def _check_resumable(cells: list[Cell], stored: dict[str, dict[str, Any]]) -> None:
-    """Stop if a stored cell ran with another setup (another space or budget)."""
-    for cell in cells:
-        record = stored.get(cell.key)
-        if record and record.get("setup") not in (None, dict(cell.setup)):
-            sys.exit(
-                f"{cell.key} is stored with setup {record['setup']}, this run would "
-                f"use {dict(cell.setup)}; choose another --output for other settings"
-            )
-
-
-def run_cells(cells: list[Cell], data_processing: dict, output: Path, jobs: int):
-    start = time.perf_counter()
-    # "spawn" processes set the thread limits on import, and serve every cell: a
-    # fresh one per cell would pay the imports (5-8 s here) 600 times, and every
-    # cell's own fit is timed inside it, so the imports never count. No
-    # max_tasks_per_child: Python 3.11's executor hangs replacing such workers.
-    with ProcessPoolExecutor(
-        jobs, mp_context=multiprocessing.get_context("spawn")
-    ) as pool:
-        futures = {pool.submit(run_cell, cell, data_processing): cell for cell in cells}
-        for done, future in enumerate(as_completed(futures), 1):
-            cell = futures[future]
-            try:
-                record = future.result()
-            except Exception as error:  # noqa: BLE001 - e.g. a worker killed for memory
-                record = {
-                    **cell.coordinates(),
-                    "status": "failed",
-                    "error": f"{type(error).__name__}: {error}",
-                }
-            append_record(output, record)
-            outcome = (
-                f"test loss {record['test_loss']:.4f}, fit {record['fit_wall_seconds']:.1f} s"
-                if record["status"] == "ok"
-                else record["error"]
-            )
-            _log(
-                f"[{done}/{len(cells)}] {cell.key}: {outcome} "
-                f"({time.perf_counter() - start:.0f} s elapsed)"
-            )
 
 
 def main() -> None:
@@ -737,16 +543,9 @@ def main() -> None:
         default=DEFAULT_BUDGET,
         help="our configurations per search; the time budget ends it first",
     )
-    parser.add_argument(
-        "--jobs", type=int, default=1, help="cells run at once (at most the cores)"
-    )
-    parser.add_argument("--output", type=Path, default=DEFAULT_OUTPUT)
-    parser.add_argument(
-        "--report", action="store_true", help="only re-read the results and report"
-    )
+    add_run_arguments(parser, DEFAULT_OUTPUT)
     args = parser.parse_args()
     output = args.output.resolve()
-    report_path = output.with_suffix(".md")
 
     if not args.report:
         if args.with_paper_space and "segor_paper" not in args.tools:
@@ -769,23 +568,16 @@ def main() -> None:
         parameters = default_parameters()
         data_processing = dict(parameters["data_processing"])
         base_seed = int(parameters["benchmark"]["seed"])
-        tasks = _datasets_tasks(args.datasets, data_processing)
-        cells = build_cells(args, tasks, base_seed)
-        stored = read_records(output)
-        _check_resumable(cells, stored)
-        todo = [c for c in cells if stored.get(c.key, {}).get("status") != "ok"]
-        _log(
-            f"{len(cells)} cells, {len(cells) - len(todo)} already in "
-            f"{_shown(output)}, {len(todo)} to run with {args.jobs} job(s)"
+        tasks = {name: dataset_task(name, data_processing) for name in args.datasets}
+        run_pending(
+            build_cells(args, tasks, base_seed),
+            run_cell,
+            data_processing,
+            output,
+            args.jobs,
         )
-        if todo:
-            run_cells(todo, data_processing, output, args.jobs)
 
-    text = report(read_records(output), output)
-    report_path.parent.mkdir(parents=True, exist_ok=True)
-    report_path.write_text(text)
-    print(text)  # noqa: T201 - a benchmark prints its tables
-    _log(f"wrote {_shown(report_path)}")
+    write_report(report(read_records(output), output), output.with_suffix(".md"))
 
 
 if __name__ == "__main__":

@@ -48,28 +48,38 @@ for _var in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
     os.environ[_var] = "1"
 
 import argparse
-import datetime
-import hashlib
-import json
 import math
-import multiprocessing
-import platform
-import subprocess
 import sys
 import time
-import traceback
-import warnings
 from collections import Counter
-from concurrent.futures import ProcessPoolExecutor, as_completed
 from dataclasses import dataclass
-from importlib import metadata
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import optuna
 import pandas as pd
-from scipy import stats
+from cell_grid import (
+    RESULTS,
+    add_run_arguments,
+    cell_record,
+    dataset_task,
+    failed_lines,
+    fmt,
+    git_state,
+    log,
+    markdown_table,
+    mean_of,
+    plain,
+    read_records,
+    report_head,
+    run_pending,
+    split_records,
+    tool_setups,
+    wilcoxon_p,
+    wins,
+    write_report,
+)
 
 from ensemble_bo.api import EnsembleSearch, default_parameters
 from ensemble_bo.core.estimator import build_ensemble_model
@@ -80,18 +90,13 @@ from ensemble_bo.core.preparation import (
     assign_folds,
     categorical_columns,
     make_model_input,
-    split_dataset,
 )
 from ensemble_bo.core.seeding import derive_seed
 from ensemble_bo.core.selection import greedy_selection_with_replacement
 from ensemble_bo.core.space import CategoricalParameter, ConstantParameter, SearchSpace
 from ensemble_bo.core.tpe import optuna_distributions
 from ensemble_bo.core.zoo import make_model, quiet_iteration_caps
-from ensemble_bo.validation import load_raw_dataset
 
-PROJECT = Path(__file__).resolve().parents[1]
-RESULTS = PROJECT / "benchmarks" / "results"
-RAW_DATA = PROJECT / "data" / "01_raw"
 DEFAULT_OUTPUT = RESULTS / "multi_fidelity.jsonl"
 
 DEFAULT_DATASETS = ["concrete", "wage", "boston", "diabetes"]
@@ -143,6 +148,8 @@ TOOL_LABELS = {
     "segor_hyperband_rows": "SEGOR + Hyperband (rows)",
     "optuna_hb": "Optuna TPE + Hyperband pruner + Caruana",
 }
+# Whose versions every record names.
+PACKAGES = ("optuna", "scikit-learn", "numpy", "scipy", "pandas", "ensemble-bo")
 
 
 # --------------------------------------------------------------------------- cells
@@ -174,7 +181,7 @@ class Cell:
             "seed": self.seed,
             "tool": self.tool,
             "time_budget": self.time_budget,
-            "setup": _plain(dict(self.setup)),
+            "setup": plain(dict(self.setup)),
         }
 
 
@@ -182,11 +189,6 @@ def cell_key(
     dataset: str, space: str, repetition: int, tool: str, time_budget: float
 ) -> str:
     return f"{dataset}/{space}/r{repetition}/{tool}/T{time_budget:g}"
-
-
-def _plain(value: Any) -> Any:
-    """A setup as JSON gives it back (tuples as lists), so that stored and new compare."""
-    return json.loads(json.dumps(value))
 
 
 def tool_setup(tool: str, args: argparse.Namespace, posthoc: dict) -> dict[str, Any]:
@@ -215,13 +217,6 @@ def tool_setup(tool: str, args: argparse.Namespace, posthoc: dict) -> dict[str, 
 
 
 # --------------------------------------------------------------------------- tools
-
-
-def _test_loss(predictions: Any, test_target: pd.Series, train_std: float) -> float:
-    predicted, actual = np.asarray(predictions, float), np.asarray(test_target, float)
-    if predicted.shape != actual.shape:
-        raise ValueError(f"predictions {predicted.shape} vs targets {actual.shape}")
-    return float(np.mean(np.square((predicted - actual) / train_std)))
 
 
 def fit_segor(cell: Cell, X: pd.DataFrame, y: pd.Series) -> tuple[Any, dict[str, Any]]:
@@ -486,164 +481,11 @@ def fit_optuna_hb(
 
 def run_cell(cell: Cell, data_processing: dict[str, Any]) -> dict[str, Any]:
     """Split, fit, score one cell, in a worker process: its JSON record."""
-    # Learners' convergence chatter is not a result; PYTHONWARNINGS reaches our
-    # evaluation worker processes too.
-    warnings.filterwarnings("ignore")
-    os.environ["PYTHONWARNINGS"] = "ignore"
-    record = cell.coordinates()
-    start = time.perf_counter()
-    try:
-        raw = load_raw_dataset(cell.dataset, RAW_DATA, project_path=PROJECT)
-        # The benchmark pipeline's split of repetition r (prepare -> split_dataset).
-        split = split_dataset(raw, cell.dataset, data_processing, cell.seed)
-        if split.info["task"] != "regression":
-            raise ValueError(f"{cell.dataset} is not a regression dataset")
-        fitter = fit_optuna_hb if cell.tool == "optuna_hb" else fit_segor
-        model, info = fitter(cell, split.train_features, split.train_target)
-        train_std = float(split.train_target.astype(float).std(ddof=0))
-        record.update(
-            status="ok",
-            test_loss=_test_loss(
-                model.predict(split.test_features), split.test_target, train_std
-            ),
-            train_rows=len(split.train_target),
-            test_rows=len(split.test_target),
-            **info,
-        )
-    except Exception as error:  # noqa: BLE001 - a failed cell is a result to report
-        record.update(
-            status="failed",
-            error=f"{type(error).__name__}: {error}",
-            traceback=traceback.format_exc(limit=-6),
-        )
-    record["cell_wall_seconds"] = time.perf_counter() - start
-    record["finished"] = datetime.datetime.now().isoformat(timespec="seconds")
-    record["versions"] = _versions()
-    record["nproc"] = os.cpu_count()
-    return record
-
-
-# --------------------------------------------------------------------------- storage
-
-
-def read_records(path: Path) -> dict[str, dict[str, Any]]:
-    """The latest record of every cell key in the JSON lines file."""
-    records: dict[str, dict[str, Any]] = {}
-    if not path.exists():
-        return records
-    for number, line in enumerate(path.read_text().splitlines(), 1):
-        if not line.strip():
-            continue
-        try:
-            record = json.loads(line)
-        except json.JSONDecodeError:  # a line cut by a kill: that cell reruns
-            _log(f"{path.name}:{number}: unreadable line skipped")
-            continue
-        records[record["key"]] = record
-    return records
-
-
-def append_record(path: Path, record: dict[str, Any]) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with path.open("a") as stream:
-        stream.write(json.dumps(record, default=_json_default) + "\n")
-        stream.flush()
-        os.fsync(stream.fileno())
-
-
-def _json_default(value: Any) -> Any:
-    if isinstance(value, np.generic):
-        return value.item()
-    return str(value)
-
-
-def _git_state() -> dict[str, Any]:
-    """The commit, whether the tree differs from it, and a digest of the sources."""
-    state: dict[str, Any] = {}
-    try:
-        state["git_commit"] = subprocess.run(
-            ["git", "rev-parse", "HEAD"],
-            cwd=PROJECT,
-            capture_output=True,
-            text=True,
-            check=True,
-        ).stdout.strip()
-        status = subprocess.run(
-            ["git", "status", "--porcelain", "--untracked-files=no"],
-            cwd=PROJECT,
-            capture_output=True,
-            text=True,
-            check=True,
-        ).stdout
-        state["git_dirty"] = bool(status.strip())
-        state["git_dirty_paths"] = [line[3:] for line in status.splitlines()][:20]
-    except (OSError, subprocess.CalledProcessError) as error:
-        state["git_commit"] = f"unknown ({error})"
-    # The tree may be dirty: the sources measured, whatever the commit says.
-    digest = hashlib.sha256()
-    for path in sorted((PROJECT / "src" / "ensemble_bo").rglob("*.py")):
-        digest.update(str(path.relative_to(PROJECT)).encode())
-        digest.update(path.read_bytes())
-    state["sources_sha256"] = digest.hexdigest()[:16]
-    return state
+    fitter = fit_optuna_hb if cell.tool == "optuna_hb" else fit_segor
+    return cell_record(cell, "regression", data_processing, fitter, PACKAGES)
 
 
 # --------------------------------------------------------------------------- report
-
-
-def _log(message: str) -> None:
-    print(message, file=sys.stderr, flush=True)  # noqa: T201 - progress
-
-
-def _versions() -> dict[str, str]:
-    versions = {"python": platform.python_version()}
-    for package in (
-        "optuna",
-        "scikit-learn",
-        "numpy",
-        "scipy",
-        "pandas",
-        "ensemble-bo",
-    ):
-        try:
-            versions[package] = metadata.version(package)
-        except metadata.PackageNotFoundError:
-            versions[package] = "not installed"
-    return versions
-
-
-def _markdown(header: list[str], rows: list[list[str]]) -> str:
-    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
-    lines += ["| " + " | ".join(row) + " |" for row in rows]
-    return "\n".join(lines)
-
-
-def _fmt(value: float | None, digits: int = 4) -> str:
-    if value is None or (isinstance(value, float) and math.isnan(value)):
-        return "-"
-    return f"{value:.{digits}f}"
-
-
-def _wilcoxon(a: np.ndarray, b: np.ndarray, alternative: str) -> float:
-    """Wilcoxon signed-rank p of paired losses a vs b (zero differences dropped).
-
-    alternative "less": a's losses tend to be lower; "two-sided": they differ.
-    """
-    if len(a) == 0:
-        return math.nan
-    if np.all(a == b):
-        return 1.0
-    try:
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")
-            return float(stats.wilcoxon(a, b, alternative=alternative).pvalue)
-    except ValueError:
-        return math.nan
-
-
-def _mean(values: pd.Series) -> float | None:
-    values = pd.to_numeric(values, errors="coerce").dropna()
-    return float(values.mean()) if len(values) else None
 
 
 PAIR_INDEX = ["dataset", "space", "repetition"]
@@ -706,10 +548,10 @@ def _target1_rows(
                     str(len(paired)),
                     f"{x.mean():.4f} / {y.mean():.4f}",
                     f"{share:.2f} ({int(np.sum(x <= y))}/{len(paired)})",
-                    _fmt(float(np.mean(x / y)), 3),
-                    _fmt(float(np.median(x / y)), 3),
-                    _fmt(_wilcoxon(x, y, "less"), 3),
-                    _fmt(_wilcoxon(x, y, "greater"), 3),
+                    fmt(float(np.mean(x / y)), 3),
+                    fmt(float(np.median(x / y)), 3),
+                    fmt(wilcoxon_p(x, y, "less"), 3),
+                    fmt(wilcoxon_p(x, y, "greater"), 3),
                     met + ("" if full == max(budgets) else " (not T_max)"),
                 ]
             )
@@ -742,15 +584,15 @@ def _target2_rows(
 
 
 def _win_row(label: str, x: np.ndarray, y: np.ndarray, overall=False) -> list[str]:
-    wins = float(np.sum(x < y) + 0.5 * np.sum(x == y))
-    rate = wins / len(x)
+    won = wins(x, y)
+    rate = won / len(x)
     verdict = "met" if rate >= 0.65 else "**missed**"
     return [
         f"**{label}**" if overall else label,
         str(len(x)),
-        f"{rate:.2f} ({wins:g}/{len(x)})",
+        f"{rate:.2f} ({won:g}/{len(x)})",
         f"{x.mean():.4f} / {y.mean():.4f}",
-        _fmt(_wilcoxon(x, y, "two-sided"), 3),
+        fmt(wilcoxon_p(x, y, "two-sided"), 3),
         verdict,
     ]
 
@@ -769,16 +611,16 @@ def _cost_rows(frame: pd.DataFrame, tools: list[str]) -> list[list[str]]:
                     TOOL_LABELS[tool],
                     f"{budget:g}",
                     str(len(part)),
-                    _fmt(_mean(part["cell_wall_seconds"]), 1),
-                    _fmt(_mean(part["fit_wall_seconds"]), 1),
-                    _fmt(_mean(part["search_seconds"]), 1),
-                    _fmt(_mean(part["refit_seconds"]), 1),
-                    _fmt(_mean(part["n_trials"]), 1),
-                    _fmt(_mean(part["trials_failed"]), 1),
-                    _fmt(_mean(part["fidelity_configurations"]), 1),
-                    _fmt(_mean(part["optuna_pruned"]), 1) if optuna else "-",
-                    _fmt(_mean(part["fidelity_full_equivalents"]), 1),
-                    _fmt(_mean(part["ensemble_members_distinct"]), 1),
+                    fmt(mean_of(part["cell_wall_seconds"]), 1),
+                    fmt(mean_of(part["fit_wall_seconds"]), 1),
+                    fmt(mean_of(part["search_seconds"]), 1),
+                    fmt(mean_of(part["refit_seconds"]), 1),
+                    fmt(mean_of(part["n_trials"]), 1),
+                    fmt(mean_of(part["trials_failed"]), 1),
+                    fmt(mean_of(part["fidelity_configurations"]), 1),
+                    fmt(mean_of(part["optuna_pruned"]), 1) if optuna else "-",
+                    fmt(mean_of(part["fidelity_full_equivalents"]), 1),
+                    fmt(mean_of(part["ensemble_members_distinct"]), 1),
                     ", ".join(f"{k} {v}" for k, v in sorted(stopped.items())),
                 ]
             )
@@ -786,24 +628,19 @@ def _cost_rows(frame: pd.DataFrame, tools: list[str]) -> list[list[str]]:
 
 
 def report(records: dict[str, dict[str, Any]], path: Path) -> str:
-    ok = [r for r in records.values() if r.get("status") == "ok"]
-    failed = [r for r in records.values() if r.get("status") != "ok"]
-    lines = [
-        "# Multi-fidelity SEGOR vs full-fidelity SEGOR vs Optuna Hyperband + Caruana",
-        "",
-        f"From `{_shown(path)}` ({len(ok)} finished cells, {len(failed)} failed), "
-        f"reported {datetime.datetime.now().isoformat(timespec='seconds')}.",
+    ok, failed = split_records(records)
+    lines = report_head(
+        "Multi-fidelity SEGOR vs full-fidelity SEGOR vs Optuna Hyperband + Caruana",
+        path,
+        ok,
+        failed,
         "Test loss: MSE of the target standardized by the training part's mean and "
         "std, on the project's test split of repetition r (split_dataset with seed "
         "repetition_seed(0, r)); every tool on the same 5 folds "
         "(EnsembleSearch(cv=5, random_state=r)'s). T: seconds of search (the "
         "refit, and Optuna's Caruana selection, come after it, uncounted). Cells "
         "in brackets.",
-    ]
-    versions = {json.dumps(r.get("versions", {}), sort_keys=True) for r in ok}
-    for version in sorted(versions):
-        items = json.loads(version).items()
-        lines.append("Versions: " + ", ".join(f"{k} {v}" for k, v in items) + ".")
+    )
     commits = Counter(
         f"{r.get('git_commit', '?')[:10]}"
         + (" (dirty tree)" if r.get("git_dirty") else "")
@@ -833,7 +670,7 @@ def report(records: dict[str, dict[str, Any]], path: Path) -> str:
         "",
         "## Mean test loss per space, tool and T (over datasets and repetitions)",
         "",
-        _markdown(
+        markdown_table(
             ["space", "tool", *budget_columns],
             _loss_by_budget_table(frame, tools, budgets, ["space"]),
         ),
@@ -841,7 +678,7 @@ def report(records: dict[str, dict[str, Any]], path: Path) -> str:
         "## Test loss against search time, per dataset and space (mean over "
         "repetitions)",
         "",
-        _markdown(
+        markdown_table(
             ["dataset", "space", "tool", *budget_columns],
             _loss_by_budget_table(frame, tools, budgets, ["dataset", "space"]),
         ),
@@ -862,7 +699,7 @@ def report(records: dict[str, dict[str, Any]], path: Path) -> str:
         "",
     ]
     lines.append(
-        _markdown(
+        markdown_table(
             [
                 "comparison",
                 "paired cells",
@@ -890,7 +727,7 @@ def report(records: dict[str, dict[str, Any]], path: Path) -> str:
         "",
     ]
     lines.append(
-        _markdown(
+        markdown_table(
             [
                 "tool vs Optuna HB + Caruana",
                 "paired cells",
@@ -918,7 +755,7 @@ def report(records: dict[str, dict[str, Any]], path: Path) -> str:
         "full equiv.: folds trained / 5 (full SEGOR: its pool); failed: failed "
         "trials.",
         "",
-        _markdown(
+        markdown_table(
             [
                 "tool",
                 "T",
@@ -942,28 +779,15 @@ def report(records: dict[str, dict[str, Any]], path: Path) -> str:
         "",
         *_setup_lines(frame, tools),
     ]
-    if failed:
-        lines += ["", "## Failed cells", ""]
-        lines += [f"- {r['key']}: `{r.get('error', '?')}`" for r in failed]
+    lines += failed_lines(failed)
     return "\n".join([*lines, ""])
 
 
 def _setup_lines(frame: pd.DataFrame, tools: list[str]) -> list[str]:
-    lines = []
-    for tool in tools:
-        setups = {
-            json.dumps(setup, sort_keys=True)
-            for setup in frame.loc[frame["tool"] == tool, "setup"]
-        }
-        lines.append(f"- {TOOL_LABELS[tool]} (`{tool}`): " + "; ".join(sorted(setups)))
-    return lines
-
-
-def _shown(path: Path) -> str:
-    try:
-        return str(path.resolve().relative_to(PROJECT))
-    except ValueError:
-        return str(path)
+    return [
+        f"- {TOOL_LABELS[tool]} (`{tool}`): " + "; ".join(tool_setups(frame, tool))
+        for tool in tools
+    ]
 
 
 # --------------------------------------------------------------------------- main
@@ -992,61 +816,13 @@ def build_cells(args: argparse.Namespace, base_seed: int, posthoc: dict) -> list
     return cells
 
 
-def _check_resumable(cells: list[Cell], stored: dict[str, dict[str, Any]]) -> None:
-    """Stop if a stored cell ran with another setup."""
-    for cell in cells:
-        record = stored.get(cell.key)
-        expected = _plain(dict(cell.setup))
-        if record and record.get("setup") not in (None, expected):
-            sys.exit(
-                f"{cell.key} is stored with setup {record['setup']}, this run would "
-                f"use {expected}; choose another --output for other settings"
-            )
-
-
 def _check_datasets(names: list[str], data_processing: dict[str, Any]) -> None:
     """Every dataset loads and is a regression task (as the pipelines decide it)."""
     for name in names:
-        raw = load_raw_dataset(name, RAW_DATA, project_path=PROJECT)
-        task = split_dataset(raw, name, data_processing, 0).info["task"]
+        task = dataset_task(name, data_processing)
         if task != "regression":
             sys.exit(
                 f"{name} is a {task} dataset; this benchmark is SEGOR's, regression"
-            )
-
-
-def run_cells(
-    cells: list[Cell], data_processing: dict, output: Path, jobs: int, code: dict
-) -> None:
-    start = time.perf_counter()
-    # "spawn" processes set the thread limits on import and serve every cell
-    # (their imports paid once); every cell's fit is timed inside them.
-    with ProcessPoolExecutor(
-        jobs, mp_context=multiprocessing.get_context("spawn")
-    ) as pool:
-        futures = {pool.submit(run_cell, cell, data_processing): cell for cell in cells}
-        for done, future in enumerate(as_completed(futures), 1):
-            cell = futures[future]
-            try:
-                record = future.result()
-            except Exception as error:  # noqa: BLE001 - e.g. a worker killed for memory
-                record = {
-                    **cell.coordinates(),
-                    "status": "failed",
-                    "error": f"{type(error).__name__}: {error}",
-                }
-            record.update(code)
-            append_record(output, record)
-            outcome = (
-                f"test loss {record['test_loss']:.4f}, fit "
-                f"{record['fit_wall_seconds']:.1f} s, cell "
-                f"{record['cell_wall_seconds']:.1f} s"
-                if record["status"] == "ok"
-                else record["error"]
-            )
-            _log(
-                f"[{done}/{len(cells)}] {cell.key}: {outcome} "
-                f"({time.perf_counter() - start:.0f} s elapsed)"
             )
 
 
@@ -1078,16 +854,9 @@ def main() -> None:
         help="our configurations (full-fidelity equivalents) per search; the time "
         "budget ends it first",
     )
-    parser.add_argument(
-        "--jobs", type=int, default=1, help="cells run at once (at most the cores)"
-    )
-    parser.add_argument("--output", type=Path, default=DEFAULT_OUTPUT)
-    parser.add_argument(
-        "--report", action="store_true", help="only re-read the results and report"
-    )
+    add_run_arguments(parser, DEFAULT_OUTPUT)
     args = parser.parse_args()
     output = args.output.resolve()
-    report_path = output.with_suffix(".md")
 
     if not args.report:
         if args.jobs < 1 or args.repetitions < 1:
@@ -1098,28 +867,23 @@ def main() -> None:
             sys.exit(f"unknown spaces {unknown}; see conf/base/parameters_models.yml")
         data_processing = dict(parameters["data_processing"])
         if data_processing["n_folds"] != N_FOLDS:
-            _log(f"note: the pipelines use {data_processing['n_folds']} folds, here 5")
+            log(f"note: the pipelines use {data_processing['n_folds']} folds, here 5")
         base_seed = int(parameters["benchmark"]["seed"])
         posthoc = dict(parameters["posthoc"])
         if posthoc["weighting"] != "counts":
             sys.exit("posthoc.weighting is not counts: the Optuna peer uses counts")
         _check_datasets(args.datasets, data_processing)
-        cells = build_cells(args, base_seed, posthoc)
-        stored = read_records(output)
-        _check_resumable(cells, stored)
-        todo = [c for c in cells if stored.get(c.key, {}).get("status") != "ok"]
-        _log(
-            f"{len(cells)} cells, {len(cells) - len(todo)} already in "
-            f"{_shown(output)}, {len(todo)} to run with {args.jobs} job(s)"
+        run_pending(
+            build_cells(args, base_seed, posthoc),
+            run_cell,
+            data_processing,
+            output,
+            args.jobs,
+            stamp=git_state,
+            cell_seconds=True,
         )
-        if todo:
-            run_cells(todo, data_processing, output, args.jobs, _git_state())
 
-    text = report(read_records(output), output)
-    report_path.parent.mkdir(parents=True, exist_ok=True)
-    report_path.write_text(text)
-    print(text)  # noqa: T201 - a benchmark prints its tables
-    _log(f"wrote {_shown(report_path)}")
+    write_report(report(read_records(output), output), output.with_suffix(".md"))
 
 
 if __name__ == "__main__":

@@ -49,16 +49,24 @@ import json
 import math
 import platform
 import statistics
-import sys
 import time
 import warnings
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
-from importlib import metadata
 from pathlib import Path
 from typing import Any
 
 import numpy as np
+from cell_grid import (
+    PROJECT,
+    RAW_DATA,
+    RESULTS,
+    fmt,
+    json_default,
+    log,
+    markdown_table,
+    package_versions,
+)
 from sklearn.base import BaseEstimator, RegressorMixin
 from sklearn.tree import DecisionTreeRegressor
 
@@ -75,9 +83,6 @@ from ensemble_bo.core.space import SearchSpace
 from ensemble_bo.core.strategies import SegorSearch
 from ensemble_bo.validation import load_raw_dataset
 
-PROJECT = Path(__file__).resolve().parents[1]
-RESULTS = PROJECT / "benchmarks" / "results"
-RAW_DATA = PROJECT / "data" / "01_raw"
 DEFAULT_OUTPUT = RESULTS / "scaling"
 
 N_FOLDS = 5
@@ -89,6 +94,8 @@ QUALITY_SETUP = {
     "classification": ("sego", "decision_tree_classifier"),
 }
 QUALITY_MODES = ("sequential", "sync", "async")
+# Whose versions the results name.
+PACKAGES = ("ensemble-bo", "scikit-learn", "numpy", "scipy", "dask", "distributed")
 
 
 # --------------------------------------------------------------------------- model
@@ -305,7 +312,7 @@ def scaling_part(args: argparse.Namespace) -> dict[str, Any]:
     data = scaling_data(args.seed)
     fits = count_fits_per_trial(data, args.sleep)
     trial_sleep = fits * args.sleep
-    _log(
+    log(
         f"scaling: {fits} fits per trial x {args.sleep:g} s = {trial_sleep:g} s "
         f"of sleep per trial, budget {args.budget}"
     )
@@ -323,7 +330,7 @@ def scaling_part(args: argparse.Namespace) -> dict[str, Any]:
             )
             run["repeat"] = repeat
             runs.append(run)
-            _log(
+            log(
                 f"  {backend} {mode} q={workers}: wall {run['wall_seconds']:.2f} s, "
                 f"start-up {run['startup_seconds']:.2f} s, asks "
                 f"{run['ask_seconds']:.2f} s ({time.perf_counter() - start:.0f} s "
@@ -451,8 +458,8 @@ def scaling_table(part: dict[str, Any]) -> str:
                     else ""
                 ),
                 f"{row['ideal_seconds']:.1f}",
-                _fmt(row["speedup"], 2),
-                _fmt(row["ratio"], 2),
+                fmt(row["speedup"], 2),
+                fmt(row["ratio"], 2),
                 verdict,
                 f"{row['overhead_ms_per_trial']:.0f}",
                 f"{row['scheduler_ms_per_trial']:.0f}",
@@ -461,7 +468,7 @@ def scaling_table(part: dict[str, Any]) -> str:
                 f"{row['trial_seconds_mean']:.3f}",
             ]
         )
-    return _markdown(header, rows)
+    return markdown_table(header, rows)
 
 
 # --------------------------------------------------------------------------- quality
@@ -531,7 +538,7 @@ def quality_part(args: argparse.Namespace) -> dict[str, Any]:
             for mode in QUALITY_MODES:
                 cell = quality_cell(dataset, seed, mode, args.quality_budget, 4)
                 cells.append(cell)
-                _log(
+                log(
                     f"[{len(cells)}/{total}] {dataset} seed {seed} {mode}: test loss "
                     f"{cell['test_loss']:.4f}, search {cell['search_seconds']:.1f} s "
                     f"({time.perf_counter() - start:.0f} s elapsed)"
@@ -631,54 +638,21 @@ def quality_table(part: dict[str, Any]) -> str:
                 f"{row['sync_search_seconds']:.1f} / {row['async_search_seconds']:.1f}",
             ]
         )
-    return _markdown(header, rows)
+    return markdown_table(header, rows)
 
 
 # --------------------------------------------------------------------------- report
 
 
-def _log(message: str) -> None:
-    print(message, file=sys.stderr, flush=True)  # noqa: T201 - progress
-
-
-def _versions() -> dict[str, str]:
-    versions = {"python": platform.python_version()}
-    for package in (
-        "ensemble-bo",
-        "scikit-learn",
-        "numpy",
-        "scipy",
-        "dask",
-        "distributed",
-    ):
-        try:
-            versions[package] = metadata.version(package)
-        except metadata.PackageNotFoundError:
-            versions[package] = "not installed"
-    return versions
-
-
 def _environment() -> dict[str, Any]:
     return {
         "date": datetime.datetime.now().isoformat(timespec="seconds"),
-        "versions": _versions(),
+        "versions": package_versions(PACKAGES),
         "nproc": os.cpu_count(),
         "load_average": list(os.getloadavg()),
         "niceness": os.nice(0),
         "machine": platform.machine(),
     }
-
-
-def _markdown(header: list[str], rows: list[list[str]]) -> str:
-    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
-    lines += ["| " + " | ".join(row) + " |" for row in rows]
-    return "\n".join(lines)
-
-
-def _fmt(value: float | None, digits: int = 4) -> str:
-    if value is None or (isinstance(value, float) and math.isnan(value)):
-        return "-"
-    return f"{value:.{digits}f}"
 
 
 def _environment_line(part: dict[str, Any]) -> str:
@@ -756,12 +730,6 @@ def report(results: dict[str, Any]) -> str:
 # --------------------------------------------------------------------------- main
 
 
-def _json_default(value: Any) -> Any:
-    if isinstance(value, np.generic):
-        return value.item()
-    return str(value)
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument(
@@ -808,11 +776,11 @@ def main() -> None:
         results[part] = (scaling_part if part == "scaling" else quality_part)(args)
         results[part]["quick"] = quick
         json_path.parent.mkdir(parents=True, exist_ok=True)
-        json_path.write_text(json.dumps(results, indent=1, default=_json_default))
+        json_path.write_text(json.dumps(results, indent=1, default=json_default))
     text = report(results)
     md_path.write_text(text)
     print(text)  # noqa: T201 - a benchmark prints its tables
-    _log(f"wrote {md_path} and {json_path}")
+    log(f"wrote {md_path} and {json_path}")
 
 
 if __name__ == "__main__":
