@@ -129,7 +129,12 @@ def test_bad_folds_are_named(concrete, cv, message):
         ({"method": "segro"}, "unknown method 'segro'"),
         ({"params": {"ensembel": {"size": 3}}}, "unknown parameter 'ensembel'"),
         ({"params": {"ensemble": {"sise": 3}}}, "unknown parameter 'sise'"),
-        ({"budget": "ten"}, "budget must be a positive integer, got 'ten'"),
+        (
+            {"budget": "ten"},
+            "budget must be a positive integer (with a fidelity schedule, a positive "
+            "number of full-fidelity equivalents), got 'ten'",
+        ),
+        ({"budget": 2.5}, "budget=2.5 is not an integer >= 1"),
         ({"time_budget": -1}, "time_budget must be a positive finite number"),
         ({"model": "xgboost"}, "segor.model='xgboost' is not a model space"),
         ({"method": "sego"}, "methods for regression"),

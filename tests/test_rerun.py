@@ -432,6 +432,12 @@ def test_a_time_budgeted_run_s_differences_come_with_how_to_repeat_its_trials():
     outcome = RerunOutcome("r1", "r2", [("trials", "37", "35")], note)
     assert outcome.report().endswith(note)
     assert RerunOutcome("r1", "r2", [], note).report().startswith("Reproduced")
+    # a multi-fidelity search: its budget counts full-fidelity equivalents
+    multi_fidelity = run("60")
+    multi_fidelity.data.metrics["fidelity_whole_brackets_equivalents"] = 8.4 + 1e-15
+    note = time_budget_note(multi_fidelity)
+    assert "brackets of its multi-fidelity schedule" in note
+    assert f"--params budget={8.4 + 1e-15!r},time_budget=null repeats it" in note
 
 
 def test_an_async_run_s_differences_come_with_how_to_search_reproducibly():

@@ -199,10 +199,18 @@ class EnsembleSearch(BaseEstimator):
         method, _ = parse_method(self.method)
         settings = merged(default_parameters(), dict(self.params or {}))
         if isinstance(self.budget, bool) or not isinstance(
-            self.budget, int | np.integer
+            self.budget, int | np.integer | float | np.floating
         ):
-            raise ValueError(f"budget must be a positive integer, got {self.budget!r}")
-        settings["budget"] = int(self.budget)
+            raise ValueError(
+                "budget must be a positive integer (with a fidelity schedule, a "
+                f"positive number of full-fidelity equivalents), got {self.budget!r}"
+            )
+        # the rest (an int unless multi-fidelity) is check_settings'
+        settings["budget"] = (
+            int(self.budget)
+            if isinstance(self.budget, int | np.integer)
+            else float(self.budget)
+        )
         settings["time_budget"] = self.time_budget
         settings[method.search_params] = {
             **settings[method.search_params],

@@ -448,6 +448,19 @@ def time_budget_note(run: Run) -> str:
     trials = run.data.metrics.get("trials")
     if time_budget in ("None", "") or trials is None:
         return ""
+    whole_brackets = run.data.metrics.get("fidelity_whole_brackets_equivalents")
+    if whole_brackets is not None:
+        # its budget counts full-fidelity equivalents, the time budget cut a bracket
+        return (
+            f"Run {run.info.run_id} searched under a time budget of {time_budget} s: "
+            "how many brackets of its multi-fidelity schedule fit in it depends on "
+            "the machine's speed and load, so a rerun may end with another pool "
+            f"than its {trials:.0f} trials. Its pool is that of the same search "
+            "without a time budget, stopped after the brackets it completed: "
+            f"--params budget={whole_brackets!r},time_budget=null repeats it (the "
+            "bracket the time budget ended unfinished is left out of its rung "
+            "history)."
+        )
     return (
         f"Run {run.info.run_id} searched under a time budget of {time_budget} s: "
         "how many trials fit in it depends on the machine's speed and load, so a "

@@ -446,12 +446,21 @@ HYPERBAND = {"scheduler": "hyperband"}
             "fidelity.min_resource must be a fraction of rows in (0, 1], got 0",
         ),
         (
-            {**HYPERBAND, "resource": "rows", "min_resource": 0.1, "max_resource": 1.5},
-            "fidelity.max_resource must be a fraction of rows in (0, 1], got 1.5",
+            {**HYPERBAND, "resource": "rows", "min_resource": 1.5},
+            "fidelity.min_resource must be a fraction of rows in (0, 1], got 1.5",
         ),
         (
-            {**HYPERBAND, "resource": "rows", "min_resource": 0.5, "max_resource": 0.2},
-            "fidelity.min_resource=0.5 must be <= max_resource=0.2",
+            {**HYPERBAND, "resource": "rows", "min_resource": 0.1, "max_resource": 0.5},
+            "fidelity.max_resource=0.5 of the rows, but full fidelity is every row",
+        ),
+        (
+            # the folds' min_resource kept when switching to rows
+            {**HYPERBAND, "resource": "rows", "min_resource": 1},
+            "fidelity.min_resource=1 leaves no rung below max_resource=1.0 at eta=3",
+        ),
+        (
+            {**HYPERBAND, "min_resource": 4, "eta": 2},
+            "fidelity.min_resource=4 leaves no rung below max_resource=5 at eta=2",
         ),
         (
             {**HYPERBAND, "resource": "rows"},

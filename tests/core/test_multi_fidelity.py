@@ -1,6 +1,7 @@
 """Multi-fidelity searches on the CV folds: promotion by the ensemble objective,
 brackets run through the search loop, and the `fidelity` block end to end."""
 
+import itertools
 from dataclasses import replace
 from pathlib import Path
 
@@ -16,7 +17,7 @@ from ensemble_bo.core.evaluation import (
 )
 from ensemble_bo.core.fidelity import FidelitySettings
 from ensemble_bo.core.journal import TrialJournal
-from ensemble_bo.core.optimizer import RandomSearch, Suggestion
+from ensemble_bo.core.optimizer import GPEIOptimizer, RandomSearch, Suggestion
 from ensemble_bo.core.parallel import ReplayingRunner, SerialRunner
 from ensemble_bo.core.pool import Pool, TrialResult
 from ensemble_bo.core.results import AllTrialsFailed, IterationRecord
@@ -130,6 +131,7 @@ def test_hyperband_brackets_run_through_the_search_within_the_budget():
     )
     assert result.search_metrics == {
         "fidelity_full_equivalents": pytest.approx(8.4),
+        "fidelity_whole_brackets_equivalents": pytest.approx(8.4),
         "fidelity_configurations": 4 + 3 + 3 + 4,
         "fidelity_brackets": 4,
     }
@@ -419,6 +421,32 @@ class SpentAfter(TimeBudget):
         return len(self.evaluations) >= self.count
 
 
+def test_a_time_budgeted_search_is_repeated_by_a_budget_of_its_whole_brackets():
+    evaluate, y = recording_evaluator()
+    fidelity = FidelitySettings.from_block(HYPERBAND_ON_FOLDS, n_folds=5)
+
+    def search():
+        return SegorSearch(RandomSearch(SPACE, seed=1), evaluate, y, FOLDS, 3)
+
+    # brackets of 7, 4, 3, 7 and 4 evaluations: stopped inside the fifth, with
+    # 1.8 + 1.8 + 3 + 1.8 spent in whole ones, a sum no integer budget gives
+    timed = search().run(
+        100, fidelity=fidelity, time_budget=SpentAfter(evaluate.calls, 22)
+    )
+    spent = timed.search_metrics["fidelity_whole_brackets_equivalents"]
+    assert spent == pytest.approx(8.4) and timed.stopped_by == "time_budget"
+    assert timed.search_metrics["fidelity_full_equivalents"] > spent
+    again = search().run(spent, fidelity=fidelity)
+    assert again.stopped_by == "budget"
+    assert again.pool.configs == timed.pool.configs
+    np.testing.assert_array_equal(
+        again.pool.member_outputs("predictions"),
+        timed.pool.member_outputs("predictions"),
+    )
+    with pytest.raises(ValueError, match="budget must be a positive integer"):
+        search().run(8.4)  # a fractional budget needs a fidelity schedule
+
+
 def test_a_time_budget_spent_inside_a_bracket_ends_the_search_before_its_next_rung():
     fidelity = FidelitySettings.from_block(HYPERBAND_ON_FOLDS, n_folds=5)
     evaluate, y = recording_evaluator()
@@ -576,3 +604,77 @@ def test_the_first_bracket_is_never_cut_by_the_time_budget_and_is_recorded():
         best = min(r.objective for r in ranked if not r.promoted)
         assert all(r.objective <= best for r in ranked if r.promoted)
     assert result.pool.configs[0] == records[-1].config
+
+
+TREE_SPACE = SearchSpace.from_dict(
+    {
+        "max_depth": {"type": "int", "low": 1, "high": 6},
+        "max_features": {"type": "float", "low": 0.1, "high": 1.0},
+    }
+)
+BOHB_ON_FOLDS = {"scheduler": "bohb", "resource": "folds", "eta": 2}
+
+
+def bohb_asks(optimizer_class):
+    """A subclass of `optimizer_class` recording each ask_batch of its copies:
+    (whether the copy was told the pool, that is full fidelity, the batch)."""
+    asks = []
+
+    class Recorded(optimizer_class):
+        on_pool = None
+
+        def told_only(self, X, values):
+            copied = super().told_only(X, values)
+            copied.on_pool = np.array_equal(X, self.X)
+            return copied
+
+        def ask_batch(self, size, pending=()):
+            batch = super().ask_batch(size, pending)
+            asks.append((self.on_pool, batch))
+            return batch
+
+    return Recorded, asks
+
+
+def test_bohb_proposes_from_its_model_on_full_fidelity_not_from_the_gp_design():
+    evaluate, y = recording_evaluator()
+    Recorded, asks = bohb_asks(GPEIOptimizer)
+    fidelity = FidelitySettings.from_block(BOHB_ON_FOLDS, n_folds=5)
+    optimizer = Recorded(TREE_SPACE, seed=3, n_initial=10)
+    # cycles of brackets 4@1 2@2 1@5 | 3@2 1@5 | 3@5 (6.6 full-fidelity
+    # equivalents, 5 trials): 3 cycles and 2 brackets of a fourth in 25
+    result = SegorSearch(optimizer, evaluate, y, FOLDS, 3).run(25, fidelity=fidelity)
+    assert {on_pool for on_pool, _ in asks} == {True, False}  # both kinds of model
+    # every BOHB proposal is the GP's (an EI value), none a Sobol design point
+    assert all(
+        np.isfinite(suggestion.acquisition_value)
+        for _, batch in asks
+        for suggestion in batch
+    )
+    assert optimizer._initial_asked == 0 and len(result.pool) == 17
+
+
+def test_bohb_draws_anew_in_each_bracket():
+    evaluate, y = recording_evaluator()
+    Recorded, asks = bohb_asks(RandomSearch)
+    fidelity = FidelitySettings.from_block(BOHB_ON_FOLDS, n_folds=5)
+    SegorSearch(Recorded(TREE_SPACE, seed=3), evaluate, y, FOLDS, 3).run(
+        25, fidelity=fidelity
+    )
+    firsts = [batch[0].config for _, batch in asks]
+    assert len(firsts) >= 4
+    assert all(a != b for a, b in itertools.combinations(firsts, 2))
+
+
+def test_a_multi_fidelity_search_whose_every_evaluation_fails_stops_early():
+    def failing(config, folds=None, train_fraction=1.0):
+        return TrialResult(None, 0.0, "ValueError: cannot train")
+
+    fidelity = FidelitySettings.from_block(
+        {"scheduler": "successive_halving", "resource": "folds", "eta": 2}, n_folds=5
+    )
+    search = SegorSearch(RandomSearch(SPACE, seed=1), failing, Y, FOLDS, 3)
+    with pytest.raises(AllTrialsFailed) as raised:
+        search.run(100, fidelity=fidelity, max_initial_failures=10)
+    # each bracket ends at its first rung of 4: 12 evaluations reach 10 failures
+    assert len(raised.value.result.rung_evaluations) == 12

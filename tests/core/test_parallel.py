@@ -505,6 +505,27 @@ def test_dask_trials_queued_behind_busy_workers_get_their_whole_time_limit(
     runner.close()
 
 
+def test_dask_trials_sent_once_the_time_budget_is_spent_are_cut_unsent(local_cluster):
+    local_cluster.wait_for_workers(2, timeout=120)
+    evaluator = probe_evaluator(time_limit=30.0)
+    clock = FakeClock()
+    evaluator.time_budget = TimeBudget(1.0, clock=clock)
+    evaluator.time_budget.start()
+    runner = DaskRunner(local_cluster, evaluator, 3)
+    clock.now += 5.0  # spent before the first is sent: the first is never cut
+    for ticket in range(3):
+        runner.submit(ticket, {"probe": "sleep", "seconds": 0.01})
+    results = dict(runner.next_finished() for _ in range(3))
+    runner.close()
+    assert results[0].ok
+    for ticket in (1, 2):  # never sent: no worker ran, none was ended for them
+        assert results[ticket].fit_seconds == 0.0
+        assert results[ticket].error == (
+            "TimeoutError: fit was cut at the end of the time budget of 1 s"
+        )
+    assert len(local_cluster.scheduler_info()["workers"]) == 2
+
+
 def _end_the_worker(cell, *args):
     os._exit(1)
 

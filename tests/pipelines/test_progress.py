@@ -1,6 +1,7 @@
 """The search's progress bar: trials, or the seconds of a time budget."""
 
 import re
+from dataclasses import replace
 
 from ensemble_bo.core.results import IterationRecord
 from ensemble_bo.pipelines.progress import progress_bar
@@ -29,3 +30,12 @@ def test_with_a_time_budget_the_bar_counts_its_seconds_and_names_the_trials(caps
     assert "trials=3" in output
     # seconds of the 60 (not 3 of 10000 trials)
     assert re.search(r"\d+(\.\d+)?/60", output) and "/10000" not in output
+
+
+def test_a_multi_fidelity_bar_counts_the_full_fidelity_equivalents_spent(capsys):
+    with progress_bar(6, "SEGOR on concrete", multi_fidelity=True) as on_iteration:
+        for iteration, spent in enumerate([1.8, 3.6, 6.6]):
+            on_iteration(replace(record(iteration), fidelity_spent=spent))
+    output = capsys.readouterr().err
+    # 6.6 of 6 (the last bracket's rungs may pass it): the bar is full
+    assert "100%" in output and "6.0/6 [" in output and "equiv/s" in output

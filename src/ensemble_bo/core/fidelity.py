@@ -591,8 +591,14 @@ def _resource_range(
                 f"{name} is {full}: the pool's models are the space's, so set "
                 f"{name} there (or leave max_resource null)"
             )
-    elif resource == "rows" and high is None:
-        high = 1.0
+    elif resource == "rows":
+        if high is None:
+            high = 1.0
+        elif high != 1:
+            raise ValueError(
+                f"fidelity.max_resource={high!r} of the rows, but full fidelity is "
+                "every row (1.0): the pool's models are refit on all of them"
+            )
     low = _resource_value("min_resource", low, resource)
     high = _resource_value("max_resource", high, resource)
     if low > high:
@@ -675,6 +681,14 @@ class FidelitySettings:
         if not _is_positive_number(eta) or eta <= 1:
             raise ValueError(f"fidelity.eta must be a finite number > 1, got {eta!r}")
         low, high = _resource_range(block, resource, n_folds, iteration_setting)
+        if max_bracket_index(low, high, eta) == 0:
+            raise ValueError(
+                f"fidelity.min_resource={low!r} leaves no rung below max_resource="
+                f"{high!r} at eta={eta!r}: every configuration would be evaluated in "
+                "full, with no early stopping; give a smaller min_resource (e.g. "
+                + ("0.111 of the rows" if resource == "rows" else "1")
+                + ") or scheduler: none"
+            )
         setting = (
             iteration_setting[0]
             if resource == "iterations" and iteration_setting is not None

@@ -124,8 +124,11 @@ class Optimizer:
 
     def told_only(self, X: np.ndarray, values: np.ndarray) -> Optimizer:
         """A copy of this optimizer told only these points, (t, dim) encoded,
-        and their values, (t,) (NaN: failed), and proposing from them: BOHB's
-        model of a lower budget (Falkner et al. 2018). This one is unchanged.
+        and their values, (t,) (NaN: failed), proposing from them from its
+        first ask, past any initial design: BOHB's model of one budget
+        (Falkner et al. 2018). Its random stream is a new child of this one's,
+        so that successive copies do not repeat each other's draws; this
+        optimizer is otherwise unchanged.
         """
         values = np.asarray(values, dtype=float)
         if np.shape(X) != (len(values), self.space.dim):
@@ -133,7 +136,9 @@ class Optimizer:
                 f"told_only needs (t, {self.space.dim}) points for {len(values)} "
                 f"values, got an array of shape {np.shape(X)}"
             )
+        stream = self._rng.spawn(1)[0]
         copied = copy.deepcopy(self)
+        copied._rng = stream
         copied._X = [np.asarray(x, dtype=float) for x in X]
         copied._values = list(values)
         copied._n_preloaded = len(values)
@@ -287,7 +292,6 @@ class ModelBasedOptimizer(Optimizer):
         raise NotImplementedError
 
     def told_only(self, X: np.ndarray, values: np.ndarray) -> Optimizer:
-        # Past the design: the points told are what the copy models.
         copied = super().told_only(X, values)
         copied._initial_asked = len(copied._initial_design)
         return copied

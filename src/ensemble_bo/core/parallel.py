@@ -38,7 +38,12 @@ from contextlib import contextmanager
 from dataclasses import dataclass, replace
 from typing import Any, Protocol
 
-from ensemble_bo.core.evaluation import CrossValidationEvaluator, _evaluate, trial_limit
+from ensemble_bo.core.evaluation import (
+    CrossValidationEvaluator,
+    _evaluate,
+    budget_cuts,
+    trial_limit,
+)
 from ensemble_bo.core.journal import TrialJournal
 from ensemble_bo.core.pool import TrialResult
 from ensemble_bo.core.time_budget import TimeBudget
@@ -218,9 +223,12 @@ DASK_WORKER_WAIT = 120.0
 class _DaskTrial:
     ticket: int
     config: dict[str, Any]
-    limit: float | None  # seconds; None: none
-    cut_by: str  # what the error of a trial cut at its limit says
+    first: bool  # the search's first trial, never cut by its time budget
     scope: Scope | None = None  # folds and train_fraction; None: all of them
+    # Set when it is sent to the cluster, so that a trial queued behind busy
+    # workers gets the time the budget has left then.
+    limit: float | None = None  # seconds; None: none
+    cut_by: str = ""  # what the error of a trial cut at its limit says
     started: float = math.nan  # when it was sent to the cluster
     worker: str | None = None  # the worker it was sent to
 
@@ -279,18 +287,15 @@ class DaskRunner:
         ]
         self._waiting: deque[_DaskTrial] = deque()
         self._running: dict[Any, _DaskTrial] = {}
+        self._cut_unsent: deque[tuple[int, TrialResult]] = deque()
         self._submitted = 0
 
     def submit(
         self, ticket: int, config: dict[str, Any], scope: Scope | None = None
     ) -> None:
-        limit, cut_by = trial_limit(
-            self._evaluator.time_limit,
-            self._evaluator.time_budget,
-            first=not self._submitted,
-        )
+        first = not self._submitted
         self._submitted += 1
-        self._waiting.append(_DaskTrial(ticket, dict(config), limit, cut_by, scope))
+        self._waiting.append(_DaskTrial(ticket, dict(config), first, scope))
         self._send()
 
     def _send(self) -> None:
@@ -311,8 +316,23 @@ class DaskRunner:
         evaluator = self._evaluator
         while self._waiting and len(self._running) < max(sum(threads.values()), 1):
             # the most free threads; among equals, the first address
-            worker = max(sorted(free), key=free.__getitem__, default=None)
             trial = self._waiting.popleft()
+            limit, cut_by = trial_limit(
+                evaluator.time_limit, evaluator.time_budget, trial.first
+            )
+            if (
+                budget_cuts(evaluator.time_budget, trial.first)
+                and evaluator.time_budget.spent()
+            ):
+                # Cut unsent: sent, it would be cut at once and its worker ended.
+                self._cut_unsent.append(
+                    (
+                        trial.ticket,
+                        TrialResult(None, 0.0, f"TimeoutError: fit {cut_by}"),
+                    )
+                )
+                continue
+            worker = max(sorted(free), key=free.__getitem__, default=None)
             future = self.client.submit(
                 _evaluate,
                 evaluator.model_factory,
@@ -329,13 +349,19 @@ class DaskRunner:
             if worker is not None:
                 free[worker] -= 1
             self._running[future] = replace(
-                trial, started=time.monotonic(), worker=worker
+                trial,
+                limit=limit,
+                cut_by=cut_by,
+                started=time.monotonic(),
+                worker=worker,
             )
 
     def next_finished(self) -> tuple[int, TrialResult]:
         # distributed takes seconds to import: only Dask runs pay for it.
         from distributed import wait as wait_for  # noqa: PLC0415
 
+        if self._cut_unsent:
+            return self._cut_unsent.popleft()
         while True:
             first_deadline = min(trial.deadline for trial in self._running.values())
             try:

@@ -68,7 +68,7 @@ from ensemble_bo.core.selection import (
     plurality_vote_cv_errors,
     weighted_vote_cv_error,
 )
-from ensemble_bo.core.time_budget import TimeBudget
+from ensemble_bo.core.time_budget import TimeBudget, is_seconds
 
 # Ensemble sizing of SEGOR s.3.2, by name and the paper's shorthand.
 SIZE_METHODS = {
@@ -147,6 +147,11 @@ def check_max_initial_failures(value: object) -> int | None:
     return int(value)
 
 
+# Full-fidelity equivalents a multi-fidelity bracket may exceed its budget by
+# (floating-point sums of rung costs).
+BUDGET_SLACK = 1e-9
+
+
 class _InitialTrialsFailed(Exception):
     """Internal: the first trials all failed; `run` raises AllTrialsFailed."""
 
@@ -210,7 +215,7 @@ class PoolSearch:
 
     def run(
         self,
-        budget: int,
+        budget: float,
         callbacks: Iterable[Callable[[IterationRecord], None]] = (),
         algorithm: str = "",
         max_initial_failures: int | None = MAX_INITIAL_FAILURES,
@@ -255,8 +260,11 @@ class PoolSearch:
             isinstance(budget, bool)
             or not isinstance(budget, int | np.integer)
             or budget < 1
-        ):
-            raise ValueError(f"budget must be a positive integer, got {budget!r}")
+        ) and not (fidelity is not None and fidelity.enabled and is_seconds(budget)):
+            raise ValueError(
+                "budget must be a positive integer (with a fidelity schedule, a "
+                f"positive number of full-fidelity equivalents), got {budget!r}"
+            )
         if mode not in MODES:
             raise ValueError(f"mode={mode!r} is not one of {list(MODES)}")
         max_initial_failures = check_max_initial_failures(max_initial_failures)
@@ -275,7 +283,7 @@ class PoolSearch:
         loop = _Loop(
             self,
             SerialRunner(self.evaluate) if runner is None else runner,
-            int(budget),
+            budget,
             list(callbacks),
             result,
             single_losses,
@@ -491,7 +499,7 @@ class _Loop:
         self,
         search: PoolSearch,
         runner: TrialRunner,
-        budget: int,
+        budget: float,
         callbacks: list[Callable[[IterationRecord], None]],
         result: EnsembleSearchResult,
         single_losses: list[float],
@@ -587,6 +595,7 @@ class _Loop:
         metrics = self.result.search_metrics
         metrics.update(
             fidelity_full_equivalents=0.0,
+            fidelity_whole_brackets_equivalents=0.0,
             fidelity_configurations=0.0,
             fidelity_brackets=0.0,
         )
@@ -602,7 +611,9 @@ class _Loop:
             cost = full_fidelity_equivalents(
                 bracket, fidelity.max_resource, reuse=fidelity.resource == "folds"
             )
-            if k and self._fidelity_spent + cost > self.budget:
+            # The slack: a budget copied from a logged spend (a rerun of a
+            # time-budgeted search) meets sums added in another order.
+            if k and self._fidelity_spent + cost > self.budget + BUDGET_SLACK:
                 return
             if k and self.clock.spent():
                 self.result.stopped_by = "time_budget"
@@ -629,6 +640,9 @@ class _Loop:
             if not ended:
                 self.result.stopped_by = "time_budget"
                 return
+            # What repeats this search's pool without its time budget: a budget
+            # of the whole brackets' spend (rerun.time_budget_note).
+            metrics["fidelity_whole_brackets_equivalents"] = self._fidelity_spent
 
     def _run_bracket(
         self,
@@ -650,6 +664,7 @@ class _Loop:
             # A rung trains as one batch: side by side on parallel workers.
             rung = run.rung
             jobs: dict[int, tuple[int, Resource]] = {}
+            trained: dict[int, dict[str, Any]] = {}
             for index, resource in run.next_jobs():
                 config, scope, cost = self._rung_job(
                     fidelity,
@@ -659,7 +674,7 @@ class _Loop:
                 )
                 ticket = next(tickets)
                 self.runner.submit(ticket, config, scope)
-                jobs[ticket] = index, resource
+                jobs[ticket], trained[ticket] = (index, resource), config
                 self._fidelity_spent += cost
             self.result.search_metrics["fidelity_full_equivalents"] = (
                 self._fidelity_spent
@@ -695,7 +710,7 @@ class _Loop:
                     k,
                     rung,
                     float(resource),
-                    config=dict(suggestions[index].config),
+                    config=dict(trained[ticket]),
                     status="ok" if finished[ticket].ok else "failed",
                     objective=objectives.get(index, math.nan),
                     promoted=index in promoted,
@@ -705,10 +720,23 @@ class _Loop:
                 )
                 for ticket, (index, resource) in jobs.items()
             )
+            self._stop_if_only_failures()
         # Failures can end a bracket below its top rung: then nothing joins.
         for index in run.finished():
             self._finish(suggestions[index], results[index])
         return True
+
+    def _stop_if_only_failures(self) -> None:
+        """`max_initial_failures` counted over rung evaluations: failures below
+        full fidelity never reach the pool, so a search whose every
+        configuration fails would spend its whole budget on first rungs."""
+        evaluations = self.result.rung_evaluations
+        if (
+            self.max_initial_failures is not None
+            and len(evaluations) >= self.max_initial_failures
+            and all(evaluation.status == "failed" for evaluation in evaluations)
+        ):
+            raise _InitialTrialsFailed
 
     @property
     def _folds(self) -> np.ndarray:
@@ -756,9 +784,11 @@ class _Loop:
         """A bracket's first rung: random configurations, or for BOHB the
         proposals of the method's optimizer fitted on the largest resource with
         enough observations (Falkner et al. 2018, Algorithm 2), a share of them
-        still random. At max_resource that is the optimizer itself, told the
-        pool; below, a copy told `lower[resource]` with the method's targets for
-        this iteration on the rows they predicted (`rung_objectives`)."""
+        still random. The optimizer proposes through a copy (`told_only`) told
+        the pool at max_resource, or below it `lower[resource]` with the
+        method's targets for this iteration on the rows they predicted
+        (`rung_objectives`): its own design and random start-up are not
+        spent on BOHB's model proposals."""
         search = self.search
         space = search.optimizer.space
 
@@ -776,13 +806,15 @@ class _Loop:
         budget = bohb_model_budget(observed, space.dim)
         if budget is None:
             return [random_suggestion() for _ in range(n)]
-        model = search.optimizer
-        if budget != fidelity.max_resource:
+        optimizer = search.optimizer
+        if budget == fidelity.max_resource:  # the pool, labelled for this iteration
+            model = optimizer.told_only(optimizer.X, optimizer.values)
+        else:
             trials = lower[budget]
             targets = search.rung_objectives(
                 self.pool, trials, self._rung_rows(fidelity, budget)
             )
-            model = model.told_only(
+            model = optimizer.told_only(
                 np.array([suggestion.encoded for suggestion, _ in trials]), targets
             )
         proposals = model.ask_batch(n)

@@ -146,6 +146,12 @@ class TPEOptimizer(Optimizer):
             state=state,
         )
 
+    def told_only(self, X: np.ndarray, values: np.ndarray) -> Optimizer:
+        # Past TPE's random start-up: the points told are what the copy models.
+        copied = super().told_only(X, values)
+        copied.n_initial = 1
+        return copied
+
     def _propose(self, size: int, pending: list[np.ndarray]) -> list[Suggestion]:
         sampler = optuna.samplers.TPESampler(
             n_startup_trials=self.n_initial,

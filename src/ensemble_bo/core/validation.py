@@ -77,11 +77,20 @@ def check_count(
     return int(value)
 
 
-def check_budget(budget: Any) -> int:
-    """The number of configurations a search trains: an int >= 1."""
-    return check_count(
-        budget, "budget", 1, "the number of configurations trained", example=50
-    )
+def check_budget(budget: Any, fractional: bool = False) -> float:
+    """The number of configurations a search trains: an int >= 1; with a
+    fidelity schedule (`fractional`) any number > 0 of full-fidelity
+    equivalents, which a rung's folds or rows can split."""
+    if not fractional:
+        return check_count(
+            budget, "budget", 1, "the number of configurations trained", example=50
+        )
+    if not is_seconds(budget):  # a positive finite number, as seconds are
+        raise InvalidInput(
+            f"budget={budget!r} is not a number > 0 (the full-fidelity equivalents "
+            "a multi-fidelity search spends); give e.g. --params budget=50"
+        )
+    return float(budget)
 
 
 def check_seed(seed: Any) -> int:
@@ -374,7 +383,7 @@ def check_settings(
         )
     if seed is not None:
         check_seed(seed)
-    check_budget(settings["budget"])
+    check_budget(settings["budget"], fractional=multi_fidelity(method, settings))
     try:
         check_time_budget(settings["time_budget"])
     except ValueError as error:
@@ -407,6 +416,12 @@ def check_settings(
         if model == "auto":
             model = settings["default_models"][task] if task is not None else None
         check_fidelity(method, settings, n_folds, model)
+
+
+def multi_fidelity(method: Method, settings: Mapping[str, Any]) -> bool:
+    """Whether the method's search block asks for a fidelity schedule."""
+    block = settings.get(method.search_params, {}).get("fidelity")
+    return isinstance(block, Mapping) and block.get("scheduler", "none") != "none"
 
 
 def check_fidelity(

@@ -14,9 +14,14 @@ from ensemble_bo.core.results import IterationRecord
 
 @contextmanager
 def progress_bar(
-    budget: int, description: str, time_budget: float | None = None
+    budget: float,
+    description: str,
+    time_budget: float | None = None,
+    multi_fidelity: bool = False,
 ) -> Iterator[Callable[[IterationRecord], None]]:
-    """Yield a search callback that moves a bar to the record's iteration.
+    """Yield a search callback that moves a bar to the record's iteration
+    (`multi_fidelity`: to the full-fidelity equivalents spent, which its
+    budget counts).
 
     With a `time_budget` (seconds) the bar counts its seconds instead, and
     the trials so far go next to the losses: whichever budget ends first
@@ -24,6 +29,8 @@ def progress_bar(
     would leave a bar of trials near empty.
     """
     total, unit = (budget, "iter") if time_budget is None else (time_budget, "s")
+    if time_budget is None and multi_fidelity:
+        unit = "equiv"  # full-fidelity equivalents
     start = time.monotonic()
     with tqdm(total=total, desc=description, unit=unit, dynamic_ncols=True) as bar:
 
@@ -37,11 +44,12 @@ def progress_bar(
                 refresh=False,
             )
             # A selection stage repeats the last iteration: the bar does not move.
-            done = (
-                record.iteration + 1
-                if time_budget is None
-                else round(min(time.monotonic() - start, time_budget), 1)
-            )
+            if time_budget is not None:
+                done = round(min(time.monotonic() - start, time_budget), 1)
+            elif multi_fidelity:
+                done = round(min(record.fidelity_spent, budget), 2)
+            else:
+                done = record.iteration + 1
             bar.update(max(0, done - bar.n))
 
         yield on_iteration

@@ -20,6 +20,7 @@ from ensemble_bo.core.journal import JournalFolder, journal_key
 from ensemble_bo.core.methods import Method, Selection, run_method
 from ensemble_bo.core.preparation import ModelInput
 from ensemble_bo.core.results import EnsembleSearchResult
+from ensemble_bo.core.validation import multi_fidelity
 from ensemble_bo.events import SearchResumable, publish, publish_iteration
 from ensemble_bo.pipelines.progress import progress_bar
 from ensemble_bo.reporting import (
@@ -67,7 +68,10 @@ def search_node(method: Method) -> Callable[..., EnsembleSearchResult]:
         publish(SearchResumable(str(journal.directory), len(journal.entries())))
         label = f"{_label(settings, label_blocks(method))} on {model_input.name}"
         with progress_bar(
-            settings["budget"], label, settings["time_budget"]
+            settings["budget"],
+            label,
+            settings["time_budget"],
+            multi_fidelity=multi_fidelity(method, settings),
         ) as on_iteration:
             return run_method(
                 method,
