@@ -741,6 +741,7 @@ def report(records: dict[str, dict[str, Any]], path: Path) -> str:
         if target2
         else "No pairs yet (needs optuna_hb cells)."
     )
+    lines += _by_space(frame, tools, budgets)
     lines += [
         "",
         "## Cost per tool and T (means per cell)",
@@ -781,6 +782,47 @@ def report(records: dict[str, dict[str, Any]], path: Path) -> str:
     ]
     lines += failed_lines(failed)
     return "\n".join([*lines, ""])
+
+
+def _by_space(frame: pd.DataFrame, tools: list[str], budgets: list[float]) -> list[str]:
+    """Both targets' tables for each space alone: the spaces differ in what a
+    configuration costs (an MLP evaluation takes seconds, many SVR ones take
+    milliseconds), which is what multi-fidelity trades on."""
+    lines = ["", "## Both targets, space by space"]
+    for space in sorted(frame["space"].unique()):
+        wide = _wide(frame[frame["space"] == space])
+        lines += [
+            "",
+            f"### {space}",
+            "",
+            markdown_table(
+                [
+                    "comparison",
+                    "paired cells",
+                    "mean loss (MF / full)",
+                    "share <=",
+                    "mean ratio",
+                    "median ratio",
+                    "p better",
+                    "p worse",
+                    "verdict",
+                ],
+                _target1_rows(wide, tools, budgets),
+            ),
+            "",
+            markdown_table(
+                [
+                    "tool vs Optuna HB + Caruana",
+                    "paired cells",
+                    "win rate",
+                    "mean loss (tool / Optuna)",
+                    "Wilcoxon p",
+                    "target 0.65",
+                ],
+                _target2_rows(wide, tools, budgets),
+            ),
+        ]
+    return lines
 
 
 def _setup_lines(frame: pd.DataFrame, tools: list[str]) -> list[str]:
