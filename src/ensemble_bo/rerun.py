@@ -68,7 +68,12 @@ from ensemble_bo.validation import RAW_DATA
 # A unique id per launch, to find the run a launched process opened.
 LAUNCH_TAG = "launch.id"
 RESULT_TABLES = "tables"
-COMPARED_TABLES = ("ensemble_composition", "trial_history", "benchmark_tables/cells")
+COMPARED_TABLES = (
+    "ensemble_composition",
+    "trial_history",
+    "rung_history",
+    "benchmark_tables/cells",
+)
 # Exit codes of `ensemble-bo rerun` (0: reproduced).
 DIFFERENT = 1
 REFUSED = 2
@@ -353,8 +358,8 @@ def _artifact_files(client: MlflowClient, run_id: str, folder: str) -> Iterator[
 
 def result_tables(client: MlflowClient, run_id: str) -> dict[str, pd.DataFrame]:
     """The run's ensemble compositions, trial histories (its pool: every
-    configuration and its CV losses) and a benchmark's cells, by artifact path,
-    without timings."""
+    configuration and its CV losses), a multi-fidelity search's rung histories
+    and a benchmark's cells, by artifact path, without timings."""
     tables = {}
     with tempfile.TemporaryDirectory() as directory:
         for path in _artifact_files(client, run_id, RESULT_TABLES):
