@@ -522,6 +522,27 @@ def _loss_by_budget_table(
     return rows
 
 
+TARGET1_COLUMNS = [
+    "comparison",
+    "paired cells",
+    "mean loss (MF / full)",
+    "share <=",
+    "mean ratio",
+    "median ratio",
+    "p better",
+    "p worse",
+    "verdict",
+]
+TARGET2_COLUMNS = [
+    "tool vs Optuna HB + Caruana",
+    "paired cells",
+    "win rate",
+    "mean loss (tool / Optuna)",
+    "Wilcoxon p",
+    "target 0.65",
+]
+
+
 def _target1_rows(
     wide: pd.DataFrame, tools: list[str], budgets: list[float]
 ) -> list[list[str]]:
@@ -700,17 +721,7 @@ def report(records: dict[str, dict[str, Any]], path: Path) -> str:
     ]
     lines.append(
         markdown_table(
-            [
-                "comparison",
-                "paired cells",
-                "mean loss (MF / full)",
-                "share <=",
-                "mean ratio",
-                "median ratio",
-                "p better",
-                "p worse",
-                "verdict",
-            ],
+            TARGET1_COLUMNS,
             target1,
         )
         if target1
@@ -728,14 +739,7 @@ def report(records: dict[str, dict[str, Any]], path: Path) -> str:
     ]
     lines.append(
         markdown_table(
-            [
-                "tool vs Optuna HB + Caruana",
-                "paired cells",
-                "win rate",
-                "mean loss (tool / Optuna)",
-                "Wilcoxon p",
-                "target 0.65",
-            ],
+            TARGET2_COLUMNS,
             target2,
         )
         if target2
@@ -796,29 +800,12 @@ def _by_space(frame: pd.DataFrame, tools: list[str], budgets: list[float]) -> li
             f"### {space}",
             "",
             markdown_table(
-                [
-                    "comparison",
-                    "paired cells",
-                    "mean loss (MF / full)",
-                    "share <=",
-                    "mean ratio",
-                    "median ratio",
-                    "p better",
-                    "p worse",
-                    "verdict",
-                ],
+                TARGET1_COLUMNS,
                 _target1_rows(wide, tools, budgets),
             ),
             "",
             markdown_table(
-                [
-                    "tool vs Optuna HB + Caruana",
-                    "paired cells",
-                    "win rate",
-                    "mean loss (tool / Optuna)",
-                    "Wilcoxon p",
-                    "target 0.65",
-                ],
+                TARGET2_COLUMNS,
                 _target2_rows(wide, tools, budgets),
             ),
         ]
