@@ -327,7 +327,7 @@ _DAEMON_HINT = (
 )
 
 
-def budget_cuts(time_budget: TimeBudget | None, first: bool) -> bool:
+def _budget_cuts(time_budget: TimeBudget | None, first: bool) -> bool:
     """Whether the time budget may cut a trial (see `trial_limit`)."""
     return time_budget is not None and not first and not time_budget.cuts_held
 
@@ -341,7 +341,7 @@ def trial_limit(
     trial, or one started while the budget holds its cuts, is never cut by the
     budget (the search needs a model to refit).
     """
-    remaining = time_budget.remaining() if budget_cuts(time_budget, first) else None
+    remaining = time_budget.remaining() if _budget_cuts(time_budget, first) else None
     if remaining is None or (time_limit is not None and time_limit <= remaining):
         if time_limit is None:
             return None, ""
@@ -350,6 +350,19 @@ def trial_limit(
     return max(remaining, 1e-3), (
         f"was cut at the end of the time budget of {time_budget.seconds:g} s"
     )
+
+
+def cut_before_start(
+    time_limit: float | None, time_budget: TimeBudget | None, first: bool
+) -> TrialResult | None:
+    """The failed trial of one asked for once `time_budget` is spent, cut before
+    it starts, or None: started, it would be cut at once, and the cut ends the
+    process it ran in (a new worker takes 1.5-2.5 s; a multi-fidelity rung
+    asks for several such trials after the budget ends)."""
+    if not (_budget_cuts(time_budget, first) and time_budget.spent()):
+        return None
+    _, cut_by = trial_limit(time_limit, time_budget, first)
+    return TrialResult(None, 0.0, f"TimeoutError: fit {cut_by}")
 
 
 def _check_time_limit(time_limit: object) -> None:
@@ -497,15 +510,11 @@ class CrossValidationEvaluator:
     def _evaluate_in_worker_process(
         self, config: dict[str, Any], folds: Sequence[int] | None, train_fraction: float
     ) -> TrialResult:
-        limit, cut_by = self._trial_limit()
-        if (
-            budget_cuts(self.time_budget, first=not self.evaluations)
-            and self.time_budget.spent()
-        ):
-            # Cut before it starts: the cut before it may have ended the worker,
-            # and a new one (1.5-2.5 s) would start only to be cut at once; a
-            # multi-fidelity rung asks for several such after the budget ends.
-            return TrialResult(None, 0.0, f"TimeoutError: fit {cut_by}")
+        cut = cut_before_start(
+            self.time_limit, self.time_budget, first=not self.evaluations
+        )
+        if cut is not None:
+            return cut
         start = time.perf_counter()
         try:
             executor = self._ready_worker()
@@ -522,7 +531,7 @@ class CrossValidationEvaluator:
             self._kill_worker()
             raise
         start = time.perf_counter()
-        limit, cut_by = self._trial_limit()  # what is left once the worker is ready
+        limit, cut_by = self._trial_limit()
         try:
             future = executor.submit(
                 _evaluate_in_worker,

@@ -41,7 +41,7 @@ from typing import Any, Protocol
 from ensemble_bo.core.evaluation import (
     CrossValidationEvaluator,
     _evaluate,
-    budget_cuts,
+    cut_before_start,
     trial_limit,
 )
 from ensemble_bo.core.journal import TrialJournal
@@ -317,21 +317,15 @@ class DaskRunner:
         while self._waiting and len(self._running) < max(sum(threads.values()), 1):
             # the most free threads; among equals, the first address
             trial = self._waiting.popleft()
+            cut = cut_before_start(
+                evaluator.time_limit, evaluator.time_budget, trial.first
+            )
+            if cut is not None:  # unsent: sent, it would end its worker
+                self._cut_unsent.append((trial.ticket, cut))
+                continue
             limit, cut_by = trial_limit(
                 evaluator.time_limit, evaluator.time_budget, trial.first
             )
-            if (
-                budget_cuts(evaluator.time_budget, trial.first)
-                and evaluator.time_budget.spent()
-            ):
-                # Cut unsent: sent, it would be cut at once and its worker ended.
-                self._cut_unsent.append(
-                    (
-                        trial.ticket,
-                        TrialResult(None, 0.0, f"TimeoutError: fit {cut_by}"),
-                    )
-                )
-                continue
             worker = max(sorted(free), key=free.__getitem__, default=None)
             future = self.client.submit(
                 _evaluate,
