@@ -75,7 +75,7 @@ def iteration_seconds(search, pool: Pool, iterations: int = 5) -> float:
         start = time.perf_counter()
         search._begin_iteration(iteration, pool)
         targets = search._targets(pool, slice(None), single)
-        search.optimizer._values = list(targets)  # what relabel stores, without copies
+        search.optimizer._values = list(targets)  # what retarget stores, without copies
         search.optimizer._X = [np.zeros(1)] * len(targets)
         search._update(pool, single)
         if iteration:  # the first fills the ensemble from empty

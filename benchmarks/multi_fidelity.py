@@ -331,7 +331,7 @@ class _PrunedCV:
     and the failed trials' errors."""
 
     def __init__(self, algorithm: str, space: SearchSpace, data: Any, model_seed: int):
-        self.algorithm, self.space, self.data = algorithm, space, data
+        self.model_name, self.space, self.data = algorithm, space, data
         self.model_seed = model_seed
         self.folds = np.unique(data.fold_ids)
         self.configs: dict[int, dict[str, Any]] = {}
@@ -340,7 +340,7 @@ class _PrunedCV:
 
     def _fold(self, config: dict[str, Any], fold: int) -> np.ndarray:
         """Fold `fold`'s predictions (its rows; the others NaN), fitted on the rest."""
-        model = make_model(self.algorithm, config, self.model_seed)
+        model = make_model(self.model_name, config, self.model_seed)
         with quiet_iteration_caps():
             part, _ = out_of_fold_predictions(
                 model,
@@ -404,7 +404,7 @@ def _caruana_refit(
         "regression",
         [
             make_model(
-                objective.algorithm,
+                objective.model_name,
                 objective.configs[complete[i]],
                 prepared["model_seed"],
             )

@@ -318,11 +318,11 @@ class RecordingRelabels:
 
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
-        self.relabels = []
+        self.retargets = []
 
-    def relabel(self, values):
-        self.relabels.append(np.array(values))
-        super().relabel(values)
+    def retarget(self, values):
+        self.retargets.append(np.array(values))
+        super().retarget(values)
 
 
 def central_gradient(f, X: np.ndarray, h: float = 2e-5) -> np.ndarray:

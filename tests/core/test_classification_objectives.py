@@ -822,7 +822,7 @@ def test_a_sego_run_matches_brute_force_for_each_objective(name):
         others = [s for k, s in enumerate(previous) if k != i % size and s is not None]
         # the GP targets of the models trained before iteration i
         np.testing.assert_allclose(
-            optimizer.relabels[i],
+            optimizer.retargets[i],
             [brute_loss(name, [*others, h]) if OK[h] else math.nan for h in range(i)],
             rtol=1e-10,
         )

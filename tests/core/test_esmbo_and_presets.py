@@ -68,7 +68,7 @@ def table_evaluator(table=TABLE):
 
 
 class RecordingRandomSearch(RecordingRelabels, RandomSearch):
-    """Random search that keeps every set of targets the strategy relabels it with."""
+    """Random search that keeps every set of targets the strategy retargets it with."""
 
 
 def esmbo(rho=1.0, table=TABLE, **kwargs):
@@ -206,8 +206,8 @@ def test_auto_rho_is_tuned_on_the_initial_design_and_the_replicas_redrawn():
     after = counts / size
     all_losses = (predictions - Y) ** 2  # NaN rows for failed trials
     optimizer = search.optimizer
-    assert len(optimizer.relabels) == 15
-    for i, targets in enumerate(optimizer.relabels):
+    assert len(optimizer.retargets) == 15
+    for i, targets in enumerate(optimizer.retargets):
         replica = (before if i < tuned_at else after)[i % 4]
         np.testing.assert_allclose(
             targets, all_losses[:i] @ replica, rtol=1e-10, equal_nan=True
@@ -227,7 +227,7 @@ def test_auto_rho_waits_for_two_successful_trials():
     before = hand_replicas(7, N, N, 4) / N
     losses = (result.pool.predictions[:6] - Y) ** 2
     np.testing.assert_allclose(
-        search.optimizer.relabels[6],
+        search.optimizer.retargets[6],
         losses @ before[6 % 4],
         rtol=1e-10,
         equal_nan=True,

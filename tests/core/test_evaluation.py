@@ -97,7 +97,7 @@ def test_a_model_that_fails_to_train_is_a_failed_trial():
 def test_unknown_algorithm_is_an_error_before_any_training():
     with pytest.raises(
         ValueError,
-        match="unknown algorithm 'boosted_tree'; available: \\[.*'decision_tree_regressor'",
+        match="unknown model 'boosted_tree'; available: \\[.*'decision_tree_regressor'",
     ):
         CrossValidationEvaluator("boosted_tree", X, Y, FOLDS)
 

@@ -76,7 +76,7 @@ def test_every_method_reads_blocks_the_conf_declares_and_runs_on_its_tasks():
             result = run_method(method.name, data, settings(budget=5), seed=0)
             assert result.task == task and len(result.pool) == 5
             # `auto` (and segor's model) resolved to the task's default_models entry
-            assert result.algorithm == CHEAP["default_models"][task]
+            assert result.model_name == CHEAP["default_models"][task]
             assert [r.iteration for r in result.history] == list(range(5))
             assert math.isfinite(result.history[-1].ensemble_loss)
 
@@ -85,7 +85,7 @@ def test_segor_builds_a_fixed_size_ensemble_from_the_conf_space():
     assert CONF["ensemble"]["variant"] == "f-m"
     result = run_method("segor", REGRESSION, settings(ensemble={"size": 3}), 0)
     assert len(result.pool) == 6 and len(result.members) == 3
-    assert result.algorithm == CHEAP_MODEL
+    assert result.model_name == CHEAP_MODEL
     assert set(result.pool.configs[0]) == set(CONF["models"][CHEAP_MODEL])
 
 

@@ -113,14 +113,14 @@ def test_failed_evaluations_stay_out_of_the_gp_and_the_loop_goes_on():
     assert optimizer.X.shape == (10, 2)
 
 
-def test_relabel_replaces_every_value():
+def test_retarget_replaces_every_value():
     optimizer = minimize(seed=0, budget=5, n_initial=5)
-    optimizer.relabel(np.arange(5.0))
+    optimizer.retarget(np.arange(5.0))
     np.testing.assert_array_equal(optimizer.values, np.arange(5.0))
     with pytest.raises(
-        ValueError, match=r"relabel needs 5 values, got an array of shape \(4,\)"
+        ValueError, match=r"retarget needs 5 values, got an array of shape \(4,\)"
     ):
-        optimizer.relabel(np.arange(4.0))
+        optimizer.retarget(np.arange(4.0))
 
 
 def test_bad_values_and_settings_are_named():

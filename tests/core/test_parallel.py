@@ -199,16 +199,16 @@ def test_a_failed_trial_in_a_batch_is_recorded_and_the_search_goes_on():
 def test_esmbo_proposes_a_batch_for_consecutive_replicas():
     optimizer = GPEIOptimizer(SPACE, seed=0, n_initial=3, gp_restarts=1)
     search = EsmboSearch(optimizer, synthetic_evaluator, Y, FOLDS, n_replicas=4, seed=0)
-    relabels = []
-    relabel = optimizer.relabel
-    optimizer.relabel = lambda values: relabels.append(np.array(values)) or relabel(
+    retargets = []
+    retarget = optimizer.retarget
+    optimizer.retarget = lambda values: retargets.append(np.array(values)) or retarget(
         values
     )
     result = search.run(8, runner=ScriptedRunner(4), mode="sync")
     # one worker per replica: iteration i works for replica i mod 4 ...
     assert [record.slot for record in result.history] == [0, 1, 2, 3, 0, 1, 2, 3]
     # ... and the second batch's 4 proposals were asked on 4 replicas' targets
-    second_batch = relabels[8:12]
+    second_batch = retargets[8:12]
     assert all(len(targets) == 4 for targets in second_batch)
     assert len({targets.tobytes() for targets in second_batch}) == 4
 

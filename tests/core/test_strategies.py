@@ -90,7 +90,7 @@ def test_segor_fixed_matches_a_brute_force_reading_of_algorithm_1():
             else math.nan
             for h in range(i)
         ]
-        np.testing.assert_allclose(optimizer.relabels[i], expected_targets, rtol=1e-10)
+        np.testing.assert_allclose(optimizer.retargets[i], expected_targets, rtol=1e-10)
         # slot j is refilled by the argmin over the whole pool, the new model included
         candidates = [
             (brute_force_loss(predictions, [*others, h]), h)
@@ -514,7 +514,7 @@ def test_esmbo_matches_a_brute_force_reading_of_algorithm_2():
         assert record.slot == v
         # SMBO of replica v sees the risks on S'_v of every model trained so far
         expected = [risk(h, v) if ok[h] else math.nan for h in range(i)]
-        np.testing.assert_allclose(optimizer.relabels[i], expected, rtol=1e-10)
+        np.testing.assert_allclose(optimizer.retargets[i], expected, rtol=1e-10)
     # the ensemble: each replica's argmin over the whole pool, weight = wins / N
     winners = [
         min((risk(h, v), h) for h in range(budget) if ok[h])[1]
@@ -650,7 +650,7 @@ def test_sego_matches_a_brute_force_reading_of_its_algorithm_1():
             else math.nan
             for h in range(i)
         ]
-        np.testing.assert_allclose(optimizer.relabels[i], expected_targets, rtol=1e-10)
+        np.testing.assert_allclose(optimizer.retargets[i], expected_targets, rtol=1e-10)
         candidates = [
             (brute_force_squared_margin(predictions, [*others, h]), h)
             for h in range(i + 1)
@@ -804,11 +804,11 @@ def test_a_search_whose_first_trials_all_fail_stops_listing_their_errors():
         ["ValueError: Input X contains infinity", "RuntimeError: boom"]
     )
     with pytest.raises(AllTrialsFailed) as error:
-        random_segor(evaluate).run(30, algorithm="svr")
+        random_segor(evaluate).run(30, model_name="svr")
     assert evaluate.calls == MAX_INITIAL_FAILURES == 10
     message = str(error.value)
     assert (
-        "the first 10 trials of model space 'svr' all failed, so the search stopped "
+        "the first 10 trials of model 'svr' all failed, so the search stopped "
         "before its budget of 30 (max_initial_failures=10)" in message
     )
     assert (

@@ -1,4 +1,4 @@
-"""The TPE adapter: Optuna's TPESampler over our spaces and relabelled histories."""
+"""The TPE adapter: Optuna's TPESampler over our spaces and retargeted histories."""
 
 import numpy as np
 import pytest
@@ -41,11 +41,11 @@ def test_tpe_proposes_where_the_told_values_are_good():
     assert abs(np.median(proposals) - 0.2) < 0.1
 
 
-def test_a_relabelled_history_moves_the_proposals():
-    # SEGOR relabels every told point at each iteration; TPE must see the new values.
+def test_a_retargeted_history_moves_the_proposals():
+    # SEGOR retargets every told point at each iteration; TPE must see the new values.
     optimizer = TPEOptimizer(LINE, seed=0, n_initial=10)
     told_line(optimizer, good_at=0.2)
-    optimizer.relabel(np.abs(optimizer.X[:, 0] - 0.8))
+    optimizer.retarget(np.abs(optimizer.X[:, 0] - 0.8))
     proposals = [s.config["x"] for s in optimizer.ask_batch(8)]
     assert abs(np.median(proposals) - 0.8) < 0.1
 

@@ -201,7 +201,7 @@ def test_model_task_names_each_entry_and_refuses_unknown_ones():
     for name in MODEL_FACTORIES:
         expected = "regression" if name in regression else "classification"
         assert model_task(name) == expected
-    with pytest.raises(ValueError, match="unknown algorithm 'xgboost'"):
+    with pytest.raises(ValueError, match="unknown model 'xgboost'"):
         model_task("xgboost")
 
 

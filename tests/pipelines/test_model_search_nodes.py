@@ -9,7 +9,7 @@ from ensemble_bo.core.journal import JournalFolder, TrialJournal
 from ensemble_bo.core.methods import METHODS, POSTHOC, run_method
 from ensemble_bo.core.preparation import make_model_input
 from ensemble_bo.pipelines.model_search.nodes import (
-    label_blocks,
+    display_name_blocks,
     refit_and_score,
     report_node,
     search_node,
@@ -129,8 +129,8 @@ def test_refit_scores_regression_on_the_standardized_target():
 
 
 def test_reports_carry_the_labels_of_the_search_and_its_selection():
-    assert label_blocks(METHODS["smbo_posthoc"]) == ("smbo", "posthoc")
-    assert label_blocks(METHODS["ers"]) == ("ers",)
+    assert display_name_blocks(METHODS["smbo_posthoc"]) == ("smbo", "posthoc")
+    assert display_name_blocks(METHODS["ers"]) == ("ers",)
     data = model_input(VALUES, "regression")
     result = run_method("segor", data, blocks_of(METHODS["segor"], 4), 0)
     report = report_node(("smbo", "posthoc"))

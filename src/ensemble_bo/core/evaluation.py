@@ -36,7 +36,7 @@ ModelFactory = Callable[[str, dict[str, Any], int], BaseEstimator]
 
 def _evaluate(
     model_factory: ModelFactory,
-    algorithm: str,
+    model_name: str,
     config: dict[str, Any],
     random_state: int,
     X: np.ndarray,
@@ -48,7 +48,7 @@ def _evaluate(
     """The evaluation itself, the same in-process and in a worker."""
     start = time.perf_counter()
     try:
-        model = model_factory(algorithm, config, random_state)
+        model = model_factory(model_name, config, random_state)
         with quiet_iteration_caps():
             predictions, probabilities = out_of_fold_predictions(
                 model, X, y, fold_ids, folds, train_fraction, random_state
@@ -302,7 +302,7 @@ def _stop_parked_worker() -> None:
 
 def _evaluate_in_worker(
     model_factory: ModelFactory,
-    algorithm: str,
+    model_name: str,
     config: dict[str, Any],
     random_state: int,
     folds: Sequence[int] | None = None,
@@ -310,7 +310,7 @@ def _evaluate_in_worker(
 ) -> TrialResult:
     return _evaluate(
         model_factory,
-        algorithm,
+        model_name,
         config,
         random_state,
         **_worker_data,
@@ -382,8 +382,8 @@ class CrossValidationEvaluator:
 
     X: (n, p) features; y: (n,) targets; fold_ids: (n,) fold index of each row.
 
-    model_factory(algorithm, config, random_state) builds the unfitted model;
-    it defaults to the zoo's `make_model` (and only then is `algorithm` checked
+    model_factory(model_name, config, random_state) builds the unfitted model;
+    it defaults to the zoo's `make_model` (and only then is `model_name` checked
     against the zoo). With a `time_limit` it must be picklable, i.e. a
     module-level function.
 
@@ -418,7 +418,7 @@ class CrossValidationEvaluator:
     limit (several evaluators then train in parallel: core.parallel).
     """
 
-    algorithm: str
+    model_name: str
     X: np.ndarray
     y: np.ndarray
     fold_ids: np.ndarray
@@ -429,9 +429,9 @@ class CrossValidationEvaluator:
     worker_process: bool = False
 
     def __post_init__(self) -> None:
-        if self.model_factory is make_model and self.algorithm not in MODEL_FACTORIES:
+        if self.model_factory is make_model and self.model_name not in MODEL_FACTORIES:
             raise ValueError(
-                f"unknown algorithm {self.algorithm!r}; available: {sorted(MODEL_FACTORIES)}"
+                f"unknown model {self.model_name!r}; available: {sorted(MODEL_FACTORIES)}"
             )
         if not len(self.X) == len(self.y) == len(self.fold_ids):
             raise ValueError(
@@ -476,7 +476,7 @@ class CrossValidationEvaluator:
         if self._trial_limit()[0] is None and not self.worker_process:
             return _evaluate(
                 self.model_factory,
-                self.algorithm,
+                self.model_name,
                 config,
                 self.random_state,
                 self.X,
@@ -536,7 +536,7 @@ class CrossValidationEvaluator:
             future = executor.submit(
                 _evaluate_in_worker,
                 self.model_factory,
-                self.algorithm,
+                self.model_name,
                 dict(config),
                 self.random_state,
                 None if folds is None else list(folds),

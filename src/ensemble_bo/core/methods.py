@@ -96,7 +96,7 @@ class Method:
     """One method of the papers: its tasks, its parameters, its search, its selection.
 
     search_params: the block with the search's `model`, `optimizer`,
-    `time_limit` and `label` (its own parameters file); extra_params: other
+    `time_limit` and `display_name` (its own parameters file); extra_params: other
     blocks its search reads; variant: applies a `name:<variant>` suffix to
     the settings (None: no suffix).
     """
@@ -489,7 +489,7 @@ def run_method(
         result = search.run(
             settings["budget"],
             callbacks,
-            algorithm=model,
+            model_name=model,
             max_initial_failures=settings["max_initial_failures"],
             time_budget=time_budget,
             runner=runner,

@@ -144,7 +144,7 @@ class Optimizer:
         copied._n_preloaded = len(values)
         return copied
 
-    def relabel(self, values: np.ndarray) -> None:
+    def retarget(self, values: np.ndarray) -> None:
         """Replace every told value at once, shape (t,), NaN for failed trials.
 
         Ensemble strategies need this: the objective f(gamma | E) of the models
@@ -153,7 +153,7 @@ class Optimizer:
         values = np.asarray(values, dtype=float)
         if values.shape != (len(self._X),):
             raise ValueError(
-                f"relabel needs {len(self._X)} values, got an array of shape {values.shape}"
+                f"retarget needs {len(self._X)} values, got an array of shape {values.shape}"
             )
         self._values = list(values)
 

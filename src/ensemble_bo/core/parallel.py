@@ -330,7 +330,7 @@ class DaskRunner:
             future = self.client.submit(
                 _evaluate,
                 evaluator.model_factory,
-                evaluator.algorithm,
+                evaluator.model_name,
                 trial.config,
                 evaluator.random_state,
                 *self._data,

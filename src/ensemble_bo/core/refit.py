@@ -37,7 +37,7 @@ def ensemble_estimator(
     return build_ensemble_model(
         result.task,
         [
-            make_model(result.algorithm, result.pool.configs[i], model_seed)
+            make_model(result.model_name, result.pool.configs[i], model_seed)
             for i in weights
         ],
         list(weights.values()),

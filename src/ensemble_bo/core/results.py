@@ -72,9 +72,9 @@ class EnsembleSearchResult:
     target: np.ndarray | None = None
     # Optimized weights (e.g. BFGS) replacing the members' counts, by pool index.
     weights: dict[int, float] | None = None
-    # The learning algorithm (model space) whose configurations the pool holds;
-    # strategies are algorithm-agnostic, so whoever runs them names it (run()).
-    algorithm: str = ""
+    # The model (a name of parameters_models.yml) whose configurations the pool
+    # holds; strategies never build models, so whoever runs them names it.
+    model_name: str = ""
     # Trials answered from a journal instead of trained (a resumed search).
     trials_reused: int = 0
     # Wall seconds the search took (refit excluded), and what ended it: its
@@ -89,6 +89,13 @@ class EnsembleSearchResult:
     objective: str = ""
     # A multi-fidelity search's every rung evaluation, in order; empty without.
     rung_evaluations: list[RungEvaluation] = field(default_factory=list)
+
+    def __setstate__(self, state: dict) -> None:
+        # Results pickled before the field was renamed name the model `algorithm`.
+        state = dict(state)
+        if "algorithm" in state:
+            state["model_name"] = state.pop("algorithm")
+        self.__dict__.update(state)
 
     @property
     def voting(self) -> str:
@@ -183,7 +190,7 @@ class AllTrialsFailed(SearchInterrupted):
                 groups.setdefault(_NUMBER.sub("#", str(error)), []).append(str(error))
         self.errors = [texts[0] for texts in groups.values()]
         trials = len(result.pool)
-        where = f" of model space {result.algorithm!r}" if result.algorithm else ""
+        where = f" of model {result.model_name!r}" if result.model_name else ""
         if result.stopped_by == "time_budget":
             what = (
                 f"the time budget ended the search after {trials} trials{where}, "
@@ -215,7 +222,7 @@ class AllTrialsFailed(SearchInterrupted):
             self,
             f"{what}. Distinct errors: {shown}"
             + (f" (and {more} more)" if more > 0 else "")
-            + ". Fix the data or the model space's ranges; the failed trials are "
+            + ". Fix the data or the model's search space; the failed trials are "
             "kept in the exception's result (the trial history)",
         )
 

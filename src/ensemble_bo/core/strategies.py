@@ -217,14 +217,14 @@ class PoolSearch:
         self,
         budget: float,
         callbacks: Iterable[Callable[[IterationRecord], None]] = (),
-        algorithm: str = "",
+        model_name: str = "",
         max_initial_failures: int | None = MAX_INITIAL_FAILURES,
         time_budget: TimeBudget | None = None,
         runner: TrialRunner | None = None,
         mode: str = "sync",
         fidelity: FidelitySettings | None = None,
     ) -> EnsembleSearchResult:
-        """Train `budget` configurations; `algorithm` names the model space searched.
+        """Train `budget` configurations; `model_name` names the model searched.
 
         With a `time_budget` (shared with the evaluator, which cuts a trial at
         its end), the search also stops between trials once that is spent,
@@ -273,7 +273,7 @@ class PoolSearch:
             [],
             np.empty(0),
             target=self.target,
-            algorithm=algorithm,
+            model_name=model_name,
             objective=self.objective.name,
         )
         single_losses: list[float] = []
@@ -327,7 +327,7 @@ class PoolSearch:
         """Prepare `iteration` and tell the optimizer its targets; its slot."""
         slot = self._begin_iteration(iteration, pool)
         # NaN rows (failed trials) stay NaN and out of the GP.
-        self.optimizer.relabel(self._targets(pool, slice(None), single_losses))
+        self.optimizer.retarget(self._targets(pool, slice(None), single_losses))
         return slot
 
     def _outputs(self, pool: Pool) -> np.ndarray:
@@ -1315,7 +1315,7 @@ def posthoc_selection(
         source.single_losses,
         history,
         target=source.target,
-        algorithm=source.algorithm,
+        model_name=source.model_name,
         objective=chosen.name,
     )
     if weighting == "counts":
@@ -1490,6 +1490,6 @@ def agnostic_bayes_selection(
         [record],
         target=source.target,
         weights=weights,
-        algorithm=source.algorithm,
+        model_name=source.model_name,
         objective=chosen.name,
     )

@@ -5,7 +5,7 @@ good and bad configurations instead of the loss; Optuna's implementation is
 well kept and tested, so it is the engine here rather than a copy of it.
 
 Optuna's samplers read a study's trials, while our optimizers keep a history
-whose values ensemble strategies replace at every iteration (`relabel`:
+whose values ensemble strategies replace at every iteration (`retarget`:
 SEGOR's objective f(gamma | E) changes whenever the ensemble E does). So each
 ask builds a fresh in-memory study from the history as it stands: every told
 point a COMPLETE trial with its current value (FAIL for a failed

@@ -235,9 +235,11 @@ def _check_time_limit(path: str, value: Any, tasks: tuple[str, ...]) -> None:
         )
 
 
-def _check_label(path: str, value: Any, tasks: tuple[str, ...]) -> None:
+def _check_display_name(path: str, value: Any, tasks: tuple[str, ...]) -> None:
     if not isinstance(value, str):
-        raise InvalidInput(f"{path}={value!r} is not a text (it names the method)")
+        raise InvalidInput(
+            f"{path}={value!r} is not a text (the method's name in titles)"
+        )
 
 
 def _check_variant(path: str, value: Any, tasks: tuple[str, ...]) -> None:
@@ -302,7 +304,7 @@ _BLOCK_KEYS = {
     "n_samples": _count(1, "the number of posterior samples"),
     "max_size": _count(1, "the number of greedy selection steps"),
     "warm_start": _count(0, "the best single models to start from; 0: none"),
-    "label": _check_label,
+    "display_name": _check_display_name,
     "time_limit": _check_time_limit,
     "variant": _check_variant,
     "loss": _check_loss,

@@ -1,6 +1,6 @@
-"""Learning algorithms the strategies can tune, by name.
+"""The models the searches tune, by name: an estimator, or a family of them.
 
-Each factory maps a configuration of the algorithm's search space (the
+Each factory maps a configuration of the model's search space (the
 `models` block of conf/base/parameters_models.yml, from the papers' spaces)
 to an unfitted scikit-learn estimator. Algorithms that are sensitive to the
 scale of their inputs get a StandardScaler in front, fitted inside each fold.
@@ -11,7 +11,7 @@ stopping) are constants of the spaces in conf, not defaults here: the
 factories read them from the configuration and refuse one that lacks them
 (`MissingSettingError`).
 
-Every algorithm is a regressor or a classifier (`model_task`); classifiers are
+Every model is a regressor or a classifier (`model_task`); classifiers are
 given integer class codes 0..K-1 and predict labels, and their probabilities
 where they have `predict_proba` (evaluation.out_of_fold_predictions).
 
@@ -355,18 +355,18 @@ def quiet_iteration_caps() -> Iterator[None]:
         yield
 
 
-def _unknown(algorithm: str) -> ValueError:
+def _unknown(model_name: str) -> ValueError:
     return ValueError(
-        f"unknown algorithm {algorithm!r}; available: {sorted(MODEL_FACTORIES)}"
+        f"unknown model {model_name!r}; available: {sorted(MODEL_FACTORIES)}"
     )
 
 
-def model_task(algorithm: str) -> Task:
-    """Whether `algorithm` is a "regression" or a "classification" model."""
+def model_task(model_name: str) -> Task:
+    """Whether the model `model_name` is a "regression" or a "classification" one."""
     try:
-        return MODEL_TASKS[algorithm]
+        return MODEL_TASKS[model_name]
     except KeyError:
-        raise _unknown(algorithm) from None
+        raise _unknown(model_name) from None
 
 
 def takes_missing_values(model: BaseEstimator) -> bool:
@@ -394,14 +394,14 @@ def with_imputation(model: BaseEstimator) -> BaseEstimator:
 
 
 def make_model(
-    algorithm: str, params: dict[str, Any], random_state: int
+    model_name: str, params: dict[str, Any], random_state: int
 ) -> BaseEstimator:
-    """An unfitted estimator of `algorithm` with hyperparameters `params`.
+    """An unfitted estimator of the model `model_name` with hyperparameters `params`.
 
     It takes features with missing values (see the module's docstring).
     """
     try:
-        factory = MODEL_FACTORIES[algorithm]
+        factory = MODEL_FACTORIES[model_name]
     except KeyError:
-        raise _unknown(algorithm) from None
+        raise _unknown(model_name) from None
     return with_imputation(factory(params, random_state))

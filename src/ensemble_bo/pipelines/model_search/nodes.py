@@ -32,16 +32,17 @@ from ensemble_bo.reporting import (
 )
 
 
-def label_blocks(method: Method) -> tuple[str, ...]:
-    """The parameter blocks whose `label`s name the method: its search's, its selection's."""
+def display_name_blocks(method: Method) -> tuple[str, ...]:
+    """The parameter blocks whose `display_name`s name the method: its search's,
+    its selection's."""
     selection = method.selection
     if selection is None or selection.params == method.search_params:
         return (method.search_params,)
     return (method.search_params, selection.params)
 
 
-def _label(blocks: Mapping[str, Any], names: tuple[str, ...]) -> str:
-    return " + ".join(blocks[name]["label"] for name in names)
+def _display_name(blocks: Mapping[str, Any], names: tuple[str, ...]) -> str:
+    return " + ".join(blocks[name]["display_name"] for name in names)
 
 
 def search_node(method: Method) -> Callable[..., EnsembleSearchResult]:
@@ -66,10 +67,10 @@ def search_node(method: Method) -> Callable[..., EnsembleSearchResult]:
         if not resume:
             journal.discard()
         publish(SearchResumable(str(journal.directory), len(journal.entries())))
-        label = f"{_label(settings, label_blocks(method))} on {model_input.name}"
+        title = f"{_display_name(settings, display_name_blocks(method))} on {model_input.name}"
         with progress_bar(
             settings["budget"],
-            label,
+            title,
             settings["time_budget"],
             multi_fidelity=multi_fidelity(method, settings),
         ) as on_iteration:
@@ -104,7 +105,7 @@ def selection_node(selection: Selection) -> Callable[..., EnsembleSearchResult]:
             ) from error
         # The selection curve, step by step, as a search logs its iterations.
         with progress_bar(
-            len(result.history), f"{block['label']} from {source_name}"
+            len(result.history), f"{block['display_name']} from {source_name}"
         ) as on_step:
             for record in result.history:
                 on_step(record)
@@ -150,7 +151,7 @@ def report_node(
     ...,
     tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame, Figure, Figure, dict[str, float]],
 ]:
-    """The node function reporting a search; the parameter blocks `names` label it."""
+    """The node function reporting a search; the parameter blocks `names` give its title."""
 
     def report_search(
         search_result: EnsembleSearchResult, model_input: ModelInput, **blocks: Any
@@ -159,7 +160,7 @@ def report_node(
     ]:
         """Trial history, a multi-fidelity search's rung evaluations, ensemble
         composition, convergence plot, diversity heatmap, MI."""
-        title = f"{_label(blocks, names)} on {model_input.name}"
+        title = f"{_display_name(blocks, names)} on {model_input.name}"
         return (
             trial_history(search_result),
             rung_history(search_result),

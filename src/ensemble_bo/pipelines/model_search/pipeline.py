@@ -11,7 +11,7 @@ from kedro.pipeline import Node, Pipeline
 from ensemble_bo.core.methods import Method, Selection
 
 from .nodes import (
-    label_blocks,
+    display_name_blocks,
     refit_and_score,
     report_node,
     search_node,
@@ -36,7 +36,7 @@ def create_pipeline(method: Method, **kwargs) -> Pipeline:
         outputs=f"{method.name}_search_result",
         name=f"{method.name}_search",
     )
-    return Pipeline([search]) + _refit_and_report(method.name, label_blocks(method))
+    return Pipeline([search]) + _refit_and_report(method.name, display_name_blocks(method))
 
 
 def create_selection_pipeline(selection: Selection, **kwargs) -> Pipeline:
@@ -55,7 +55,7 @@ def create_selection_pipeline(selection: Selection, **kwargs) -> Pipeline:
     return Pipeline([select]) + _refit_and_report(selection.name, (selection.params,))
 
 
-def _refit_and_report(name: str, label_blocks: tuple[str, ...]) -> Pipeline:
+def _refit_and_report(name: str, display_name_blocks: tuple[str, ...]) -> Pipeline:
     return Pipeline(
         [
             Node(
@@ -74,11 +74,11 @@ def _refit_and_report(name: str, label_blocks: tuple[str, ...]) -> Pipeline:
                 name=f"{name}_refit_and_score",
             ),
             Node(
-                report_node(label_blocks),
+                report_node(display_name_blocks),
                 inputs={
                     "search_result": f"{name}_search_result",
                     "model_input": "model_input",
-                    **_params(label_blocks),
+                    **_params(display_name_blocks),
                 },
                 outputs=[
                     f"{name}_trial_history",
