@@ -24,9 +24,10 @@ from pathlib import Path
 import numpy as np
 
 from ensemble_bo.core.optimizer import RandomSearch
-from ensemble_bo.core.pool import Pool, TrialResult
+from ensemble_bo.core.pool import Pool
 from ensemble_bo.core.space import SearchSpace
 from ensemble_bo.core.strategies import EsmboSearch, SegorSearch, SegoSearch
+from ensemble_bo.core.trials import TrialResult
 
 RESULTS = Path(__file__).resolve().parent / "results"
 SPACE = SearchSpace.from_dict({"x": {"type": "float", "low": 0.0, "high": 1.0}})

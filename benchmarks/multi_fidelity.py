@@ -92,7 +92,7 @@ from ensemble_bo.core.preparation import (
     make_model_input,
 )
 from ensemble_bo.core.seeding import derive_seed
-from ensemble_bo.core.selection import greedy_selection_with_replacement
+from ensemble_bo.core.selection.greedy import greedy_selection_with_replacement
 from ensemble_bo.core.space import CategoricalParameter, ConstantParameter, SearchSpace
 from ensemble_bo.core.tpe import optuna_distributions
 from ensemble_bo.core.zoo import make_model, quiet_iteration_caps

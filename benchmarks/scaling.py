@@ -75,12 +75,12 @@ from ensemble_bo.core.evaluation import CrossValidationEvaluator
 from ensemble_bo.core.methods import METHODS
 from ensemble_bo.core.optimizer_kinds import make_optimizer
 from ensemble_bo.core.parallel import ParallelSettings, trial_runner
-from ensemble_bo.core.pool import TrialResult
 from ensemble_bo.core.preparation import ModelInput, prepare, split_dataset
 from ensemble_bo.core.refit import test_sample_losses
 from ensemble_bo.core.seeding import derive_seed
 from ensemble_bo.core.space import SearchSpace
 from ensemble_bo.core.strategies import SegorSearch
+from ensemble_bo.core.trials import TrialResult
 from ensemble_bo.validation import load_raw_dataset
 
 DEFAULT_OUTPUT = RESULTS / "scaling"

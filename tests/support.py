@@ -4,6 +4,7 @@ an optimizer that records what strategies tell it, finite-difference gradients."
 from __future__ import annotations
 
 import ctypes
+import inspect
 import os
 import shutil
 import signal
@@ -14,6 +15,13 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 
 import numpy as np
+
+from ensemble_bo.core.evaluation import CrossValidation
+from ensemble_bo.core.search import Search
+from ensemble_bo.core.strategies import Esmbo, Sego, Segor, SingleBest
+from ensemble_bo.core.trials import TrialRequest
+from ensemble_bo.core.workers import WorkerEvaluator
+from ensemble_bo.core.zoo import make_model
 
 PROJECT = Path(__file__).resolve().parents[1]
 
@@ -313,8 +321,8 @@ def start_hook_run(tracking_uri: str, pipeline_name: str = "segor", **changes):
     return hook
 
 
-class RecordingRelabels:
-    """Mixin for an optimizer class: keeps every set of GP targets a strategy hands over."""
+class RecordingRetargets:
+    """Mixin for an optimizer class: keeps every set of targets a search tells it."""
 
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
@@ -353,3 +361,81 @@ SVM_SPEC = {
     },
     "degree": {"type": "int", "low": 2, "high": 5, "condition": {"kernel": "poly"}},
 }
+
+
+# --- evaluators, requests and searches ------------------------------------------------
+
+
+def cross_validation_evaluator(
+    model_name,
+    X,
+    y,
+    fold_ids,
+    random_state=0,
+    time_limit=None,
+    model_factory=make_model,
+    worker_process=False,
+) -> WorkerEvaluator:
+    """What run_method builds: a model's k-fold evaluation under a time limit."""
+    return WorkerEvaluator(
+        CrossValidation(model_name, X, y, fold_ids, random_state, model_factory),
+        time_limit,
+        worker_process,
+    )
+
+
+def request(
+    config, folds=None, train_fraction=1.0, deadline=None, ticket=0
+) -> TrialRequest:
+    """A search's request of `config` (on `folds`, None: all; `deadline`: the
+    time budget that may cut it)."""
+    return TrialRequest(
+        ticket,
+        config,
+        None if folds is None else tuple(folds),
+        train_fraction,
+        deadline,
+    )
+
+
+def from_config(evaluate):
+    """A search's evaluator (TrialRequest -> TrialResult) from a test's function of
+    the configuration, which may also take the request's `folds` and
+    `train_fraction`; an evaluator that takes requests is returned as it is."""
+    parameters = inspect.signature(evaluate).parameters
+    if (
+        isinstance(evaluate, WorkerEvaluator | CrossValidation)
+        or "request" in parameters
+    ):
+        return evaluate
+    if "folds" in parameters:
+        return lambda request: evaluate(
+            dict(request.config),
+            folds=request.folds,
+            train_fraction=request.train_fraction,
+        )
+    return lambda request: evaluate(dict(request.config))
+
+
+def segor_search(optimizer, evaluate, y, fold_ids, *args, **options) -> Search:
+    return Search(
+        Segor(y, fold_ids, *args, **options), optimizer, from_config(evaluate)
+    )
+
+
+def sego_search(optimizer, evaluate, labels, fold_ids, *args, **options) -> Search:
+    return Search(
+        Sego(labels, fold_ids, *args, **options), optimizer, from_config(evaluate)
+    )
+
+
+def esmbo_search(optimizer, evaluate, y, fold_ids, *args, **options) -> Search:
+    return Search(
+        Esmbo(y, fold_ids, *args, **options), optimizer, from_config(evaluate)
+    )
+
+
+def single_best_search(optimizer, evaluate, y, fold_ids, *args, **options) -> Search:
+    return Search(
+        SingleBest(y, fold_ids, *args, **options), optimizer, from_config(evaluate)
+    )

@@ -116,7 +116,7 @@ def nothing_is_trained(monkeypatch):
     def evaluate(*args, **kwargs):
         raise AssertionError("a model was trained before the inputs were checked")
 
-    monkeypatch.setattr(evaluation, "_evaluate", evaluate)
+    monkeypatch.setattr(evaluation, "evaluate_configuration", evaluate)
     monkeypatch.setattr(evaluation, "out_of_fold_predictions", evaluate)
 
 
@@ -491,7 +491,7 @@ def test_a_search_whose_every_trial_fails_stops_early_and_never_refits():
     # the ten errors differ only in the value of C: one distinct error
     message = str(error.value)
     assert message.startswith(
-        "the first 10 trials of model space 'svr' all failed, so the search "
+        "the first 10 trials of model 'svr' all failed, so the search "
         "stopped before its budget of 30 (max_initial_failures=10). Distinct "
         "errors: (1) InvalidParameterError: The 'C' parameter"
     )

@@ -18,19 +18,24 @@ import pytest
 from sklearn.base import BaseEstimator, RegressorMixin
 from sklearn.tree import DecisionTreeRegressor
 
-from ensemble_bo.core.evaluation import CrossValidationEvaluator
+from ensemble_bo.core.dask_runner import DaskRunner
 from ensemble_bo.core.journal import JournalFolder
 from ensemble_bo.core.methods import run_method
 from ensemble_bo.core.optimizer import GPEIOptimizer
-from ensemble_bo.core.parallel import DaskRunner
-from ensemble_bo.core.strategies import SegorSearch
 from ensemble_bo.datasets.benchmark_cell_store import BenchmarkCellStore
 from ensemble_bo.pipelines.benchmark.nodes import run_benchmark
 from tests.core.test_parallel import DATA, parallel_settings
 from tests.core.test_strategies import SPACE
 from tests.mlflow_server import free_port
 from tests.pipelines.test_benchmark import CONF, PARAMETERS
-from tests.support import CHEAP_SEGOR, copy_project, kill_group, wait_until
+from tests.support import (
+    CHEAP_SEGOR,
+    copy_project,
+    cross_validation_evaluator,
+    kill_group,
+    segor_search,
+    wait_until,
+)
 
 pytestmark = pytest.mark.slow
 
@@ -42,9 +47,8 @@ def evaluations_on(client) -> int:
     """How many trial evaluations the scheduler has run to the end, ever."""
 
     def count(dask_scheduler):
-        prefix = dask_scheduler.task_prefixes.get(
-            "evaluate"
-        )  # key prefix, less its underscore
+        # the key prefix of the trials' task, evaluation.evaluate_configuration
+        prefix = dask_scheduler.task_prefixes.get("evaluate_configuration")
         return 0 if prefix is None else prefix.state_counts["memory"]
 
     return client.run_on_scheduler(count)
@@ -130,16 +134,16 @@ class SlowTree(RegressorMixin, BaseEstimator):
         return self.tree_.predict(X)
 
 
-def slow_tree(algorithm, config, random_state):
+def slow_tree(model_name, config, random_state):
     return SlowTree(**config)
 
 
 def test_a_worker_killed_mid_search_costs_a_retry_not_the_search(cluster):
     address, client = cluster
-    evaluator = CrossValidationEvaluator(
+    evaluator = cross_validation_evaluator(
         "slow_tree", DATA.features, DATA.target, DATA.fold_ids, model_factory=slow_tree
     )
-    search = SegorSearch(
+    search = segor_search(
         GPEIOptimizer(SPACE, seed=0, n_initial=4, gp_restarts=1),
         evaluator,
         DATA.target,

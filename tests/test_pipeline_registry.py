@@ -12,7 +12,7 @@ from ensemble_bo.core import methods
 from ensemble_bo.core.grid import expand_grid, parameter_blocks, parse_settings
 from ensemble_bo.core.methods import METHODS, Method, SearchParts, run_method
 from ensemble_bo.core.preparation import ModelInput
-from ensemble_bo.core.strategies import SingleBestSearch
+from ensemble_bo.core.strategies import SingleBest, Strategy
 from ensemble_bo.pipeline_registry import register_pipelines
 from tests.support import cheap_parameters
 
@@ -70,15 +70,10 @@ def test_each_method_s_pipeline_searches_with_its_own_blocks(name):
     assert search.outputs == [f"{name}_search_result"]
 
 
-def _best_of_random(parts: SearchParts) -> SingleBestSearch:
+def _best_of_random(parts: SearchParts) -> Strategy:
     """A toy method: the random search's pool, its best model."""
-    return SingleBestSearch(
-        parts.optimizer,
-        parts.evaluate,
-        parts.data.target,
-        parts.data.fold_ids,
-        loss="auto",
-        task=parts.data.task,
+    return SingleBest(
+        parts.data.target, parts.data.fold_ids, loss="auto", task=parts.data.task
     )
 
 

@@ -4,8 +4,9 @@ import sys
 import numpy as np
 import pytest
 
-from ensemble_bo.core.pool import Pool, TrialResult
+from ensemble_bo.core.pool import Pool
 from ensemble_bo.core.results import EnsembleSearchResult, IterationRecord
+from ensemble_bo.core.trials import TrialResult
 from ensemble_bo.reporting import (
     benchmark_report,
     convergence_plot,
@@ -139,7 +140,8 @@ import sys
 import matplotlib
 matplotlib.use("svg")
 import numpy as np
-from ensemble_bo.core.pool import Pool, TrialResult
+from ensemble_bo.core.pool import Pool
+from ensemble_bo.core.trials import TrialResult
 from ensemble_bo.core.results import EnsembleSearchResult
 from ensemble_bo.reporting import benchmark_report, convergence_plot, diversity_heatmap
 pool = Pool(20)

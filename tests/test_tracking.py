@@ -17,12 +17,13 @@ from matplotlib.figure import Figure
 from mlflow.tracking import MlflowClient
 
 from ensemble_bo import events
-from ensemble_bo.core.pool import Pool, TrialResult
+from ensemble_bo.core.pool import Pool
 from ensemble_bo.core.results import (
     EnsembleSearchResult,
     IterationRecord,
     SearchInterrupted,
 )
+from ensemble_bo.core.trials import TrialResult
 from ensemble_bo.core.validation import InvalidInput
 from ensemble_bo.tracking import (
     EXTRA_TAGS_VARIABLE,

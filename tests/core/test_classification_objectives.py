@@ -39,18 +39,18 @@ from ensemble_bo.core.losses import (
     objective,
 )
 from ensemble_bo.core.optimizer import RandomSearch
-from ensemble_bo.core.pool import Pool, TrialResult
+from ensemble_bo.core.pool import Pool
 from ensemble_bo.core.refit import classification_test_metrics
 from ensemble_bo.core.results import EnsembleSearchResult
-from ensemble_bo.core.space import SearchSpace
-from ensemble_bo.core.strategies import (
-    EsmboSearch,
-    SegorSearch,
-    SegoSearch,
+from ensemble_bo.core.search import Search
+from ensemble_bo.core.selection.stages import (
     agnostic_bayes_selection,
     posthoc_selection,
 )
-from tests.support import RecordingRelabels
+from ensemble_bo.core.space import SearchSpace
+from ensemble_bo.core.strategies import PoolScorer, SlotEnsemble
+from ensemble_bo.core.trials import TrialResult
+from tests.support import RecordingRetargets, esmbo_search, from_config, sego_search
 
 K = 3
 CLASSES = list(range(K))
@@ -711,7 +711,7 @@ OBJECTIVES = ["log_loss", "brier", "error", "squared_margin", "margin"]
 @pytest.mark.parametrize("name", OBJECTIVES)
 def test_sego_gp_targets_equal_brute_force_on_a_hand_filled_pool(name):
     pool = hand_pool()
-    search = SegoSearch(
+    search = sego_search(
         RandomSearch(SPACE, seed=0),
         unused_evaluator,
         LABELS,
@@ -719,24 +719,25 @@ def test_sego_gp_targets_equal_brute_force_on_a_hand_filled_pool(name):
         ensemble_size=3,
         loss=name,
     )
-    assert search.objective.name == name
-    # The candidates are a slice of the pool (PoolSearch._targets).
+    strategy = search.strategy
+    assert strategy.scorer.objective.name == name
+    # The candidates are a slice of the pool (Strategy.targets).
     candidates = range(len(pool))
-    search._start()
+    strategy.start()
     # an empty ensemble: each model alone
-    search._begin_iteration(0, pool)
-    targets = search._targets(pool, slice(None), [])
+    context = strategy.begin(0, pool)
+    targets = strategy.targets(context, pool, slice(None), [])
     expected = [brute_loss(name, [h]) if OK[h] else math.nan for h in candidates]
     np.testing.assert_allclose(targets, expected, rtol=1e-10)
 
     for slots in ([4, None, 2], [0, 5, 5], [6, 1, 0]):
-        search._slots = list(slots)
+        strategy._slots = list(slots)
         for iteration in range(3):
-            search._begin_iteration(iteration, pool)
+            context = strategy.begin(iteration, pool)
             others = [
                 s for k, s in enumerate(slots) if k != iteration and s is not None
             ]
-            targets = search._targets(pool, slice(None), [])
+            targets = strategy.targets(context, pool, slice(None), [])
             expected = [
                 brute_loss(name, [*others, h]) if OK[h] else math.nan
                 for h in candidates
@@ -746,11 +747,13 @@ def test_sego_gp_targets_equal_brute_force_on_a_hand_filled_pool(name):
             )
             # part of the pool, and one candidate at a time as a new trial is told
             np.testing.assert_allclose(
-                search._targets(pool, slice(2, 6), []), expected[2:6], rtol=1e-10
+                strategy.targets(context, pool, slice(2, 6), []),
+                expected[2:6],
+                rtol=1e-10,
             )
             for h in candidates:
                 np.testing.assert_allclose(
-                    search._targets(pool, slice(h, h + 1), []),
+                    strategy.targets(context, pool, slice(h, h + 1), []),
                     [expected[h]],
                     rtol=1e-10,
                 )
@@ -762,7 +765,7 @@ def test_the_error_objective_breaks_vote_ties_to_the_lowest_class():
     pool = Pool(3, labels=np.array([2, 0, 1]))
     pool.add({}, np.zeros(1), TrialResult(np.array([2.0, 1.0, 1.0]), 0.0))
     pool.add({}, np.zeros(1), TrialResult(np.array([1.0, 0.0, 2.0]), 0.0))
-    search = SegoSearch(
+    search = sego_search(
         RandomSearch(SPACE, seed=0),
         unused_evaluator,
         np.array([2, 0, 1]),
@@ -770,16 +773,17 @@ def test_the_error_objective_breaks_vote_ties_to_the_lowest_class():
         ensemble_size=2,
         loss="error",
     )
-    search._start()
-    search._slots = [0, None]
-    search._begin_iteration(1, pool)
+    strategy = search.strategy
+    strategy.start()
+    strategy._slots = [0, None]
+    context = strategy.begin(1, pool)
     # votes {2, 1} -> 1 (wrong), {1, 0} -> 0 (right), {1, 2} -> 1 (right)
-    assert search._targets(pool, slice(1, 2), [])[0] == pytest.approx(1 / 3)
+    assert strategy.targets(context, pool, slice(1, 2), [])[0] == pytest.approx(1 / 3)
     # with itself: 0's own labels, 2 1 1 -> one wrong of three
-    assert search._targets(pool, slice(0, 1), [])[0] == pytest.approx(1 / 3)
+    assert strategy.targets(context, pool, slice(0, 1), [])[0] == pytest.approx(1 / 3)
 
 
-class RecordingRandomSearch(RecordingRelabels, RandomSearch):
+class RecordingRandomSearch(RecordingRetargets, RandomSearch):
     """Keeps every set of GP targets the strategy hands over."""
 
 
@@ -796,7 +800,7 @@ def handing_out_the_trials():
 def test_a_sego_run_matches_brute_force_for_each_objective(name):
     size = 3
     optimizer = RecordingRandomSearch(SPACE, seed=0)
-    search = SegoSearch(
+    search = sego_search(
         optimizer,
         handing_out_the_trials(),
         LABELS,
@@ -806,7 +810,8 @@ def test_a_sego_run_matches_brute_force_for_each_objective(name):
     )
     snapshots = []
     result = search.run(
-        len(_TRIALS), callbacks=[lambda record: snapshots.append(list(search._slots))]
+        len(_TRIALS),
+        callbacks=[lambda record: snapshots.append(list(search.strategy._slots))],
     )
     assert result.objective == name
     assert result.voting == ("soft" if name in ("log_loss", "brier") else "hard")
@@ -843,18 +848,16 @@ def test_a_sego_run_matches_brute_force_for_each_objective(name):
 @pytest.mark.parametrize("sizing", ["growing", "dynamic"])
 @pytest.mark.parametrize("name", ["log_loss", "brier", "error"])
 def test_segor_sizing_on_classification_objectives_matches_brute_force(name, sizing):
-    search = SegorSearch(
+    # The slot ensemble SEGOR's sizing methods run on, with a classification objective.
+    search = Search(
+        SlotEnsemble(PoolScorer(LABELS, FOLDS, name, "classification"), sizing=sizing),
         RandomSearch(SPACE, seed=0),
-        handing_out_the_trials(),
-        LABELS,
-        FOLDS,
-        loss=name,
-        sizing=sizing,
-        task="classification",
+        from_config(handing_out_the_trials()),
     )
     snapshots = []
     result = search.run(
-        len(_TRIALS), callbacks=[lambda record: snapshots.append(list(search._slots))]
+        len(_TRIALS),
+        callbacks=[lambda record: snapshots.append(list(search.strategy._slots))],
     )
     assert result.objective == name
     for i, record in enumerate(result.history):
@@ -866,7 +869,7 @@ def test_segor_sizing_on_classification_objectives_matches_brute_force(name, siz
 
 @pytest.mark.parametrize("name", ["log_loss", "brier", "error"])
 def test_esmbo_reports_the_loss_of_its_weighted_ensemble(name):
-    result = EsmboSearch(
+    result = esmbo_search(
         RandomSearch(SPACE, seed=0),
         handing_out_the_trials(),
         LABELS,

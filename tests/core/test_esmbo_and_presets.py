@@ -26,13 +26,14 @@ from ensemble_bo.core.methods import (
     run_method,
 )
 from ensemble_bo.core.optimizer import RandomSearch
-from ensemble_bo.core.pool import TrialResult
 from ensemble_bo.core.preparation import prepare
 from ensemble_bo.core.seeding import derive_seed
+from ensemble_bo.core.selection.stages import agnostic_bayes_selection
 from ensemble_bo.core.space import SearchSpace
-from ensemble_bo.core.strategies import EsmboSearch, agnostic_bayes_selection
+from ensemble_bo.core.strategies import Esmbo
+from ensemble_bo.core.trials import TrialResult
 from ensemble_bo.core.validation import InvalidInput, check_settings
-from tests.support import PROJECT, RecordingRelabels, cheap_parameters
+from tests.support import PROJECT, RecordingRetargets, cheap_parameters, esmbo_search
 
 PARAMETERS = default_parameters()
 
@@ -67,14 +68,14 @@ def table_evaluator(table=TABLE):
     return evaluate
 
 
-class RecordingRandomSearch(RecordingRelabels, RandomSearch):
+class RecordingRandomSearch(RecordingRetargets, RandomSearch):
     """Random search that keeps every set of targets the strategy retargets it with."""
 
 
 def esmbo(rho=1.0, table=TABLE, **kwargs):
     options = {"n_replicas": 4, "seed": 7, "rho": rho, **kwargs}
     optimizer = RecordingRandomSearch(SPACE, seed=3)
-    return EsmboSearch(optimizer, table_evaluator(table), Y, FOLDS, **options)
+    return esmbo_search(optimizer, table_evaluator(table), Y, FOLDS, **options)
 
 
 def hand_replicas(seed, n, size, n_replicas):
@@ -147,27 +148,29 @@ def hand_winner_shares(losses, ok, counts):
 def test_each_replica_resamples_ceil_rho_n_samples(rho, size):
     # sizes by hand: 0.1 * 37 = 3.7 -> 4, 0.37 * 37 = 13.69 -> 14, 37
     search = esmbo(rho=rho, n_replicas=5)
-    weights = search.replica_weights
+    weights = search.strategy.replica_weights
     assert weights.shape == (5, N)
     np.testing.assert_allclose(weights.sum(axis=1), 1.0, rtol=1e-12)
     counts = weights * size
     np.testing.assert_allclose(counts, np.round(counts), atol=1e-9)
     assert np.round(counts).sum(axis=1).tolist() == [size] * 5
     np.testing.assert_allclose(counts, hand_replicas(7, N, size, 5), atol=1e-9)
-    assert search.rho == rho
+    assert search.strategy.rho == rho
 
 
 def test_rho_one_draws_what_esmbo_drew_before_rho_existed():
     # before rho: one generator, replica after replica, n draws each
     rng = np.random.default_rng(7)
     old = [np.bincount(rng.integers(0, N, size=N), minlength=N) / N for _ in range(4)]
-    np.testing.assert_array_equal(esmbo(rho=1.0).replica_weights, np.array(old))
-    np.testing.assert_array_equal(esmbo(rho=1).replica_weights, np.array(old))
+    np.testing.assert_array_equal(
+        esmbo(rho=1.0).strategy.replica_weights, np.array(old)
+    )
+    np.testing.assert_array_equal(esmbo(rho=1).strategy.replica_weights, np.array(old))
     # the default is rho = 1
-    default = EsmboSearch(
+    default = esmbo_search(
         RandomSearch(SPACE, seed=3), table_evaluator(), Y, FOLDS, n_replicas=4, seed=7
     )
-    np.testing.assert_array_equal(default.replica_weights, np.array(old))
+    np.testing.assert_array_equal(default.strategy.replica_weights, np.array(old))
 
 
 @pytest.mark.parametrize("rho", [0, 1.5, -0.1, True, "big", None])
@@ -182,7 +185,7 @@ def test_a_bad_rho_is_refused_naming_it(rho):
 def test_auto_rho_is_tuned_on_the_initial_design_and_the_replicas_redrawn():
     n_posterior, tuned_at = 200, 6
     search = esmbo(rho="auto", rho_tuned_at=tuned_at, n_posterior_samples=n_posterior)
-    assert search.rho == 1.0  # until the tuning
+    assert search.strategy.rho == 1.0  # until the tuning
     result = search.run(15, max_initial_failures=None)
     predictions = result.pool.predictions
     np.testing.assert_array_equal(predictions[3], TABLE[3])  # the table, in order
@@ -194,12 +197,12 @@ def test_auto_rho_is_tuned_on_the_initial_design_and_the_replicas_redrawn():
     # inside the grid (a bug returning its first or last value would show), < 1
     # (so the redraw shows)
     assert expected.value in RHO_GRID[1:-1]
-    assert search.rho == pytest.approx(expected.value, rel=1e-12)
+    assert search.strategy.rho == pytest.approx(expected.value, rel=1e-12)
 
     size = int(np.ceil(expected.value * N))
-    counts = search.replica_weights * size
+    counts = search.strategy.replica_weights * size
     np.testing.assert_allclose(counts, hand_replicas(7, N, size, 4), atol=1e-9)
-    np.testing.assert_allclose(search.replica_weights.sum(axis=1), 1.0)
+    np.testing.assert_allclose(search.strategy.replica_weights.sum(axis=1), 1.0)
 
     # The GP targets: rho = 1 replicas before the tuning, the tuned ones from it on.
     before = hand_replicas(7, N, N, 4) / N
@@ -221,8 +224,8 @@ def test_auto_rho_waits_for_two_successful_trials():
     search = esmbo("auto", table, rho_tuned_at=6, n_posterior_samples=50)
     result = search.run(8, max_initial_failures=None)
     expected = hand_tuned_rho([TABLE[0], TABLE[1]], 50, seed=7)
-    assert search.rho == pytest.approx(expected.value, rel=1e-12)
-    assert result.search_metrics == {"esmbo_rho": search.rho}
+    assert search.strategy.rho == pytest.approx(expected.value, rel=1e-12)
+    assert result.search_metrics == {"esmbo_rho": search.strategy.rho}
     # iteration 6's targets still came from the rho = 1 replicas
     before = hand_replicas(7, N, N, 4) / N
     losses = (result.pool.predictions[:6] - Y) ** 2
@@ -238,16 +241,16 @@ def test_auto_rho_stays_one_without_two_successes():
     table = [None, None, TABLE[0], None, None, None, None]
     search = esmbo("auto", table, rho_tuned_at=6, n_posterior_samples=50)
     result = search.run(7, max_initial_failures=None)
-    assert search.rho == 1.0 and result.search_metrics == {"esmbo_rho": 1.0}
+    assert search.strategy.rho == 1.0 and result.search_metrics == {"esmbo_rho": 1.0}
     np.testing.assert_allclose(
-        search.replica_weights, hand_replicas(7, N, N, 4) / N, atol=1e-12
+        search.strategy.replica_weights, hand_replicas(7, N, N, 4) / N, atol=1e-12
     )
 
 
 def test_auto_rho_is_not_tuned_before_its_iteration():
     search = esmbo(rho="auto", rho_tuned_at=6, n_posterior_samples=50)
     search.run(6, max_initial_failures=None)
-    assert search.rho == 1.0
+    assert search.strategy.rho == 1.0
 
 
 # ------------------------------------------------------------ the ensemble
@@ -263,9 +266,11 @@ def test_the_ensemble_is_each_replica_s_argmin_of_its_bootstrap_risk(rho):
         [[(p - y) ** 2 for p, y in zip(row, Y, strict=True)] for row in predictions]
     )
     # the replicas the last update used: sizes by hand (37 * 0.37 = 13.69 -> 14)
-    size = {1.0: N, 0.37: 14}.get(rho) or int(np.ceil(search.rho * N))
+    size = {1.0: N, 0.37: 14}.get(rho) or int(np.ceil(search.strategy.rho * N))
     counts = hand_replicas(7, N, size, 4)
-    np.testing.assert_allclose(search.replica_weights, counts / size, atol=1e-12)
+    np.testing.assert_allclose(
+        search.strategy.replica_weights, counts / size, atol=1e-12
+    )
     firsts, shares = hand_winner_shares(losses, ok, counts)
     # not degenerate: replicas disagree, and not all winners have the same share
     assert len(set(firsts)) >= 2 and len(set(shares.values())) >= 2
@@ -280,7 +285,7 @@ def test_the_ensemble_is_each_replica_s_argmin_of_its_bootstrap_risk(rho):
 def test_an_exact_copy_shares_its_replicas_win():
     best = Y + 0.01 * SHARED
     table = [TABLE[0], best, TABLE[1], best]
-    search = EsmboSearch(
+    search = esmbo_search(
         RandomSearch(SPACE, seed=0),
         table_evaluator(table),
         Y,
@@ -326,15 +331,15 @@ def cheap_esmbo(**esmbo):
 
 @pytest.fixture
 def built_searches(monkeypatch):
-    """Every EsmboSearch run_method builds, in order."""
+    """Every ESMBO strategy run_method builds, in order."""
     built = []
 
-    class Recorded(EsmboSearch):
+    class Recorded(Esmbo):
         def __init__(self, *args, **kwargs):
             super().__init__(*args, **kwargs)
             built.append(self)
 
-    monkeypatch.setattr(methods, "EsmboSearch", Recorded)
+    monkeypatch.setattr(methods, "Esmbo", Recorded)
     return built
 
 

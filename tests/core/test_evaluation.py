@@ -12,10 +12,11 @@ from sklearn.exceptions import ConvergenceWarning
 from sklearn.model_selection import PredefinedSplit, cross_val_predict
 from sklearn.tree import DecisionTreeRegressor
 
-from ensemble_bo.core.evaluation import CrossValidationEvaluator, merge_fold_results
-from ensemble_bo.core.parallel import ParallelSettings, trial_runner
+from ensemble_bo.core.evaluation import merge_fold_results
+from ensemble_bo.core.runners import ParallelSettings, trial_runner
 from ensemble_bo.core.time_budget import TimeBudget
 from ensemble_bo.core.zoo import make_model
+from tests.support import cross_validation_evaluator, request
 
 RNG = np.random.default_rng(0)
 X = RNG.normal(size=(50, 3))
@@ -24,9 +25,9 @@ FOLDS = np.arange(50) % 5
 
 
 def test_out_of_fold_predictions_equal_manual_cross_validation():
-    result = CrossValidationEvaluator(
+    result = cross_validation_evaluator(
         "decision_tree_regressor", X, Y, FOLDS, random_state=3
-    )({"max_depth": 3})
+    )(request({"max_depth": 3}))
     assert result.ok and result.fit_seconds > 0
     expected = np.empty(50)
     for k in range(5):
@@ -41,13 +42,13 @@ def test_out_of_fold_predictions_equal_manual_cross_validation():
 @pytest.mark.parametrize("time_limit", [None, 60])
 def test_some_folds_now_and_the_rest_later_equal_every_fold_at_once(time_limit):
     # multi-fidelity: a promoted configuration adds folds to those it has
-    evaluate = CrossValidationEvaluator(
+    evaluate = cross_validation_evaluator(
         "decision_tree_regressor", X, Y, FOLDS, random_state=3, time_limit=time_limit
     )
     try:
-        whole = evaluate({"max_depth": 3})
-        first = evaluate({"max_depth": 3}, folds=[1, 3])
-        rest = evaluate({"max_depth": 3}, folds=[0, 2, 4])
+        whole = evaluate(request({"max_depth": 3}))
+        first = evaluate(request({"max_depth": 3}, folds=[1, 3]))
+        rest = evaluate(request({"max_depth": 3}, folds=[0, 2, 4]))
     finally:
         evaluate.close()
     on_first = np.isin(FOLDS, [1, 3])
@@ -62,22 +63,22 @@ def test_some_folds_now_and_the_rest_later_equal_every_fold_at_once(time_limit):
 
 def test_a_classifier_s_probabilities_merge_over_folds_too():
     labels = (Y > 0).astype(int)
-    evaluate = CrossValidationEvaluator("decision_tree_classifier", X, labels, FOLDS)
-    whole = evaluate({"max_depth": 2})
+    evaluate = cross_validation_evaluator("decision_tree_classifier", X, labels, FOLDS)
+    whole = evaluate(request({"max_depth": 2}))
     merged = merge_fold_results(
-        evaluate({"max_depth": 2}, folds=[0]),
-        evaluate({"max_depth": 2}, folds=[1, 2, 3, 4]),
+        evaluate(request({"max_depth": 2}, folds=[0])),
+        evaluate(request({"max_depth": 2}, folds=[1, 2, 3, 4])),
     )
     np.testing.assert_array_equal(merged.oof_predictions, whole.oof_predictions)
     np.testing.assert_array_equal(merged.oof_probabilities, whole.oof_probabilities)
 
 
 def test_a_failed_part_fails_the_merged_trial_and_unknown_folds_are_named():
-    evaluate = CrossValidationEvaluator("decision_tree_regressor", X, Y, FOLDS)
-    good = evaluate({"max_depth": 3}, folds=[0])
-    bad = evaluate({"max_depth": -2}, folds=[1])
+    evaluate = cross_validation_evaluator("decision_tree_regressor", X, Y, FOLDS)
+    good = evaluate(request({"max_depth": 3}, folds=[0]))
+    bad = evaluate(request({"max_depth": -2}, folds=[1]))
     assert not merge_fold_results(good, bad).ok and not merge_fold_results(bad, good).ok
-    unknown = evaluate({"max_depth": 3}, folds=[0, 7])
+    unknown = evaluate(request({"max_depth": 3}, folds=[0, 7]))
     assert (
         not unknown.ok
         and "folds [7] are not among the folds [0, 1, 2, 3, 4]" in unknown.error
@@ -85,8 +86,8 @@ def test_a_failed_part_fails_the_merged_trial_and_unknown_folds_are_named():
 
 
 def test_a_model_that_fails_to_train_is_a_failed_trial():
-    result = CrossValidationEvaluator("decision_tree_regressor", X, Y, FOLDS)(
-        {"max_depth": -2}
+    result = cross_validation_evaluator("decision_tree_regressor", X, Y, FOLDS)(
+        request({"max_depth": -2})
     )
     assert not result.ok and result.oof_predictions is None
     assert "max_depth" in result.error and result.error.startswith(
@@ -99,7 +100,7 @@ def test_unknown_algorithm_is_an_error_before_any_training():
         ValueError,
         match="unknown model 'boosted_tree'; available: \\[.*'decision_tree_regressor'",
     ):
-        CrossValidationEvaluator("boosted_tree", X, Y, FOLDS)
+        cross_validation_evaluator("boosted_tree", X, Y, FOLDS)
 
 
 # --- time limit -------------------------------------------------------------
@@ -129,10 +130,10 @@ class _ProbeRegressor(RegressorMixin, BaseEstimator):
         return np.full(len(X), float(os.getpid()))
 
 
-def _probe_factory(algorithm, config, random_state):
+def _probe_factory(model_name, config, random_state):
     if "probe" in config:
         return _ProbeRegressor(**config)
-    return make_model(algorithm, config, random_state)
+    return make_model(model_name, config, random_state)
 
 
 # The shared evaluator's limit: well above a probe's fit, which a loaded machine
@@ -143,7 +144,7 @@ LIMIT = 3.0
 
 @pytest.fixture(scope="module")
 def limited():
-    evaluate = CrossValidationEvaluator(
+    evaluate = cross_validation_evaluator(
         "decision_tree_regressor",
         X,
         Y,
@@ -157,7 +158,7 @@ def limited():
 
 
 def _worker_pid(evaluate):
-    result = evaluate({"probe": "pid"})
+    result = evaluate(request({"probe": "pid"}))
     assert result.ok, result.error
     return int(result.oof_predictions[0])
 
@@ -167,42 +168,45 @@ def test_a_fit_past_the_time_limit_is_a_failed_trial_and_the_next_one_runs(limit
     assert first_worker != os.getpid()
     assert _worker_pid(limited) == first_worker  # the worker is reused
 
-    result = limited({"probe": "sleep", "seconds": 60.0})
+    result = limited(request({"probe": "sleep", "seconds": 60.0}))
     assert not result.ok and result.oof_predictions is None
     assert result.error == f"TimeoutError: fit exceeded the time limit of {LIMIT:g} s"
     assert LIMIT <= result.fit_seconds < LIMIT + 10.0
 
     assert _worker_pid(limited) not in (first_worker, os.getpid())
-    assert limited({"probe": "sleep", "seconds": 0.01}).ok
+    assert limited(request({"probe": "sleep", "seconds": 0.01})).ok
 
 
 def test_the_time_limit_leaves_the_predictions_unchanged(limited):
-    in_process = CrossValidationEvaluator(
+    in_process = cross_validation_evaluator(
         "decision_tree_regressor", X, Y, FOLDS, random_state=7
     )
     config = {"max_depth": 4, "min_samples_leaf": 2, "max_features": 0.5}
-    expected, result = in_process(config), limited(config)
+    expected, result = in_process(request(config)), limited(request(config))
     assert expected.ok and result.ok
     np.testing.assert_array_equal(result.oof_predictions, expected.oof_predictions)
-    assert limited({"max_depth": -2}).error == in_process({"max_depth": -2}).error
+    assert (
+        limited(request({"max_depth": -2})).error
+        == in_process(request({"max_depth": -2})).error
+    )
 
 
 def test_an_exception_in_the_worker_is_a_failed_trial_with_its_text(limited):
-    result = limited({"probe": "raise"})
+    result = limited(request({"probe": "raise"}))
     assert not result.ok and result.oof_predictions is None
     assert result.error == "RuntimeError: the probe refused to fit"
     assert _worker_pid(limited) != os.getpid()
 
 
 def test_a_worker_that_dies_is_a_failed_trial_and_the_next_one_runs(limited):
-    result = limited({"probe": "exit"})
+    result = limited(request({"probe": "exit"}))
     assert not result.ok and result.oof_predictions is None
     assert result.error.startswith("TerminatedWorkerError")
     assert _worker_pid(limited) != os.getpid()
 
 
 def _limited_on(X, y, fold_ids):
-    return CrossValidationEvaluator(
+    return cross_validation_evaluator(
         "decision_tree_regressor",
         X,
         y,
@@ -222,12 +226,13 @@ def test_a_released_worker_serves_the_next_evaluator_with_its_own_data(limited):
     half = len(X) // 2
     second = _limited_on(X[:half], Y[:half], np.arange(half) % 3)
     assert _worker_pid(second) == worker
-    in_process = CrossValidationEvaluator(
+    in_process = cross_validation_evaluator(
         "decision_tree_regressor", X[:half], Y[:half], np.arange(half) % 3, 7
     )
     config = {"max_depth": 3}
     np.testing.assert_array_equal(
-        second(config).oof_predictions, in_process(config).oof_predictions
+        second(request(config)).oof_predictions,
+        in_process(request(config)).oof_predictions,
     )
     second.close()  # killed, not parked: the next evaluator starts a worker
     third = _limited_on(X, Y, FOLDS)
@@ -264,15 +269,15 @@ def _refuse_to_be_rebuilt():
 class _FactoryThatCannotArrive:
     """A model factory that pickles but fails to unpickle in the worker."""
 
-    def __call__(self, algorithm, config, random_state):
-        return make_model(algorithm, config, random_state)
+    def __call__(self, model_name, config, random_state):
+        return make_model(model_name, config, random_state)
 
     def __reduce__(self):
         return _refuse_to_be_rebuilt, ()
 
 
 def test_a_worker_that_cannot_start_gives_a_trial_that_never_ran(limited):
-    evaluate = CrossValidationEvaluator(
+    evaluate = cross_validation_evaluator(
         "decision_tree_regressor",
         X,
         Y,
@@ -280,63 +285,61 @@ def test_a_worker_that_cannot_start_gives_a_trial_that_never_ran(limited):
         time_limit=LIMIT,
         model_factory=_FactoryThatCannotArrive(),
     )
-    result = evaluate({"max_depth": 2})
+    result = evaluate(request({"max_depth": 2}))
     assert not result.ok and result.never_ran
     assert "the worker process could not start" in result.error
-    assert not limited({"probe": "raise"}).never_ran  # a failed fit did run
+    assert not limited(request({"probe": "raise"})).never_ran  # a failed fit did run
 
 
 @pytest.fixture
-def with_time_budget(limited):
-    """`limited` (time limit LIMIT) sharing a started time budget; its seconds are
-    set by the test."""
-    limited.time_budget = TimeBudget(1000.0)
-    limited.time_budget.start()
-    yield limited
-    limited.time_budget = None
+def budget():
+    """A started time budget, the deadline of the requests; its seconds are set
+    by the test."""
+    budget = TimeBudget(1000.0)
+    budget.start()
+    return budget
 
 
 def test_a_trial_running_past_the_time_budget_is_cut_with_a_message_saying_so(
-    with_time_budget,
+    limited, budget
 ):
-    _worker_pid(with_time_budget)  # the worker is up
-    with_time_budget.time_budget.seconds = with_time_budget.time_budget.elapsed + 0.3
-    result = with_time_budget({"probe": "sleep", "seconds": 60.0})
+    _worker_pid(limited)  # the worker is up
+    budget.seconds = budget.elapsed + 0.3
+    result = limited(request({"probe": "sleep", "seconds": 60.0}, deadline=budget))
     assert result.error == (
         f"TimeoutError: fit was cut at the end of the time budget of "
-        f"{with_time_budget.time_budget.seconds:g} s"
+        f"{budget.seconds:g} s"
     )
     assert result.fit_seconds < LIMIT  # the budget's 0.3 s, not the limit
-    assert with_time_budget.time_budget.spent()
+    assert budget.spent()
 
 
 def test_a_trial_asked_for_once_the_time_budget_is_spent_starts_no_worker(
-    with_time_budget, monkeypatch
+    limited, budget, monkeypatch
 ):
-    assert with_time_budget({"probe": "sleep", "seconds": 0.0}).ok  # not the first
-    with_time_budget.time_budget.seconds = with_time_budget.time_budget.elapsed
-    with_time_budget.close()  # as a cut leaves it: no worker
+    assert limited(request({"probe": "sleep", "seconds": 0.0}, deadline=budget)).ok
+    budget.seconds = budget.elapsed
+    limited.close()  # as a cut leaves it: no worker
     started = []
-    monkeypatch.setattr(with_time_budget, "_ready_worker", lambda: started.append(1))
-    result = with_time_budget({"probe": "sleep", "seconds": 60.0})
+    monkeypatch.setattr(limited, "_ready_worker", lambda: started.append(1))
+    result = limited(request({"probe": "sleep", "seconds": 60.0}, deadline=budget))
     assert result.error == (
         f"TimeoutError: fit was cut at the end of the time budget of "
-        f"{with_time_budget.time_budget.seconds:g} s"
+        f"{budget.seconds:g} s"
     )
     assert result.fit_seconds == 0.0 and not started
 
 
-def test_the_time_limit_applies_when_it_is_shorter_than_the_time_left(
-    with_time_budget,
-):
-    result = with_time_budget({"probe": "sleep", "seconds": 60.0})
+def test_the_time_limit_applies_when_it_is_shorter_than_the_time_left(limited, budget):
+    result = limited(request({"probe": "sleep", "seconds": 60.0}, deadline=budget))
     assert result.error == f"TimeoutError: fit exceeded the time limit of {LIMIT:g} s"
 
 
 def test_an_evaluator_with_a_worker_can_be_pickled(limited):
     worker = _worker_pid(limited)
     copy = pickle.loads(pickle.dumps(limited))
-    assert copy.time_limit == LIMIT and copy.model_factory is _probe_factory
+    assert copy.time_limit == LIMIT
+    assert copy.cross_validation.model_factory is _probe_factory
     try:
         assert _worker_pid(copy) not in (worker, os.getpid())
     finally:
@@ -349,7 +352,7 @@ def test_an_evaluator_with_a_worker_can_be_pickled(limited):
 )
 def test_a_time_limit_must_be_positive_and_finite(time_limit):
     with pytest.raises(ValueError, match=f"got {re.escape(repr(time_limit))}"):
-        CrossValidationEvaluator(
+        cross_validation_evaluator(
             "decision_tree_regressor", X, Y, FOLDS, time_limit=time_limit
         )
 
@@ -371,16 +374,18 @@ def test_a_fit_stopped_at_its_iteration_cap_is_a_quiet_successful_trial():
 
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
-        result = CrossValidationEvaluator("mlp_regressor", X, Y, FOLDS)(capped)
+        result = cross_validation_evaluator("mlp_regressor", X, Y, FOLDS)(
+            request(capped)
+        )
     assert result.ok
     assert not any(issubclass(w.category, ConvergenceWarning) for w in caught)
 
 
 def _search_leaving_a_parked_worker() -> None:
-    evaluator = CrossValidationEvaluator(
+    evaluator = cross_validation_evaluator(
         "decision_tree_regressor", X, Y, FOLDS, time_limit=60
     )
-    assert evaluator({"max_depth": 2}).ok
+    assert evaluator(request({"max_depth": 2})).ok
     evaluator.release()
 
 

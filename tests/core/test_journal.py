@@ -3,13 +3,13 @@
 import numpy as np
 import pytest
 
-from ensemble_bo.core.journal import TrialJournal, journal_key
+from ensemble_bo.core.journal import ReplayingRunner, TrialJournal, journal_key
 from ensemble_bo.core.methods import run_method
-from ensemble_bo.core.parallel import ReplayingRunner, SerialRunner
-from ensemble_bo.core.pool import TrialResult
 from ensemble_bo.core.preparation import ModelInput
 from ensemble_bo.core.results import SearchInterrupted
-from tests.support import cheap_parameters
+from ensemble_bo.core.runners import SerialRunner
+from ensemble_bo.core.trials import TrialResult
+from tests.support import cheap_parameters, from_config, request
 
 CONF = cheap_parameters()  # segor searches the tree
 RNG = np.random.default_rng(0)
@@ -83,30 +83,38 @@ def test_a_journal_that_no_longer_matches_is_dropped_from_where_it_differs(tmp_p
         return TrialResult(np.full(4, float(config["x"])), 0.1)
 
     def trial(runner, ticket, config):
-        runner.submit(ticket, config)
+        runner.submit(request(config, ticket=ticket))
         assert runner.next_finished()[0] == ticket
         return runner
 
-    first = ReplayingRunner(SerialRunner(evaluate), journal)
+    first = ReplayingRunner(SerialRunner(from_config(evaluate)), journal)
     for ticket, x in enumerate((1, 2, 3)):
         trial(first, ticket, {"x": x})
     assert first.trained == 3 and len(journal.entries()) == 3
 
-    second = ReplayingRunner(SerialRunner(evaluate), journal)
-    second.submit(0, {"x": 1})
+    second = ReplayingRunner(SerialRunner(from_config(evaluate)), journal)
+    second.submit(request({"x": 1}))
     assert second.next_finished()[1].oof_predictions.tolist() == [1.0] * 4
     trial(second, 1, {"x": 9})  # the search went another way at trial 1
     assert (second.reused, second.trained) == (1, 1)
-    assert [entry.config for entry in journal.entries()] == [{"x": 1}, {"x": 9}]
+    assert [entry.request.config for entry in journal.entries()] == [
+        {"x": 1},
+        {"x": 9},
+    ]
     assert calls == [{"x": 1}, {"x": 2}, {"x": 3}, {"x": 9}]
 
 
 def test_a_torn_or_missing_trial_ends_the_journal_there(tmp_path):
     journal = TrialJournal(tmp_path / "j")
     for index in (0, 1, 3):
-        journal.record(index, {"x": index}, TrialResult(None, 0.0, "boom"))
+        journal.record(
+            index, request({"x": index}, ticket=index), TrialResult(None, 0.0, "boom")
+        )
     (tmp_path / "j" / ".trial_2.pkl.123.tmp").write_bytes(b"half a write")
-    assert [entry.config for entry in journal.entries()] == [{"x": 0}, {"x": 1}]
+    assert [entry.request.config for entry in journal.entries()] == [
+        {"x": 0},
+        {"x": 1},
+    ]
     journal.discard()
     assert journal.entries() == [] and not (tmp_path / "j").exists()
 

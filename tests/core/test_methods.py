@@ -193,7 +193,7 @@ def test_bad_settings_are_refused_before_any_training(monkeypatch):
     def no_training(*args, **kwargs):
         raise AssertionError("a model was trained")
 
-    monkeypatch.setattr(methods, "CrossValidationEvaluator", no_training)
+    monkeypatch.setattr(methods, "CrossValidation", no_training)
     bad = settings(budget=4, posthoc={"weighting": "nonsense"})
     with pytest.raises(ValueError, match="posthoc.weighting='nonsense' is not one of"):
         run_method("smbo_posthoc", REGRESSION, bad, 0)

@@ -11,21 +11,26 @@ import pytest
 from sklearn.tree import DecisionTreeRegressor
 
 from ensemble_bo import EnsembleSearch
-from ensemble_bo.core.evaluation import (
-    CrossValidationEvaluator,
-    out_of_fold_predictions,
-)
+from ensemble_bo.core.brackets import rung_targets
+from ensemble_bo.core.evaluation import out_of_fold_predictions
 from ensemble_bo.core.fidelity import FidelitySettings
-from ensemble_bo.core.journal import TrialJournal
+from ensemble_bo.core.journal import ReplayingRunner, TrialJournal
 from ensemble_bo.core.optimizer import GPEIOptimizer, RandomSearch, Suggestion
-from ensemble_bo.core.parallel import ReplayingRunner, SerialRunner
-from ensemble_bo.core.pool import Pool, TrialResult
+from ensemble_bo.core.pool import Pool
 from ensemble_bo.core.results import AllTrialsFailed, IterationRecord
+from ensemble_bo.core.runners import SerialRunner
 from ensemble_bo.core.space import SearchSpace
-from ensemble_bo.core.strategies import EsmboSearch, SegorSearch, SingleBestSearch
+from ensemble_bo.core.strategies import Esmbo, Segor, SingleBest
 from ensemble_bo.core.time_budget import TimeBudget
+from ensemble_bo.core.trials import TrialResult
 from ensemble_bo.events import IterationEnded
-from tests.support import CHEAP_MODEL
+from tests.support import (
+    CHEAP_MODEL,
+    cross_validation_evaluator,
+    request,
+    segor_search,
+    single_best_search,
+)
 
 RAW = Path(__file__).resolve().parents[2] / "data" / "01_raw"
 SPACE = SearchSpace.from_dict({"max_depth": {"type": "int", "low": 1, "high": 6}})
@@ -47,23 +52,22 @@ def candidate(predictions, rows=None):
 
 
 def segor_with_one_member():
-    """SEGOR, 2 fixed slots: slot 0 holds a model off by ERROR, slot 1 is next."""
-    search = SegorSearch(RandomSearch(SPACE), None, Y, FOLDS, ensemble_size=2)
-    search._start()
+    """SEGOR, 2 fixed slots: slot 0 holds a model off by ERROR, slot 1 is next;
+    (strategy, the iteration's context, pool)."""
+    segor = Segor(Y, FOLDS, ensemble_size=2)
     pool = Pool(N)
     suggestion, result = candidate(Y + ERROR)
     pool.add(suggestion.config, suggestion.encoded, result)
-    search._slots[0] = 0
-    search._begin_iteration(1, pool)
-    return search, pool
+    segor._slots[0] = 0
+    return segor, segor.begin(1, pool), pool
 
 
 def test_a_rung_is_ranked_by_the_ensemble_objective_not_the_single_loss():
     # A repeats the member's error (good alone), B cancels it (poor alone)
     a, b = candidate(Y + 0.9 * ERROR), candidate(Y - 1.2 * ERROR)
     rows = np.isin(FOLDS, [0, 2])  # the folds a rung has evaluated
-    search, pool = segor_with_one_member()
-    ensemble = search.rung_objectives(pool, [a, b], rows)
+    segor, context, pool = segor_with_one_member()
+    ensemble = rung_targets(segor, context, pool, [a, b], rows)
     # the mean of the member and the candidate, on those rows only (equal folds)
     squared = ERROR[rows] ** 2
     np.testing.assert_allclose(
@@ -71,37 +75,47 @@ def test_a_rung_is_ranked_by_the_ensemble_objective_not_the_single_loss():
         [np.mean((0.95 * ERROR[rows]) ** 2), np.mean((0.1 * ERROR[rows]) ** 2)],
     )
     assert ensemble[1] < ensemble[0]
-    single = SingleBestSearch(RandomSearch(SPACE), None, Y, FOLDS)
-    single._start()
-    alone = single.rung_objectives(pool, [a, b], rows)
+    single = SingleBest(Y, FOLDS)
+    alone = rung_targets(single, single.begin(1, pool), pool, [a, b], rows)
     np.testing.assert_allclose(alone, [0.81 * squared.mean(), 1.44 * squared.mean()])
     assert alone[0] < alone[1]
-    # the rows not evaluated do not count, and the search's own weights are back
-    partial = search.rung_objectives(pool, [candidate(Y - 1.2 * ERROR, rows)], rows)
+    # the rows not evaluated do not count, and the search's own weights are kept
+    partial = rung_targets(
+        segor, context, pool, [candidate(Y - 1.2 * ERROR, rows)], rows
+    )
     assert partial[0] == pytest.approx(ensemble[1])
-    np.testing.assert_allclose(search.weights, 1 / N)
+    np.testing.assert_allclose(context.cv_weights, 1 / N)
 
 
 def test_a_failed_candidate_is_never_promoted():
-    search, pool = segor_with_one_member()
+    segor, context, pool = segor_with_one_member()
     failed = (candidate(Y)[0], TrialResult(None, 0.1, "ValueError: no"))
-    objectives = search.rung_objectives(pool, [failed, candidate(Y)], FOLDS < 5)
+    objectives = rung_targets(segor, context, pool, [failed, candidate(Y)], FOLDS < 5)
     assert np.isnan(objectives[0]) and np.isfinite(objectives[1])
 
 
-class Recording(CrossValidationEvaluator):
-    def __call__(self, config, folds=None, train_fraction=1.0):
-        self.calls.append(None if folds is None else list(folds))
-        self.fractions.append(train_fraction)
-        return super().__call__(config, folds, train_fraction)
+class Recording:
+    """An evaluator that records what each request asked for."""
+
+    def __init__(self, evaluate):
+        self.evaluate = evaluate
+        self.X = evaluate.cross_validation.X
+        self.calls, self.fractions, self.requests = [], [], []
+
+    def __call__(self, request):
+        self.calls.append(None if request.folds is None else list(request.folds))
+        self.fractions.append(request.train_fraction)
+        self.requests.append(request)
+        return self.evaluate(request)
 
 
 def recording_evaluator():
     X = RNG.normal(size=(N, 3))
     y = X[:, 0] + 0.1 * RNG.normal(size=N)
-    evaluate = Recording("decision_tree_regressor", X, y, FOLDS, random_state=0)
-    evaluate.calls, evaluate.fractions = [], []
-    return evaluate, y
+    evaluate = cross_validation_evaluator(
+        "decision_tree_regressor", X, y, FOLDS, random_state=0
+    )
+    return Recording(evaluate), y
 
 
 def test_hyperband_brackets_run_through_the_search_within_the_budget():
@@ -113,7 +127,7 @@ def test_hyperband_brackets_run_through_the_search_within_the_budget():
     # brackets (n configs @ folds): 4@1 2@2 1@5 | 3@2 1@5 | 3@5, costing 1.8, 1.8
     # and 3 full-fidelity equivalents with the folds kept; a budget of 10 runs
     # them, then the first again (8.4), and not the second again (10.2)
-    search = SegorSearch(RandomSearch(SPACE, seed=1), evaluate, y, FOLDS, 3)
+    search = segor_search(RandomSearch(SPACE, seed=1), evaluate, y, FOLDS, 3)
     result = search.run(10, fidelity=fidelity)
     assert len(result.pool) == 1 + 1 + 3 + 1 and result.pool.ok.all()
     assert np.isfinite(result.pool.member_outputs("predictions")).all()
@@ -239,24 +253,24 @@ def test_what_multi_fidelity_does_not_cover_is_refused_by_name(method, params, m
 
 
 def test_esmbo_ranks_a_rung_by_the_replica_risk_on_the_rows_evaluated():
-    search = EsmboSearch(RandomSearch(SPACE), None, Y, FOLDS, n_replicas=2, seed=4)
-    search._start()
+    esmbo = Esmbo(Y, FOLDS, n_replicas=2, seed=4)
     pool = Pool(N)
-    assert search._begin_iteration(1, pool) == 1  # proposing for replica 1
-    replicas = search.replica_weights.copy()
+    context = esmbo.begin(1, pool)
+    assert context.slot == 1  # proposing for replica 1
+    replicas = esmbo.replica_weights.copy()
     rows = np.isin(FOLDS, [1, 3])
     # the replica's bootstrap weights of the evaluated rows, renormalized
     weights = np.where(rows, replicas[1], 0.0) / replicas[1][rows].sum()
     a, b = candidate(Y + ERROR), candidate(Y + 0.5 * ERROR, rows)
-    got = search.rung_objectives(pool, [a, b], rows)
+    got = rung_targets(esmbo, context, pool, [a, b], rows)
     np.testing.assert_allclose(
         got, [np.sum(weights * ERROR**2), np.sum(weights * 0.25 * ERROR**2)]
     )
-    np.testing.assert_array_equal(search.replica_weights, replicas)
+    np.testing.assert_array_equal(esmbo.replica_weights, replicas)
     # replica 0 weighs the same rows otherwise
-    search._begin_iteration(2, pool)
+    context = esmbo.begin(2, pool)
     other = np.where(rows, replicas[0], 0.0) / replicas[0][rows].sum()
-    assert search.rung_objectives(pool, [a], rows)[0] == pytest.approx(
+    assert rung_targets(esmbo, context, pool, [a], rows)[0] == pytest.approx(
         np.sum(other * ERROR**2)
     )
 
@@ -292,7 +306,7 @@ def test_on_rows_each_rung_refits_on_a_larger_share_of_every_fold():
     )
     # one bracket, repeated: 4 configurations on 1/4 of the rows, 2 on 1/2, 1 on all;
     # 1 + 1 + 1 = 3 full-fidelity equivalents each, so a budget of 7 runs two
-    result = SegorSearch(RandomSearch(SPACE, seed=2), evaluate, y, FOLDS, 3).run(
+    result = segor_search(RandomSearch(SPACE, seed=2), evaluate, y, FOLDS, 3).run(
         7, fidelity=fidelity
     )
     assert evaluate.fractions == ([0.25] * 4 + [0.5] * 2 + [1.0]) * 2
@@ -338,7 +352,7 @@ def test_a_resumed_search_replays_its_rung_evaluations_and_ends_the_same(tmp_pat
     journal = TrialJournal(tmp_path / "journal")
 
     def search(runner):
-        return SegorSearch(RandomSearch(SPACE, seed=1), evaluate, y, FOLDS, 3).run(
+        return segor_search(RandomSearch(SPACE, seed=1), evaluate, y, FOLDS, 3).run(
             10, fidelity=fidelity, runner=runner
         )
 
@@ -359,7 +373,7 @@ def test_a_resumed_search_replays_its_rung_evaluations_and_ends_the_same(tmp_pat
         {"scheduler": "hyperband", "resource": "rows", "min_resource": 0.25, "eta": 2}
     )
     runner = ReplayingRunner(SerialRunner(evaluate), journal)
-    SegorSearch(RandomSearch(SPACE, seed=1), evaluate, y, FOLDS, 3).run(
+    segor_search(RandomSearch(SPACE, seed=1), evaluate, y, FOLDS, 3).run(
         10, fidelity=rows, runner=runner
     )
     assert runner.reused == 0
@@ -393,12 +407,12 @@ def test_a_bracket_whose_candidates_all_fail_adds_nothing_and_the_search_goes_on
         return TrialResult(None, 0.0, "ValueError: cannot train")
 
     fidelity = FidelitySettings.from_block(HYPERBAND_ON_FOLDS, n_folds=5)
-    search = SegorSearch(RandomSearch(SPACE, seed=1), failing, Y, FOLDS, 3)
+    search = segor_search(RandomSearch(SPACE, seed=1), failing, Y, FOLDS, 3)
     with pytest.raises(AllTrialsFailed, match="ValueError: cannot train"):
         search.run(10, fidelity=fidelity)
     # a budget of one bracket, which its first rung's failures end: no trial
     # joined the pool, and the message still says why
-    search = SegorSearch(RandomSearch(SPACE, seed=1), failing, Y, FOLDS, 3)
+    search = segor_search(RandomSearch(SPACE, seed=1), failing, Y, FOLDS, 3)
     with pytest.raises(AllTrialsFailed) as raised:
         search.run(2, fidelity=fidelity)
     assert len(raised.value.result.pool) == 0
@@ -426,7 +440,7 @@ def test_a_time_budgeted_search_is_repeated_by_a_budget_of_its_whole_brackets():
     fidelity = FidelitySettings.from_block(HYPERBAND_ON_FOLDS, n_folds=5)
 
     def search():
-        return SegorSearch(RandomSearch(SPACE, seed=1), evaluate, y, FOLDS, 3)
+        return segor_search(RandomSearch(SPACE, seed=1), evaluate, y, FOLDS, 3)
 
     # brackets of 7, 4, 3, 7 and 4 evaluations: stopped inside the fifth, with
     # 1.8 + 1.8 + 3 + 1.8 spent in whole ones, a sum no integer budget gives
@@ -453,7 +467,7 @@ def test_a_time_budget_spent_inside_a_bracket_ends_the_search_before_its_next_ru
     # bracket 1 (4@1, 2@2, 1@5) takes 7 evaluations, bracket 2's first rung 3 more:
     # spent by then, its last rung is not asked for (each would be cut at once)
     clock = SpentAfter(evaluate.calls, 9)
-    result = SegorSearch(RandomSearch(SPACE, seed=1), evaluate, y, FOLDS, 3).run(
+    result = segor_search(RandomSearch(SPACE, seed=1), evaluate, y, FOLDS, 3).run(
         10, fidelity=fidelity, time_budget=clock
     )
     assert len(evaluate.calls) == 10 and len(result.pool) == 1
@@ -472,14 +486,16 @@ def test_on_iterations_each_rung_refits_with_more_stages_and_the_pool_holds_the_
     X = RNG.normal(size=(N, 3))
     y = X[:, 0] + 0.1 * RNG.normal(size=N)
     stages = []
+    boosting = cross_validation_evaluator(
+        "gradient_boosting_regressor", X, y, FOLDS, random_state=0
+    )
 
-    class Recording(CrossValidationEvaluator):
-        def __call__(self, config, folds=None, train_fraction=1.0):
-            stages.append(config["n_estimators"])
-            assert folds is None and train_fraction == 1.0  # all rows, all folds
-            return super().__call__(config, folds, train_fraction)
+    def evaluate(request):
+        stages.append(request.config["n_estimators"])
+        # all rows, all folds
+        assert request.folds is None and request.train_fraction == 1.0
+        return boosting(request)
 
-    evaluate = Recording("gradient_boosting_regressor", X, y, FOLDS, random_state=0)
     fidelity = FidelitySettings.from_block(
         {
             "scheduler": "successive_halving",
@@ -492,7 +508,7 @@ def test_on_iterations_each_rung_refits_with_more_stages_and_the_pool_holds_the_
     assert fidelity.max_resource == 8 and fidelity.iteration_setting == "n_estimators"
     # one bracket, repeated: 4 configurations with 2 stages, 2 with 4, 1 with all 8;
     # 1 + 1 + 1 = 3 full-fidelity equivalents each, so a budget of 7 runs two
-    result = SegorSearch(RandomSearch(BOOSTING, seed=2), evaluate, y, FOLDS, 3).run(
+    result = segor_search(RandomSearch(BOOSTING, seed=2), evaluate, y, FOLDS, 3).run(
         7, fidelity=fidelity
     )
     assert stages == ([2] * 4 + [4] * 2 + [8]) * 2
@@ -500,9 +516,7 @@ def test_on_iterations_each_rung_refits_with_more_stages_and_the_pool_holds_the_
     assert [config["n_estimators"] for config in result.pool.configs] == [8, 8]
     assert result.search_metrics["fidelity_full_equivalents"] == pytest.approx(6.0)
     # the pool's predictions are those of the space's configuration itself
-    full = CrossValidationEvaluator(
-        "gradient_boosting_regressor", X, y, FOLDS, random_state=0
-    )(result.pool.configs[0])
+    full = boosting(request(result.pool.configs[0]))
     np.testing.assert_array_equal(
         result.pool.member_outputs("predictions")[0], full.oof_predictions
     )
@@ -548,7 +562,7 @@ def test_bohb_models_the_largest_resource_with_enough_evaluations():
     # brackets 4@1 2@2 1@5 | 3@2 1@5 | 3@5 (dim 1: a model needs 1 + 1 + 2 points).
     # Bracket 2 is proposed from the 4 one-fold evaluations of bracket 1, bracket 3
     # from the 5 two-fold ones of brackets 1 and 2; the pool never has 4 trials.
-    search = SingleBestSearch(Spied(SPACE, seed=1), evaluate, y, FOLDS)
+    search = single_best_search(Spied(SPACE, seed=1), evaluate, y, FOLDS)
     result = search.run(7, fidelity=fidelity)
     assert len(result.pool) == 5
     assert [len(values) for _, values in told] == [4, 5]
@@ -558,9 +572,9 @@ def test_bohb_models_the_largest_resource_with_enough_evaluations():
     X, values = told[0]
     for point, value in zip(X, values, strict=True):
         config = SPACE.decode(point)
-        alone = CrossValidationEvaluator(
+        alone = cross_validation_evaluator(
             "decision_tree_regressor", evaluate.X, y, FOLDS, random_state=0
-        )(config, folds=[0])
+        )(request(config, folds=[0]))
         rows = FOLDS == 0
         assert value == pytest.approx(
             np.mean((alone.oof_predictions[rows] - y[rows]) ** 2)
@@ -571,25 +585,22 @@ def test_the_first_bracket_is_never_cut_by_the_time_budget_and_is_recorded():
     X = RNG.normal(size=(N, 3))
     y = X[:, 0] + 0.1 * RNG.normal(size=N)
     clock = TimeBudget(1e-3)  # spent before the first rung ends
-    evaluate = CrossValidationEvaluator(
-        "decision_tree_regressor",
-        X,
-        y,
-        FOLDS,
-        random_state=0,
-        time_limit=60,
-        time_budget=clock,
+    limited = cross_validation_evaluator(
+        "decision_tree_regressor", X, y, FOLDS, random_state=0, time_limit=60
     )
+    evaluate = Recording(limited)
     fidelity = FidelitySettings.from_block(HYPERBAND_ON_FOLDS, n_folds=5)
     clock.start()
     try:
-        result = SegorSearch(RandomSearch(SPACE, seed=1), evaluate, y, FOLDS, 3).run(
+        result = segor_search(RandomSearch(SPACE, seed=1), evaluate, y, FOLDS, 3).run(
             10, fidelity=fidelity, time_budget=clock
         )
     finally:
-        evaluate.close()
-    # bracket 1 (4@1 2@2 1@5) runs whole, without cuts; bracket 2 never starts
-    assert result.stopped_by == "time_budget" and not clock.cuts_held
+        limited.close()
+    # bracket 1 (4@1 2@2 1@5) runs whole, without cuts: none of its requests
+    # carries the budget as a deadline; bracket 2 never starts
+    assert result.stopped_by == "time_budget"
+    assert [r.deadline for r in evaluate.requests] == [None] * 7
     assert len(result.pool) == 1 and result.pool.ok.all()
     records = result.rung_evaluations
     assert [(r.bracket, r.rung, r.resource) for r in records] == (
@@ -643,7 +654,7 @@ def test_bohb_proposes_from_its_model_on_full_fidelity_not_from_the_gp_design():
     optimizer = Recorded(TREE_SPACE, seed=3, n_initial=10)
     # cycles of brackets 4@1 2@2 1@5 | 3@2 1@5 | 3@5 (6.6 full-fidelity
     # equivalents, 5 trials): 3 cycles and 2 brackets of a fourth in 25
-    result = SegorSearch(optimizer, evaluate, y, FOLDS, 3).run(25, fidelity=fidelity)
+    result = segor_search(optimizer, evaluate, y, FOLDS, 3).run(25, fidelity=fidelity)
     assert {on_pool for on_pool, _ in asks} == {True, False}  # both kinds of model
     # every BOHB proposal is the GP's (an EI value), none a Sobol design point
     assert all(
@@ -658,7 +669,7 @@ def test_bohb_draws_anew_in_each_bracket():
     evaluate, y = recording_evaluator()
     Recorded, asks = bohb_asks(RandomSearch)
     fidelity = FidelitySettings.from_block(BOHB_ON_FOLDS, n_folds=5)
-    SegorSearch(Recorded(TREE_SPACE, seed=3), evaluate, y, FOLDS, 3).run(
+    segor_search(Recorded(TREE_SPACE, seed=3), evaluate, y, FOLDS, 3).run(
         25, fidelity=fidelity
     )
     firsts = [batch[0].config for _, batch in asks]
@@ -673,7 +684,7 @@ def test_a_multi_fidelity_search_whose_every_evaluation_fails_stops_early():
     fidelity = FidelitySettings.from_block(
         {"scheduler": "successive_halving", "resource": "folds", "eta": 2}, n_folds=5
     )
-    search = SegorSearch(RandomSearch(SPACE, seed=1), failing, Y, FOLDS, 3)
+    search = segor_search(RandomSearch(SPACE, seed=1), failing, Y, FOLDS, 3)
     with pytest.raises(AllTrialsFailed) as raised:
         search.run(100, fidelity=fidelity, max_initial_failures=10)
     # each bracket ends at its first rung of 4: 12 evaluations reach 10 failures

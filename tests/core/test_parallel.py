@@ -1,4 +1,4 @@
-"""Parallel trials (core.parallel): the search loop's sync and async modes on a
+"""Parallel trials (core.runners, core.dask_runner): the search loop's sync and async modes on a
 scripted runner, the local and Dask runners on real processes, and resume."""
 
 from __future__ import annotations
@@ -13,29 +13,29 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from ensemble_bo.core.evaluation import CrossValidationEvaluator
-from ensemble_bo.core.journal import TrialJournal
+from ensemble_bo.core.dask_runner import DaskRunner, dask_client
+from ensemble_bo.core.journal import ReplayingRunner, TrialJournal
 from ensemble_bo.core.methods import run_method
 from ensemble_bo.core.optimizer import GPEIOptimizer
-from ensemble_bo.core.parallel import (
-    DaskRunner,
-    ParallelSettings,
-    ReplayingRunner,
-    dask_client,
-    trial_runner,
-)
-from ensemble_bo.core.pool import TrialResult
 from ensemble_bo.core.preparation import ModelInput
 from ensemble_bo.core.results import SearchInterrupted
-from ensemble_bo.core.strategies import EsmboSearch, SegorSearch
+from ensemble_bo.core.runners import ParallelSettings, trial_runner
 from ensemble_bo.core.time_budget import TimeBudget
+from ensemble_bo.core.trials import TrialResult
 from ensemble_bo.core.validation import InvalidInput, check_settings
 from tests.core.test_esmbo_and_presets import TABLE, esmbo, hand_tuned_rho
 from tests.core.test_evaluation import _probe_factory
 from tests.core.test_journal import stop_after
 from tests.core.test_strategies import FOLDS, SPACE, Y, synthetic_evaluator
 from tests.core.test_time_budget import FakeClock
-from tests.support import cheap_parameters
+from tests.support import (
+    cheap_parameters,
+    cross_validation_evaluator,
+    esmbo_search,
+    from_config,
+    request,
+    segor_search,
+)
 
 # --- the parallel block -----------------------------------------------------
 
@@ -84,24 +84,25 @@ class ScriptedRunner:
     def __init__(self, n_workers, durations=(1.0,), evaluate=synthetic_evaluator):
         self.n_workers = n_workers
         self.durations = durations
-        self.evaluate = evaluate
+        self.evaluate = from_config(evaluate)
         self.now = 0.0
         self.running: list[tuple[float, int, dict]] = []
         self.submitted: list[tuple[int, dict]] = []
         self.finished: list[int] = []
         self.most_running = 0
 
-    def submit(self, ticket, config, scope=None):
-        assert scope is None  # scripted trials are whole evaluations
+    def submit(self, request):
+        assert request.scope == (None, 1.0)  # scripted trials are whole evaluations
         duration = self.durations[len(self.submitted) % len(self.durations)]
-        heapq.heappush(self.running, (self.now + duration, ticket, config))
-        self.submitted.append((ticket, config))
+        ticket = request.ticket
+        heapq.heappush(self.running, (self.now + duration, ticket, request))
+        self.submitted.append((ticket, dict(request.config)))
         self.most_running = max(self.most_running, len(self.running))
 
     def next_finished(self):
-        self.now, ticket, config = heapq.heappop(self.running)
+        self.now, ticket, request = heapq.heappop(self.running)
         self.finished.append(ticket)
-        return ticket, self.evaluate(config)
+        return ticket, self.evaluate(request)
 
     def recorded_trials(self):
         return []
@@ -123,7 +124,7 @@ def segor(n_initial=4, seed=3, size=4):
     optimizer = AskRecorder(
         SPACE, seed=seed, n_initial=n_initial, gp_restarts=1, n_candidates=256
     )
-    return SegorSearch(optimizer, synthetic_evaluator, Y, FOLDS, ensemble_size=size)
+    return segor_search(optimizer, synthetic_evaluator, Y, FOLDS, ensemble_size=size)
 
 
 def test_sync_mode_proposes_a_batch_of_n_workers_and_takes_it_in_proposal_order():
@@ -198,7 +199,9 @@ def test_a_failed_trial_in_a_batch_is_recorded_and_the_search_goes_on():
 
 def test_esmbo_proposes_a_batch_for_consecutive_replicas():
     optimizer = GPEIOptimizer(SPACE, seed=0, n_initial=3, gp_restarts=1)
-    search = EsmboSearch(optimizer, synthetic_evaluator, Y, FOLDS, n_replicas=4, seed=0)
+    search = esmbo_search(
+        optimizer, synthetic_evaluator, Y, FOLDS, n_replicas=4, seed=0
+    )
     retargets = []
     retarget = optimizer.retarget
     optimizer.retarget = lambda values: retargets.append(np.array(values)) or retarget(
@@ -220,7 +223,7 @@ def test_esmbo_tunes_auto_rho_on_its_first_trials_however_many_are_running():
     search.run(15, runner=runner, mode="sync", max_initial_failures=None)
     first = [TABLE[h] for h in range(6) if TABLE[h] is not None]
     expected = hand_tuned_rho(first, 200, seed=7)
-    assert search.rho == pytest.approx(expected.value, rel=1e-12)
+    assert search.strategy.rho == pytest.approx(expected.value, rel=1e-12)
 
 
 def test_a_stopped_search_keeps_its_pool_in_either_mode():
@@ -261,11 +264,11 @@ def test_a_stopped_parallel_search_resumes_without_retraining(tmp_path, mode):
         assert resumed.members == uninterrupted.members
     else:  # the recorded trials come first, in the order they ended
         assert resumed.pool.configs[: len(recorded)] == [
-            recorded[i].config for i in range(len(recorded))
+            recorded[i].request.config for i in range(len(recorded))
         ]
         # and the optimizer's initial design went on past them: the new
         # proposals are none of them
-        taken_back = [entry.config for entry in recorded.values()]
+        taken_back = [entry.request.config for entry in recorded.values()]
         assert not [config for _, config in runner.submitted if config in taken_back]
 
 
@@ -310,12 +313,14 @@ def test_a_trial_that_never_ran_is_trained_on_resume_not_failed_again(tmp_path):
 def test_replayed_trials_are_charged_the_wall_time_they_took_side_by_side(tmp_path):
     journal = TrialJournal(tmp_path / "charged")
     for index in range(6):
-        journal.record(index, {"a": index}, TrialResult(np.zeros(3), 3.0))
+        journal.record(
+            index, request({"a": index}, ticket=index), TrialResult(np.zeros(3), 3.0)
+        )
     clock = TimeBudget(100.0, clock=FakeClock())
     clock.start()
     replaying = ReplayingRunner(ScriptedRunner(3), journal, clock)
     for ticket in range(6):
-        replaying.submit(ticket, {"a": ticket})
+        replaying.submit(request({"a": ticket}, ticket=ticket))
         replaying.next_finished()
     # 6 trials of 3 s on 3 workers: 6 s of wall time, not 18
     assert clock.elapsed == pytest.approx(6.0)
@@ -395,7 +400,7 @@ def test_async_mode_on_dask_trains_the_budget(local_cluster, monkeypatch):
 
 
 def probe_evaluator(time_limit=None):
-    return CrossValidationEvaluator(
+    return cross_validation_evaluator(
         "decision_tree_regressor",
         DATA.features,
         DATA.target,
@@ -410,13 +415,13 @@ def test_a_dask_trial_past_its_limit_fails_and_its_worker_is_replaced(local_clus
     runner = DaskRunner(local_cluster, probe_evaluator(time_limit=2.0), 2)
     workers_before = set(local_cluster.scheduler_info()["workers"])
     start = time.monotonic()
-    runner.submit(0, {"probe": "sleep", "seconds": 60.0})
+    runner.submit(request({"probe": "sleep", "seconds": 60.0}, ticket=0))
     ticket, result = runner.next_finished()
     assert ticket == 0 and not result.ok
     assert result.error == "TimeoutError: fit exceeded the time limit of 2 s"
     assert time.monotonic() - start < 30
     # the cluster recovers: the worker that ran it was restarted, the next trial trains
-    runner.submit(1, {"max_depth": 2})
+    runner.submit(request({"max_depth": 2}, ticket=1))
     ticket, result = runner.next_finished()
     assert ticket == 1 and result.ok, result.error
     local_cluster.wait_for_workers(2, timeout=60)
@@ -429,8 +434,8 @@ def test_a_dask_trial_whose_worker_dies_is_a_failed_trial_not_a_crash(local_clus
     # allowed-failures are spent): KilledWorker; the other trial and the
     # cluster live on.
     runner = DaskRunner(local_cluster, probe_evaluator(), 2)
-    runner.submit(0, {"probe": "exit"})
-    runner.submit(1, {"max_depth": 3})
+    runner.submit(request({"probe": "exit"}, ticket=0))
+    runner.submit(request({"max_depth": 3}, ticket=1))
     results = dict(runner.next_finished() for _ in range(2))
     assert not results[0].ok and "KilledWorker" in results[0].error
     assert results[1].ok, results[1].error
@@ -443,7 +448,7 @@ def test_a_cell_search_inside_a_dask_worker_keeps_its_time_limit(local_cluster):
     def evaluate_with_limit():
         evaluator = probe_evaluator(time_limit=30.0)
         try:
-            return os.getpid(), evaluator({"probe": "pid"})
+            return os.getpid(), evaluator(request({"probe": "pid"}))
         finally:
             evaluator.close()
 
@@ -467,8 +472,8 @@ def _alive(pid, wait=5.0):
 def test_trial_runner_closes_the_local_workers_it_started():
     evaluator = probe_evaluator()
     with trial_runner(ParallelSettings("local", 2), evaluator) as runner:
-        runner.submit(0, {"probe": "pid"})
-        runner.submit(1, {"probe": "pid"})
+        runner.submit(request({"probe": "pid"}, ticket=0))
+        runner.submit(request({"probe": "pid"}, ticket=1))
         results = dict(runner.next_finished() for _ in range(2))
         pids = {int(result.oof_predictions[0]) for result in results.values()}
     assert len(pids) == 2 and os.getpid() not in pids
@@ -479,9 +484,9 @@ def test_trial_runner_closes_the_local_workers_it_started():
 def test_closing_local_workers_kills_a_fit_still_running():
     evaluator = probe_evaluator()
     with trial_runner(ParallelSettings("local", 2), evaluator) as runner:
-        runner.submit(0, {"probe": "pid"})
+        runner.submit(request({"probe": "pid"}, ticket=0))
         ((_, started),) = [runner.next_finished()]
-        runner.submit(1, {"probe": "sleep", "seconds": 120.0})
+        runner.submit(request({"probe": "sleep", "seconds": 120.0}, ticket=1))
         time.sleep(0.5)
         start = time.monotonic()
     assert time.monotonic() - start < 30  # not the fit's 120 s (x 5 folds)
@@ -499,7 +504,7 @@ def test_dask_trials_queued_behind_busy_workers_get_their_whole_time_limit(
     local_cluster.run(importlib.import_module, "tests.core.test_evaluation")
     runner = DaskRunner(local_cluster, probe_evaluator(time_limit=5.0), 6)
     for ticket in range(6):
-        runner.submit(ticket, {"probe": "sleep", "seconds": 0.6})
+        runner.submit(request({"probe": "sleep", "seconds": 0.6}, ticket=ticket))
     results = dict(runner.next_finished() for _ in range(6))
     assert all(result.ok for result in results.values()), results
     runner.close()
@@ -509,12 +514,17 @@ def test_dask_trials_sent_once_the_time_budget_is_spent_are_cut_unsent(local_clu
     local_cluster.wait_for_workers(2, timeout=120)
     evaluator = probe_evaluator(time_limit=30.0)
     clock = FakeClock()
-    evaluator.time_budget = TimeBudget(1.0, clock=clock)
-    evaluator.time_budget.start()
+    budget = TimeBudget(1.0, clock=clock)
+    budget.start()
     runner = DaskRunner(local_cluster, evaluator, 3)
     clock.now += 5.0  # spent before the first is sent: the first is never cut
     for ticket in range(3):
-        runner.submit(ticket, {"probe": "sleep", "seconds": 0.01})
+        deadline = None if ticket == 0 else budget  # the search's first: none
+        runner.submit(
+            request(
+                {"probe": "sleep", "seconds": 0.01}, ticket=ticket, deadline=deadline
+            )
+        )
     results = dict(runner.next_finished() for _ in range(3))
     runner.close()
     assert results[0].ok

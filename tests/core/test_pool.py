@@ -3,7 +3,8 @@ import pickle
 import numpy as np
 import pytest
 
-from ensemble_bo.core.pool import Pool, TrialResult
+from ensemble_bo.core.pool import Pool
+from ensemble_bo.core.trials import TrialResult
 
 
 def test_regression_pool_outputs_are_its_predictions_and_grow():

@@ -2,7 +2,7 @@ import numpy as np
 import pytest
 
 from ensemble_bo.core.losses import fold_weights, huber_loss, squared_error
-from ensemble_bo.core.selection import (
+from ensemble_bo.core.selection.greedy import (
     bfgs_weights,
     greedy_selection_with_replacement,
     greedy_vote_selection,

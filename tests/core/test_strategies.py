@@ -5,7 +5,7 @@ import pytest
 
 from ensemble_bo.core.losses import objective, squared_error
 from ensemble_bo.core.optimizer import GPEIOptimizer, RandomSearch
-from ensemble_bo.core.pool import Pool, TrialResult
+from ensemble_bo.core.pool import Pool
 from ensemble_bo.core.results import (
     AllTrialsFailed,
     EnsembleSearchResult,
@@ -13,23 +13,26 @@ from ensemble_bo.core.results import (
     SearchInterrupted,
     join_selection,
 )
-from ensemble_bo.core.selection import (
+from ensemble_bo.core.search import MAX_INITIAL_FAILURES
+from ensemble_bo.core.selection.greedy import (
     greedy_selection_with_replacement,
     greedy_vote_selection,
     weighted_vote_cv_error,
 )
-from ensemble_bo.core.space import SearchSpace
-from ensemble_bo.core.strategies import (
-    MAX_INITIAL_FAILURES,
-    EsmboSearch,
-    SegorSearch,
-    SegoSearch,
-    SingleBestSearch,
+from ensemble_bo.core.selection.stages import (
     agnostic_bayes_selection,
     posthoc_selection,
-    segor_variant,
 )
-from tests.support import RecordingRelabels
+from ensemble_bo.core.space import SearchSpace
+from ensemble_bo.core.strategies import segor_variant
+from ensemble_bo.core.trials import TrialResult
+from tests.support import (
+    RecordingRetargets,
+    esmbo_search,
+    sego_search,
+    segor_search,
+    single_best_search,
+)
 
 N_SAMPLES = 40
 RNG = np.random.default_rng(0)
@@ -58,7 +61,7 @@ def synthetic_evaluator(config):
     return TrialResult(predictions, 0.001)
 
 
-class RecordingOptimizer(RecordingRelabels, GPEIOptimizer):
+class RecordingOptimizer(RecordingRetargets, GPEIOptimizer):
     """Keeps every set of GP targets the strategy hands over."""
 
 
@@ -72,7 +75,7 @@ def test_segor_fixed_matches_a_brute_force_reading_of_algorithm_1():
     optimizer = RecordingOptimizer(
         SPACE, seed=1, n_initial=6, gp_restarts=1, n_candidates=256
     )
-    result = SegorSearch(
+    result = segor_search(
         optimizer, synthetic_evaluator, Y, FOLDS, ensemble_size=size
     ).run(budget)
     predictions = result.pool.predictions
@@ -130,7 +133,7 @@ def test_failed_trials_are_recorded_and_the_loop_goes_on():
     optimizer = GPEIOptimizer(
         SPACE, seed=0, n_initial=4, gp_restarts=1, n_candidates=128
     )
-    result = SegorSearch(optimizer, every_third_fails, Y, FOLDS, ensemble_size=3).run(
+    result = segor_search(optimizer, every_third_fails, Y, FOLDS, ensemble_size=3).run(
         12
     )
     failed = [record for record in result.history if record.status == "failed"]
@@ -143,7 +146,7 @@ def test_failed_trials_are_recorded_and_the_loop_goes_on():
 
 def test_same_seed_gives_the_same_ensemble():
     runs = [
-        SegorSearch(
+        segor_search(
             GPEIOptimizer(SPACE, seed=7, n_initial=5, gp_restarts=1, n_candidates=128),
             synthetic_evaluator,
             Y,
@@ -167,7 +170,7 @@ def test_same_seed_gives_the_same_ensemble():
 def test_bad_sizes_and_budgets(size, budget, message):
     optimizer = GPEIOptimizer(SPACE, seed=0, n_initial=2)
     with pytest.raises(ValueError, match=message):
-        SegorSearch(optimizer, synthetic_evaluator, Y, FOLDS, ensemble_size=size).run(
+        segor_search(optimizer, synthetic_evaluator, Y, FOLDS, ensemble_size=size).run(
             budget
         )
 
@@ -208,7 +211,7 @@ def test_growing_and_dynamic_sizing_match_a_brute_force_reading_of_s32(sizing):
     optimizer = RecordingOptimizer(
         SPACE, seed=4, n_initial=6, gp_restarts=1, n_candidates=256
     )
-    result = SegorSearch(optimizer, never_fails, Y, FOLDS, sizing=sizing).run(20)
+    result = segor_search(optimizer, never_fails, Y, FOLDS, sizing=sizing).run(20)
     steps = brute_force_sizing(result, sizing)
     for record, (action, loss, members) in zip(result.history, steps, strict=True):
         assert record.action == action
@@ -252,7 +255,7 @@ def hand_built_search(variant, ensemble_size=12):
         return TrialResult(next(rows), 0.0)
 
     sizing, loss = segor_variant(variant)
-    result = SegorSearch(
+    result = segor_search(
         RandomSearch(SPACE, seed=0),
         evaluator,
         Y,
@@ -363,7 +366,7 @@ def test_fixed_size_only_replaces_and_never_exceeds_m():
 def test_unknown_sizing_is_named():
     optimizer = GPEIOptimizer(SPACE, seed=0)
     with pytest.raises(ValueError, match="unknown ensemble size method 'random'"):
-        SegorSearch(optimizer, synthetic_evaluator, Y, FOLDS, sizing="random")
+        segor_search(optimizer, synthetic_evaluator, Y, FOLDS, sizing="random")
 
 
 def test_an_optimizer_that_was_told_points_is_refused():
@@ -372,7 +375,7 @@ def test_an_optimizer_that_was_told_points_is_refused():
     with pytest.raises(
         ValueError, match="needs a fresh optimizer; this one was told 1 points"
     ):
-        SegorSearch(optimizer, synthetic_evaluator, Y, FOLDS)
+        segor_search(optimizer, synthetic_evaluator, Y, FOLDS)
 
 
 def test_an_interrupted_search_keeps_what_it_trained():
@@ -387,7 +390,7 @@ def test_an_interrupted_search_keeps_what_it_trained():
     optimizer = GPEIOptimizer(
         SPACE, seed=0, n_initial=3, gp_restarts=1, n_candidates=128
     )
-    search = SegorSearch(
+    search = segor_search(
         optimizer, interrupted_on_fifth_call, Y, FOLDS, ensemble_size=3
     )
     with pytest.raises(
@@ -407,7 +410,7 @@ def test_single_best_search_tells_each_models_own_cv_loss(optimizer_class):
     optimizer = optimizer_class(
         SPACE, seed=2, **(options if optimizer_class is GPEIOptimizer else {})
     )
-    result = SingleBestSearch(optimizer, synthetic_evaluator, Y, FOLDS).run(15)
+    result = single_best_search(optimizer, synthetic_evaluator, Y, FOLDS).run(15)
     predictions, ok = result.pool.predictions, result.pool.ok
     own = [brute_force_loss(predictions, [h]) if ok[h] else math.nan for h in range(15)]
     np.testing.assert_allclose(optimizer.values, own, rtol=1e-10)
@@ -430,7 +433,7 @@ def smbo_pool(budget=14):
     optimizer = GPEIOptimizer(
         SPACE, seed=3, n_initial=4, gp_restarts=1, n_candidates=128
     )
-    return SingleBestSearch(optimizer, synthetic_evaluator, Y, FOLDS).run(budget)
+    return single_best_search(optimizer, synthetic_evaluator, Y, FOLDS).run(budget)
 
 
 def test_posthoc_selection_is_greedy_selection_on_the_saved_pool():
@@ -493,13 +496,13 @@ def test_esmbo_matches_a_brute_force_reading_of_algorithm_2():
     optimizer = RecordingOptimizer(
         SPACE, seed=5, n_initial=4, gp_restarts=1, n_candidates=128
     )
-    search = EsmboSearch(
+    search = esmbo_search(
         optimizer, synthetic_evaluator, Y, FOLDS, n_replicas=n_replicas, seed=9
     )
     result = search.run(budget)
     predictions, ok = result.pool.predictions, result.pool.ok
     # each replica's weights are a bootstrap of the n samples: counts summing to n
-    counts = search.replica_weights * N_SAMPLES
+    counts = search.strategy.replica_weights * N_SAMPLES
     np.testing.assert_allclose(counts, np.round(counts))
     assert np.allclose(counts.sum(axis=1), N_SAMPLES)
 
@@ -532,12 +535,12 @@ def test_esmbo_splits_a_tied_replica_evenly():
         return TrialResult(Y + 0.1 * BASIS[0], 0.0)  # every model predicts alike
 
     optimizer = GPEIOptimizer(SPACE, seed=0, n_initial=3)
-    result = EsmboSearch(optimizer, always_the_same, Y, FOLDS, n_replicas=2).run(4)
+    result = esmbo_search(optimizer, always_the_same, Y, FOLDS, n_replicas=2).run(4)
     assert result.member_weights == pytest.approx({0: 0.25, 1: 0.25, 2: 0.25, 3: 0.25})
     with pytest.raises(
         ValueError, match="n_replicas must be a positive integer, got 0"
     ):
-        EsmboSearch(GPEIOptimizer(SPACE), always_the_same, Y, FOLDS, n_replicas=0)
+        esmbo_search(GPEIOptimizer(SPACE), always_the_same, Y, FOLDS, n_replicas=0)
 
 
 def pool_of(rows):
@@ -634,7 +637,7 @@ def test_sego_matches_a_brute_force_reading_of_its_algorithm_1():
     optimizer = RecordingOptimizer(
         SPACE, seed=2, n_initial=5, gp_restarts=1, n_candidates=256
     )
-    result = SegoSearch(
+    result = sego_search(
         optimizer, synthetic_classifier, LABELS, FOLDS, ensemble_size=size
     ).run(budget)
     predictions = result.pool.predictions  # class codes, NaN rows for failures
@@ -674,7 +677,7 @@ def test_classification_single_best_esmbo_and_posthoc_use_error_rates():
     def cv_error(row):
         return np.mean([np.mean((row != LABELS)[FOLDS == k]) for k in range(5)])
 
-    single = SingleBestSearch(
+    single = single_best_search(
         RandomSearch(SPACE, seed=0),
         synthetic_classifier,
         LABELS,
@@ -688,7 +691,7 @@ def test_classification_single_best_esmbo_and_posthoc_use_error_rates():
         single.single_losses[ok], [cv_error(rows[h]) for h in ok], rtol=1e-12
     )
 
-    search = EsmboSearch(
+    search = esmbo_search(
         RandomSearch(SPACE, seed=0),
         synthetic_classifier,
         LABELS,
@@ -701,7 +704,7 @@ def test_classification_single_best_esmbo_and_posthoc_use_error_rates():
     ok = np.flatnonzero(esmbo.pool.ok)
     # Algorithm 2: each replica's argmin of its resampled error rate, ties split
     expected = {}
-    for replica in search.replica_weights:
+    for replica in search.strategy.replica_weights:
         risks = {h: float((rows[h] != LABELS) @ replica) for h in ok}
         winners = [h for h in ok if risks[h] == min(risks.values())]
         for h in winners:
@@ -796,7 +799,7 @@ def failing_evaluator(errors):
 
 
 def random_segor(evaluate, **kwargs):
-    return SegorSearch(RandomSearch(SPACE, seed=0), evaluate, Y, FOLDS, 3, **kwargs)
+    return segor_search(RandomSearch(SPACE, seed=0), evaluate, Y, FOLDS, 3, **kwargs)
 
 
 def test_a_search_whose_first_trials_all_fail_stops_listing_their_errors():

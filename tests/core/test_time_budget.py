@@ -9,16 +9,20 @@ import numpy as np
 import pytest
 
 from ensemble_bo.api import default_parameters
-from ensemble_bo.core.evaluation import CrossValidationEvaluator
-from ensemble_bo.core.journal import TrialJournal
+from ensemble_bo.core.journal import ReplayingRunner, TrialJournal
 from ensemble_bo.core.optimizer import RandomSearch
-from ensemble_bo.core.parallel import ReplayingRunner, SerialRunner
-from ensemble_bo.core.pool import TrialResult
 from ensemble_bo.core.results import AllTrialsFailed
-from ensemble_bo.core.strategies import SegorSearch
-from ensemble_bo.core.time_budget import TimeBudget, check_time_budget
+from ensemble_bo.core.runners import SerialRunner
+from ensemble_bo.core.time_budget import (
+    TimeBudget,
+    check_time_budget,
+    deadline_for,
+    trial_limit,
+)
+from ensemble_bo.core.trials import TrialResult
 from ensemble_bo.core.validation import InvalidInput, check_settings
 from tests.core.test_strategies import FOLDS, SPACE, Y, synthetic_evaluator
+from tests.support import cross_validation_evaluator, request, segor_search
 
 
 class FakeClock:
@@ -63,7 +67,7 @@ def timed_segor(seconds, trial_seconds, budget=100):
         return synthetic_evaluator(config)
 
     # seed 1: the first configuration trains (the synthetic pool fails a > 0.85)
-    search = SegorSearch(RandomSearch(SPACE, seed=1), evaluate, Y, FOLDS, 3)
+    search = segor_search(RandomSearch(SPACE, seed=1), evaluate, Y, FOLDS, 3)
     return search.run(budget, time_budget=TimeBudget(seconds, clock=clock))
 
 
@@ -99,7 +103,7 @@ def test_a_time_budget_that_ends_with_only_failed_trials_says_so():
         clock.now += 1.0
         return TrialResult(None, 1.0, "ValueError: no")
 
-    search = SegorSearch(RandomSearch(SPACE, seed=1), evaluate, Y, FOLDS, 3)
+    search = segor_search(RandomSearch(SPACE, seed=1), evaluate, Y, FOLDS, 3)
     with pytest.raises(
         AllTrialsFailed, match="the time budget ended the search after 2 trials"
     ):
@@ -120,25 +124,29 @@ def test_a_resumed_search_is_charged_the_recorded_seconds_of_its_replayed_trials
 ):
     journal = TrialJournal(tmp_path / "journal")
     for index, seconds in enumerate([0.4, 0.5]):
-        journal.record(index, {"a": index}, TrialResult(np.zeros(3), seconds))
+        journal.record(
+            index,
+            request({"a": index}, ticket=index),
+            TrialResult(np.zeros(3), seconds),
+        )
     trained = []
     clock = FakeClock()
     budget = TimeBudget(2.0, clock=clock)
     budget.start()
     replay = ReplayingRunner(
         SerialRunner(
-            lambda config: trained.append(config) or TrialResult(np.ones(3), 0.1)
+            lambda asked: trained.append(dict(asked.config))
+            or TrialResult(np.ones(3), 0.1)
         ),
         journal,
         budget,
     )
     for ticket in range(2):
-        replay.submit(ticket, {"a": ticket})
+        replay.submit(request({"a": ticket}, ticket=ticket))
         replay.next_finished()
     assert trained == [] and budget.elapsed == pytest.approx(0.9)
-    replay.submit(
-        2, {"a": 2}
-    )  # trained, not replayed: its time is the clock's, not charged
+    # trained, not replayed: its time is the clock's, not charged
+    replay.submit(request({"a": 2}, ticket=2))
     replay.next_finished()
     assert trained == [{"a": 2}] and budget.elapsed == pytest.approx(0.9)
 
@@ -157,16 +165,16 @@ def test_the_first_evaluation_is_not_cut_by_a_spent_budget():
     budget.start()
     clock.now += 5.0
     features = np.arange(2.0 * len(Y)).reshape(-1, 2)
-    evaluate = CrossValidationEvaluator(
-        "decision_tree_regressor", features, Y, FOLDS, time_budget=budget
-    )
-    assert evaluate._trial_limit() == (None, "")  # no limit: runs in process
-    assert evaluate({"max_depth": 2}).ok and evaluate.evaluations == 1
-    limit, cut_by = evaluate._trial_limit()  # the next one would be cut at once
+    evaluate = cross_validation_evaluator("decision_tree_regressor", features, Y, FOLDS)
+    # the search's first request (and a multi-fidelity search's first
+    # bracket's) carries no deadline: no limit, it runs in process
+    first = deadline_for(budget, first=True)
+    assert first is None and trial_limit(None, first) == (None, "")
+    assert evaluate(request({"max_depth": 2}, deadline=first)).ok
+    later = deadline_for(budget, first=False)
+    assert later is budget
+    limit, cut_by = trial_limit(None, later)  # the next one would be cut at once
     assert limit == 1e-3 and "end of the time budget of 1 s" in cut_by
-    with budget.not_cutting():  # a multi-fidelity search's first bracket
-        assert evaluate._trial_limit() == (None, "")
-        with budget.not_cutting():
-            assert budget.cuts_held
-        assert budget.cuts_held  # an inner hold gives back the outer one's
-    assert not budget.cuts_held and evaluate._trial_limit()[0] == 1e-3
+    # without a time budget there is nothing to cut by
+    unlimited = TimeBudget(None, clock=clock)
+    assert deadline_for(unlimited, first=False) is None

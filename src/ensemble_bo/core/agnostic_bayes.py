@@ -22,7 +22,7 @@ from scipy.special import softmax
 from scipy.stats import multivariate_t
 
 from ensemble_bo.core.losses import fold_weights
-from ensemble_bo.core.selection import (
+from ensemble_bo.core.selection.greedy import (
     PerSampleLoss,
     check_problem,
     usable_rows,

@@ -18,34 +18,36 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from ensemble_bo.core.evaluation import CrossValidationEvaluator
-from ensemble_bo.core.journal import TrialJournal
-from ensemble_bo.core.optimizer import Optimizer
+from ensemble_bo.core.evaluation import CrossValidation
+from ensemble_bo.core.journal import ReplayingRunner, TrialJournal
 from ensemble_bo.core.optimizer_kinds import make_optimizer
-from ensemble_bo.core.parallel import ParallelSettings, ReplayingRunner, trial_runner
 from ensemble_bo.core.preparation import ModelInput
 from ensemble_bo.core.results import (
     EnsembleSearchResult,
-    IterationRecord,
     SearchInterrupted,
     join_selection,
 )
+from ensemble_bo.core.runners import ParallelSettings, trial_runner
+from ensemble_bo.core.search import Callback, Search
 from ensemble_bo.core.seeding import derive_seed
-from ensemble_bo.core.space import SearchSpace
-from ensemble_bo.core.strategies import (
-    ESMBO_ENSEMBLES,
-    EsmboSearch,
-    PoolSearch,
-    SegorSearch,
-    SegoSearch,
-    SingleBestSearch,
+from ensemble_bo.core.selection.stages import (
     agnostic_bayes_selection,
     bfgs_reweighted,
     posthoc_selection,
+)
+from ensemble_bo.core.space import SearchSpace
+from ensemble_bo.core.strategies import (
+    ESMBO_ENSEMBLES,
+    Esmbo,
+    Sego,
+    Segor,
+    SingleBest,
+    Strategy,
     segor_variant,
 )
 from ensemble_bo.core.time_budget import TimeBudget
 from ensemble_bo.core.validation import SHARED_PARAMS, check_fidelity, check_settings
+from ensemble_bo.core.workers import WorkerEvaluator
 
 REGRESSION = frozenset({"regression"})
 CLASSIFICATION = frozenset({"classification"})
@@ -59,14 +61,14 @@ Settings = Mapping[str, Any]
 
 @dataclass(frozen=True)
 class SearchParts:
-    """What a method's `build_search` gets: everything but the strategy."""
+    """What a method's `build_strategy` gets: the data, its settings and seed."""
 
-    optimizer: Optimizer
-    evaluate: CrossValidationEvaluator
     data: ModelInput
     settings: Settings
     seed: int
     block_name: str  # the method's own parameter block
+    # How many initial-design points the method's optimizer draws (0: none).
+    n_initial: int = 0
 
     @property
     def block(self) -> Mapping[str, Any]:
@@ -105,7 +107,7 @@ class Method:
     summary: str
     tasks: frozenset[str]
     search_params: str
-    build_search: Callable[[SearchParts], PoolSearch]
+    build_strategy: Callable[[SearchParts], Strategy]
     extra_params: tuple[str, ...] = ()
     selection: Selection | None = None
     variant: Callable[[Settings, str], dict[str, Any]] | None = None
@@ -150,10 +152,8 @@ class Method:
         )
 
 
-def _single_best(parts: SearchParts) -> PoolSearch:
-    return SingleBestSearch(
-        parts.optimizer,
-        parts.evaluate,
+def _single_best(parts: SearchParts) -> Strategy:
+    return SingleBest(
         parts.data.target,
         parts.data.fold_ids,
         loss=parts.block["loss"],
@@ -161,12 +161,10 @@ def _single_best(parts: SearchParts) -> PoolSearch:
     )
 
 
-def _segor(parts: SearchParts) -> PoolSearch:
+def _segor(parts: SearchParts) -> Strategy:
     ensemble = parts.settings["ensemble"]
     sizing, loss = segor_variant(ensemble["variant"])
-    return SegorSearch(
-        parts.optimizer,
-        parts.evaluate,
+    return Segor(
         parts.data.target,
         parts.data.fold_ids,
         ensemble_size=ensemble["size"],
@@ -200,10 +198,8 @@ def _esmbo_variant(settings: Settings, variant: str) -> dict[str, Any]:
     return _loss_variant("esmbo")(settings, variant)
 
 
-def _sego(parts: SearchParts) -> PoolSearch:
-    return SegoSearch(
-        parts.optimizer,
-        parts.evaluate,
+def _sego(parts: SearchParts) -> Strategy:
+    return Sego(
         parts.data.target,
         parts.data.fold_ids,
         ensemble_size=parts.block["ensemble_size"],
@@ -211,10 +207,8 @@ def _sego(parts: SearchParts) -> PoolSearch:
     )
 
 
-def _esmbo(parts: SearchParts) -> PoolSearch:
-    return EsmboSearch(
-        parts.optimizer,
-        parts.evaluate,
+def _esmbo(parts: SearchParts) -> Strategy:
+    return Esmbo(
         parts.data.target,
         parts.data.fold_ids,
         n_replicas=parts.block["n_replicas"],
@@ -224,7 +218,7 @@ def _esmbo(parts: SearchParts) -> PoolSearch:
         rho=parts.block["rho"],
         # rho is tuned once the initial design is in, and on at least 10 trials:
         # the paper preset's design has 2, too few models to weigh.
-        rho_tuned_at=max(getattr(parts.optimizer, "n_initial", 0), 10),
+        rho_tuned_at=max(parts.n_initial, 10),
         n_posterior_samples=parts.block["n_samples"],
     )
 
@@ -414,9 +408,6 @@ def resolve_model(block: Mapping[str, Any], task: str, settings: Settings) -> st
     return block["model"]
 
 
-Callback = Callable[[IterationRecord], None]
-
-
 def run_method(
     method: str | Method,
     data: ModelInput,
@@ -439,7 +430,7 @@ def run_method(
     result is the one an uninterrupted search gives (`trials_reused` counts them).
     With `time_budget` in settings (seconds), the search also ends once that
     wall time is spent (core.time_budget); the selection stage is not counted.
-    The `parallel` block says where the trials train (core.parallel): one at
+    The `parallel` block says where the trials train (core.runners): one at
     a time, on local worker processes or on a Dask cluster, in sync or async
     batches; a journal of an async search gives back its trials in the order
     they ended, and the search goes on from there.
@@ -456,14 +447,15 @@ def run_method(
         **chosen.optimizer_options(block["optimizer"]),
     )
     time_budget = TimeBudget(settings["time_budget"])
-    evaluate = CrossValidationEvaluator(
-        model,
-        data.features,
-        data.target,
-        data.fold_ids,
-        random_state=derive_seed(seed, "models"),
+    evaluate = WorkerEvaluator(
+        CrossValidation(
+            model,
+            data.features,
+            data.target,
+            data.fold_ids,
+            random_state=derive_seed(seed, "models"),
+        ),
         time_limit=block["time_limit"],
-        time_budget=time_budget,
     )
     callbacks = list(callbacks)
     parallel = ParallelSettings.from_block(settings["parallel"])
@@ -483,10 +475,16 @@ def run_method(
                 replay="completions" if mode == "async" else "proposals",
             )
         )
-        search = chosen.build_search(
-            SearchParts(optimizer, evaluate, data, settings, seed, chosen.search_params)
+        strategy = chosen.build_strategy(
+            SearchParts(
+                data,
+                settings,
+                seed,
+                chosen.search_params,
+                n_initial=getattr(optimizer, "n_initial", 0),
+            )
         )
-        result = search.run(
+        result = Search(strategy, optimizer, evaluate).run(
             settings["budget"],
             callbacks,
             model_name=model,

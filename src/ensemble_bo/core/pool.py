@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -16,29 +15,7 @@ from ensemble_bo.core.losses import (
     PROBABILITY_SQUARE_NORM,
     TRUE_CLASS_PROBABILITY,
 )
-
-
-@dataclass(frozen=True)
-class TrialResult:
-    """Outcome of evaluating one configuration by cross-validation.
-
-    `oof_predictions` has shape (n,) when `ok`, else is None and `error` says
-    why. For classification, `oof_predictions` are class codes and
-    `oof_probabilities` (n, K) the class probabilities of the same fits (None:
-    the model has none, and the pool takes the one-hot of its labels).
-    `never_ran`: the evaluation did not take place (its worker process could
-    not start), so a resumed search trains it instead of replaying the failure.
-    """
-
-    oof_predictions: np.ndarray | None
-    fit_seconds: float
-    error: str | None = None
-    oof_probabilities: np.ndarray | None = None
-    never_ran: bool = False
-
-    @property
-    def ok(self) -> bool:
-        return self.error is None
+from ensemble_bo.core.trials import TrialResult
 
 
 def n_classes(labels: np.ndarray) -> int:

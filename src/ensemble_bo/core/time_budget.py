@@ -1,12 +1,15 @@
-"""A search's wall-time budget (`time_budget`, seconds), beside its budget of trials.
+"""A search's wall-time budget (`time_budget`, seconds), beside its budget of trials,
+and the one policy of what it cuts.
 
-The search checks it between trials and stops once it is spent; the evaluator
-caps each trial's time limit at what is left, so a trial that would run past
-the end is cut like any trial past its time limit (a failed trial). A search
-therefore ends within one proposal's time of its budget, or one trial's when
-its first trial (never cut, so that there is a model to refit) ends later. A
-multi-fidelity search's first model comes at the end of its first bracket, so
-no trial of that bracket is cut (`not_cutting`).
+The search checks it between trials and stops once it is spent. Each trial's
+request carries it as its deadline (core.trials.TrialRequest), and whatever
+runs the trial caps the trial's time limit at what is left (`trial_limit`), so
+a trial that would run past the end is cut like any trial past its time limit
+(a failed trial). The search's first trial, and every trial of a
+multi-fidelity search's first bracket, whose top rung brings the first model,
+carry no deadline (`deadline_for`): a search always has a model to refit. A
+search therefore ends within one proposal's time of its budget, or one
+trial's (bracket's) when that first one ends later.
 
 The clock starts when the search starts, so the budget covers the start-up of
 the process that evaluations run in (a few seconds: it imports scikit-learn),
@@ -19,9 +22,10 @@ from __future__ import annotations
 
 import math
 import time
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
 from numbers import Real
+
+from ensemble_bo.core.trials import TrialResult
 
 
 def is_seconds(value: object) -> bool:
@@ -63,18 +67,6 @@ class TimeBudget:
         self.clock = clock
         self._started: float | None = None
         self._charged = 0.0
-        self.cuts_held = False
-
-    @contextmanager
-    def not_cutting(self) -> Iterator[None]:
-        """Trials started inside are not cut at the end of the budget (its clock
-        runs on): a multi-fidelity search's first bracket, which its first
-        full-fidelity model needs."""
-        held, self.cuts_held = self.cuts_held, True
-        try:
-            yield
-        finally:
-            self.cuts_held = held
 
     def start(self) -> None:
         self._started = self.clock()
@@ -102,3 +94,42 @@ class TimeBudget:
         """Whether a limit is set and no time of it is left."""
         remaining = self.remaining()
         return remaining is not None and remaining <= 0
+
+
+def deadline_for(clock: TimeBudget, first: bool) -> TimeBudget | None:
+    """The deadline of a trial's request: the search's budget, or None for a
+    `first` trial (the search's first, or one of its first multi-fidelity
+    bracket), which the budget never cuts."""
+    return None if first or clock.seconds is None else clock
+
+
+def trial_limit(
+    time_limit: float | None, deadline: TimeBudget | None
+) -> tuple[float | None, str]:
+    """One trial's limit in seconds (None: none) and what a cut trial's error says.
+
+    The smaller of `time_limit` (seconds per configuration) and what the
+    trial's `deadline` has left, taken when the trial starts.
+    """
+    remaining = None if deadline is None else deadline.remaining()
+    if remaining is None or (time_limit is not None and time_limit <= remaining):
+        if time_limit is None:
+            return None, ""
+        return time_limit, f"exceeded the time limit of {time_limit:g} s"
+    # A trial asked for with no time left is cut at once rather than run.
+    return max(remaining, 1e-3), (
+        f"was cut at the end of the time budget of {deadline.seconds:g} s"
+    )
+
+
+def cut_before_start(
+    time_limit: float | None, deadline: TimeBudget | None
+) -> TrialResult | None:
+    """The failed trial of one whose deadline has passed, cut before it starts,
+    or None: started, it would be cut at once, and the cut ends the process it
+    ran in (a new worker takes 1.5-2.5 s; a multi-fidelity rung asks for
+    several such trials after the budget ends)."""
+    if deadline is None or not deadline.spent():
+        return None
+    _, cut_by = trial_limit(time_limit, deadline)
+    return TrialResult(None, 0.0, f"TimeoutError: fit {cut_by}")

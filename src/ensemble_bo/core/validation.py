@@ -21,16 +21,12 @@ from ensemble_bo.core.estimator import VOTING
 from ensemble_bo.core.fidelity import FidelitySettings
 from ensemble_bo.core.losses import objective
 from ensemble_bo.core.optimizer_kinds import make_optimizer
-from ensemble_bo.core.parallel import ParallelSettings
 from ensemble_bo.core.preparation import TASKS, check_split_options
+from ensemble_bo.core.runners import ParallelSettings
+from ensemble_bo.core.search import check_max_initial_failures
+from ensemble_bo.core.selection.stages import AB_WEIGHTINGS, WEIGHTINGS
 from ensemble_bo.core.space import SearchSpace, parameter_from_spec
-from ensemble_bo.core.strategies import (
-    AB_WEIGHTINGS,
-    ESMBO_ENSEMBLES,
-    WEIGHTINGS,
-    check_max_initial_failures,
-    segor_variant,
-)
+from ensemble_bo.core.strategies import ESMBO_ENSEMBLES, segor_variant
 from ensemble_bo.core.time_budget import check_time_budget, is_seconds
 from ensemble_bo.core.zoo import (
     ITERATION_SETTINGS,
@@ -369,7 +365,7 @@ def check_settings(
     """Every parameter `method` reads from `settings`, before anything is trained.
 
     Checks `budget` (int >= 1), `time_budget` (seconds > 0 or null), `max_initial_failures` if given (int >= 1 or
-    null), `parallel` (core.parallel.ParallelSettings), `seed` if given (int >= 0), every model space of `models`, each of the method's blocks key by key (counts, losses for
+    null), `parallel` (core.runners.ParallelSettings), `seed` if given (int >= 0), every model space of `models`, each of the method's blocks key by key (counts, losses for
     the method's tasks, `ensemble.variant`'s grammar, posterior, weighting,
     time_limit), its `model` (a space of `models` for its tasks, or for `task`
     when the data's task is known; for `auto`, the `default_models` entries it

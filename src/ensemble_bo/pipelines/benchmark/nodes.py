@@ -17,7 +17,7 @@ from typing import Any
 import pandas as pd
 from joblib import Parallel, delayed
 
-from ensemble_bo.core.evaluation import exit_when_parent_dies
+from ensemble_bo.core.dask_runner import dask_client, hold_on_cluster, scheduler_address
 from ensemble_bo.core.grid import (
     Cell,
     failed_cell,
@@ -26,12 +26,8 @@ from ensemble_bo.core.grid import (
     run_cell,
 )
 from ensemble_bo.core.journal import JournalFolder
-from ensemble_bo.core.parallel import (
-    ParallelSettings,
-    dask_client,
-    hold_on_cluster,
-    scheduler_address,
-)
+from ensemble_bo.core.runners import ParallelSettings
+from ensemble_bo.core.workers import exit_when_parent_dies
 from ensemble_bo.events import CellEnded, publish
 
 logger = logging.getLogger(__name__)

@@ -36,7 +36,9 @@ def create_pipeline(method: Method, **kwargs) -> Pipeline:
         outputs=f"{method.name}_search_result",
         name=f"{method.name}_search",
     )
-    return Pipeline([search]) + _refit_and_report(method.name, display_name_blocks(method))
+    return Pipeline([search]) + _refit_and_report(
+        method.name, display_name_blocks(method)
+    )
 
 
 def create_selection_pipeline(selection: Selection, **kwargs) -> Pipeline:

@@ -1,0 +1,66 @@
+"""SMBO for one model (ESMBO Alg. 1, `s-m`), and random search over the same pool."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+
+import numpy as np
+
+from ensemble_bo.core.pool import Pool
+from ensemble_bo.core.strategies.base import IterationContext, PoolScorer, Update
+
+
+class SingleBest:
+    """The optimizer models each model's own CV loss; the ensemble is the best one.
+
+    With a RandomSearch optimizer this is random search (RS), and with the
+    agnostic Bayes selection stage afterwards, ERS. `loss` "auto" is mse for
+    regression and the error rate for classification.
+    """
+
+    def __init__(
+        self,
+        y: np.ndarray,
+        fold_ids: np.ndarray,
+        loss: str = "auto",
+        task: str = "regression",
+    ) -> None:
+        self.scorer = PoolScorer(y, fold_ids, loss, task, auto_classification="error")
+        self._best: int | None = None
+
+    def start(self) -> None:
+        self._best = None
+
+    def begin(self, iteration: int, pool: Pool) -> IterationContext:
+        return IterationContext(iteration, -1, self.scorer.fold_weights)
+
+    def targets(
+        self,
+        context: IterationContext,
+        pool: Pool,
+        candidates: slice,
+        single_losses: Sequence[float],
+    ) -> np.ndarray:
+        return np.asarray(single_losses, dtype=float)
+
+    def update(
+        self,
+        context: IterationContext,
+        pool: Pool,
+        targets: np.ndarray,
+        single_losses: Sequence[float],
+    ) -> Update:
+        if not np.isfinite(single_losses).any():
+            return Update("none", math.nan)
+        self._best = int(np.nanargmin(single_losses))
+        return Update("select", float(single_losses[self._best]))
+
+    def members(self) -> list[int]:
+        return [] if self._best is None else [self._best]
+
+    def weights(self) -> dict[int, float] | None:
+        return None
+
+    def search_metrics(self) -> dict[str, float]:
+        return {}

@@ -1,0 +1,119 @@
+"""The round-robin ensemble of slots that SEGO and SEGOR share (SEGO Alg. 1, SEGOR s.3)."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+
+import numpy as np
+
+from ensemble_bo.core.pool import Pool
+from ensemble_bo.core.strategies.base import IterationContext, PoolScorer, Update
+
+SIZINGS = ("fixed", "growing", "dynamic")
+
+
+class SlotEnsemble:
+    """An ensemble refilled one slot per iteration, round robin.
+
+    At iteration i the model at index j = i mod |E| is taken out; the optimizer
+    is told f(gamma | E, j) = L(E[j] <- h) for every model h of the pool, it
+    proposes the next configuration and it is trained. Then the ensemble is
+    updated (SEGOR s.3.2), after the BO step so sizing never changes the
+    optimizer's targets:
+
+    - fixed (F): m slots, empty at first; slot j gets the pool's argmin of
+      L(E[j] <- h);
+    - growing (BG): E starts empty; replace at j or add the argmin of
+      L(E + h), whichever gives the lower loss;
+    - dynamic (BD): as BG, or remove the model at j, whichever is lowest.
+
+    Models may appear several times (selection with replacement). `scorer`
+    holds the objective L and the data it is computed on.
+    """
+
+    def __init__(
+        self, scorer: PoolScorer, ensemble_size: int = 12, sizing: str = "fixed"
+    ) -> None:
+        if int(ensemble_size) != ensemble_size or ensemble_size < 1:
+            raise ValueError(
+                f"ensemble size must be a positive integer, got {ensemble_size!r}"
+            )
+        if sizing not in SIZINGS:
+            raise ValueError(f"sizing={sizing!r} is not one of {list(SIZINGS)}")
+        self.scorer = scorer
+        self.ensemble_size = int(ensemble_size)
+        self.sizing = sizing
+        self.start()
+
+    def start(self) -> None:
+        # Fixed: m slots, None while empty. Growing/dynamic: the members, any length.
+        self._slots: list[int | None] = (
+            [None] * self.ensemble_size if self.sizing == "fixed" else []
+        )
+
+    def begin(self, iteration: int, pool: Pool) -> IterationContext:
+        slots = self._slots
+        slot = iteration % len(slots) if slots else -1
+        others = tuple(
+            index for k, index in enumerate(slots) if k != slot and index is not None
+        )
+        return IterationContext(iteration, slot, self.scorer.fold_weights, others)
+
+    def targets(
+        self,
+        context: IterationContext,
+        pool: Pool,
+        candidates: slice,
+        single_losses: Sequence[float],
+    ) -> np.ndarray:
+        """f(gamma | E, j) = L(E[j] <- h) for each candidate h."""
+        # Summing m rows afresh costs O(m n) and cannot drift like a running update.
+        return self.scorer.losses_with_each(
+            pool, context.members, candidates, context.cv_weights
+        )
+
+    def members(self) -> list[int]:
+        return [index for index in self._slots if index is not None]
+
+    def weights(self) -> dict[int, float] | None:
+        return None
+
+    def search_metrics(self) -> dict[str, float]:
+        return {}
+
+    def update(
+        self,
+        context: IterationContext,
+        pool: Pool,
+        targets: np.ndarray,
+        single_losses: Sequence[float],
+    ) -> Update:
+        """Apply the sizing method's best action to the ensemble; `targets` are
+        L(E[j] <- h) for every model h of the pool, as told to the optimizer."""
+        slots, others = self._slots, list(context.members)
+        slot = None if context.slot < 0 else context.slot
+        if not np.isfinite(targets).any():  # every model so far failed
+            return Update("none", math.nan)
+        best_replacement = int(np.nanargmin(targets))
+        options = [("replace", float(targets[best_replacement]))]
+        if self.sizing != "fixed" and slots:
+            grow_losses = self.scorer.losses_with_each(
+                pool, slots, slice(None), self.scorer.fold_weights
+            )
+            best_addition = int(np.nanargmin(grow_losses))
+            options.append(("grow", float(grow_losses[best_addition])))
+            if self.sizing == "dynamic" and others:
+                counts = {i: float(others.count(i)) for i in sorted(set(others))}
+                options.append(("shrink", self.scorer.ensemble_cv_loss(pool, counts)))
+        # min keeps the first of equal losses: replace, then grow, then shrink.
+        action, loss = min(options, key=lambda option: option[1])
+        if action == "replace" and slot is not None:
+            slots[slot] = best_replacement
+        elif action == "replace":
+            slots.append(best_replacement)  # the first member of a growing ensemble
+        elif action == "grow":
+            slots.append(best_addition)
+        else:
+            del slots[slot]
+        return Update(action, loss)
