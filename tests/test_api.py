@@ -46,7 +46,7 @@ def test_it_is_a_scikit_learn_estimator():
 def test_a_fit_gives_the_ensemble_its_attributes_and_target_units(fitted, concrete):
     X, y = concrete
     assert fitted.task_ == "regression" and fitted.seed_ == 1
-    assert fitted.result_.algorithm == CHEAP_MODEL  # auto: params' default_models
+    assert fitted.result_.model_name == CHEAP_MODEL  # auto: params' default_models
     assert len(fitted.result_.pool) == 6
     assert fitted.cv_loss_ == fitted.result_.history[-1].ensemble_loss
     assert fitted.members_["weight"].sum() == pytest.approx(1.0)

@@ -1,42 +1,58 @@
-"""The methods from Python, outside Kedro: `EnsembleSearch`, a scikit-learn estimator.
+"""The methods from Python, outside Kedro: scikit-learn estimators.
 
-    from ensemble_bo import EnsembleSearch
+    from ensemble_bo import EnsembleClassifier, EnsembleRegressor, EnsembleSearch
 
-    search = EnsembleSearch(method="segor", budget=50, cv=5, random_state=0)
+    search = EnsembleSearch(budget=50, cv=5, random_state=0)  # the task from y
     search.fit(X, y).predict(X_new)
+    EnsembleRegressor(budget=50).fit(X, y)  # SEGOR; EnsembleClassifier: SEGO
 
-It runs the same `run_method` as `kedro run`, with the parameters the Kedro
-project ships (conf/base, packaged as `ensemble_bo/defaults`), so the same
+As scikit-learn splits its voting ensembles, a private base holds what the
+estimators share and each task has its class, with the task's mixin:
+`EnsembleRegressor` and `EnsembleClassifier`. `EnsembleSearch` chooses its task
+(from `task`, the method, or the target) and says so in its estimator tags.
+
+Every one runs the same `run_method` as `kedro run`, with the parameters the
+Kedro project ships (conf/base, packaged as `ensemble_bo/defaults`), so the same
 seed, data and parameters give the same ensemble either way.
 """
 
 from __future__ import annotations
 
 import copy
+import functools
 import time
 import warnings
+from abc import ABCMeta, abstractmethod
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pandas as pd
-from sklearn.base import BaseEstimator
-from sklearn.metrics import accuracy_score, r2_score
-from sklearn.utils.validation import check_is_fitted
-
-from ensemble_bo.core.methods import (
-    DEFAULT_METHOD,
-    Callback,
-    parse_method,
-    run_method,
+from pandas.api.types import is_numeric_dtype
+from sklearn.base import BaseEstimator, ClassifierMixin, RegressorMixin
+from sklearn.utils import ClassifierTags, RegressorTags
+from sklearn.utils.metaestimators import available_if
+from sklearn.utils.multiclass import check_classification_targets
+from sklearn.utils.validation import (
+    check_array,
+    check_is_fitted,
+    column_or_1d,
+    validate_data,
 )
+
+from ensemble_bo.core.methods import TASK_METHODS, Callback, parse_method, run_method
 from ensemble_bo.core.preparation import (
+    TASK_OPTIONS,
+    TASKS,
     ModelInput,
     assign_folds,
     categorical_columns,
     check_table,
+    infer_task,
     make_model_input,
+    target_numbers,
+    uniform_labels,
     validate_features,
     validate_target,
 )
@@ -47,9 +63,27 @@ from ensemble_bo.core.zoo import quiet_iteration_caps
 
 DEFAULTS = Path(__file__).resolve().parent / "defaults"
 
+# Parameters that are an argument of the estimators (or their data): `params`
+# may not set them too, so that each setting has one place and get_params
+# shows it.
+SET_ELSEWHERE = {
+    "budget": "the argument budget",
+    "time_budget": "the argument time_budget",
+    "seed": "the argument random_state",
+    "data_processing": "the arguments task (the task) and cv (the folds)",
+    "dataset": "the data given to fit",
+}
+
 
 def default_parameters() -> dict[str, Any]:
     """The project's parameters as conf/base declares them (interpolations resolved)."""
+    return copy.deepcopy(_packaged_parameters())
+
+
+@functools.cache
+def _packaged_parameters() -> dict[str, Any]:
+    # Read once a process: the files ship with the package, and reading them
+    # took most of a small search's fit.
     # Kedro's own loader, so the files mean exactly what they mean to `kedro run`;
     # imported here because a logged model loads `ensemble_bo` without Kedro.
     from kedro.config import OmegaConfigLoader  # noqa: PLC0415
@@ -62,7 +96,7 @@ def default_parameters() -> dict[str, Any]:
             base_env=DEFAULTS.name,
             default_run_env=DEFAULTS.name,
         )
-        return copy.deepcopy(dict(loader["parameters"]))
+        return dict(loader["parameters"])
 
 
 def merged(defaults: Mapping[str, Any], overrides: Mapping[str, Any]) -> dict[str, Any]:
@@ -85,6 +119,19 @@ def merged(defaults: Mapping[str, Any], overrides: Mapping[str, Any]) -> dict[st
         else:
             result[key] = value
     return result
+
+
+def _refuse_arguments(params: Mapping[str, Any]) -> None:
+    """ValueError naming the first key of `params` that an argument sets."""
+    for key, place in SET_ELSEWHERE.items():
+        if key in params:
+            raise ValueError(f"params: {key!r} is set by {place}, not in params")
+    for block, values in params.items():
+        if isinstance(values, Mapping) and "model" in values:
+            raise ValueError(
+                f"params: {block}.model is set by the argument model, not in params "
+                f"(got {values['model']!r})"
+            )
 
 
 def _fold_ids(
@@ -115,71 +162,99 @@ def _fold_ids(
     return fold_ids
 
 
-def _frame(X: Any) -> pd.DataFrame:
-    """X as a DataFrame with text column names (an array's columns are "0", "1", ...)."""
-    frame = X if isinstance(X, pd.DataFrame) else pd.DataFrame(np.asarray(X))
-    return frame.rename(columns=str)
+def _target(y: Any, estimator: str) -> pd.Series:
+    """y (n,) as a Series named "target"; a column vector (n, 1) is flattened
+    with scikit-learn's DataConversionWarning."""
+    if y is None:
+        raise ValueError(
+            f"{estimator} requires y to be passed, but the target y is None"
+        )
+    target = y if isinstance(y, pd.Series) else pd.Series(column_or_1d(y, warn=True))
+    return target.reset_index(drop=True).rename("target")
 
 
-class EnsembleSearch(BaseEstimator):
-    """Search the ensemble that generalizes best, by one of the registered methods.
-
-    Parameters
-    ----------
-    method : str
-        A name of `ensemble_bo.METHODS` (e.g. "segor", "sego", "esmbo",
-        "smbo_posthoc"), with a variant where the method takes one ("segor:g-h").
-    model : str
-        A model space of `parameters_models.yml` (e.g. "svr", "sego_sklearn"),
-        or "auto" for the task's default.
-    budget : int
-        Configurations trained.
-    time_budget : float or None
+_PARAMETERS = """\
+    method : str, default="auto"
+        A name of `ensemble_bo.METHODS` ("segor", "sego", "esmbo",
+        "smbo_posthoc", ...), with a variant where the method takes one
+        ("segor:g-h"); "auto": the task's ensemble method (SEGOR for
+        regression, SEGO for classification).
+    model : str, default="auto"
+        The model the search tunes, a name in `parameters_models.yml` (e.g.
+        "svr", "decision_tree_classifier", "segor_sklearn"); "auto": the task's
+        default (`default_models`).
+    budget : int, default=50
+        Configurations trained (with a fidelity schedule, full-fidelity
+        equivalents, which may be a float).
+    time_budget : float or None, default=None
         Wall-time budget of the search in seconds: whichever of `budget` and
         `time_budget` ends first stops it; a trial still running at the end is
         cut (a failed trial). The refit is not counted: `result_.search_seconds`
         is the search's time, `refit_seconds_` the refit's. None: no limit.
-    cv : int or scikit-learn splitter
+    cv : int or scikit-learn splitter, default=5
         k seeded folds (stratified for classes), or a splitter whose test folds
-        partition the rows (KFold, StratifiedKFold, GroupKFold, ...).
-    params : dict or None
-        Overrides of the project's parameters, with the keys of the method's
-        parameters file, e.g. {"ensemble": {"variant": "g-m"}} or
-        {"segor": {"optimizer": {"n_initial": 5}}}; also "voting" and
-        "data_processing": {"task": ...}.
-    random_state : int or None
-        Seed of every random choice; None draws one (kept in `seed_`).
-    callbacks : sequence of callables or None
-        Each gets every iteration's record (`IterationRecord`) as it ends.
+        partition the rows (KFold, StratifiedKFold, GroupKFold, ...). The
+        search picks the ensemble by these folds' out-of-fold predictions.
+    params : dict or None, default=None
+        Overrides of the project's parameters files (conf/base), nested as
+        there: e.g. {"ensemble": {"variant": "g-m"}}, {"segor": {"optimizer":
+        {"n_initial": 5}, "time_limit": None}}, {"voting": "soft"},
+        {"parallel": {"backend": "dask", "n_workers": 8}}. A key the files lack
+        is refused, and so is one that an argument sets (budget, time_budget,
+        seed, data_processing, dataset, a block's model).
+    random_state : int or None, default=None
+        Seed of every random choice (folds, optimizer, models); None draws one,
+        kept in `seed_`.
+    callbacks : list of callables or None, default=None
+        Each is called with every iteration's record (`IterationRecord`) as
+        it ends.
+"""
 
-    Attributes
-    ----------
+_ATTRIBUTES = """\
     ensemble_ : estimator
-        The final ensemble, refit on all of X (a scikit-learn Pipeline on raw
-        feature columns; regression predicts in the target's units).
+        The final ensemble refit on all of X: a scikit-learn Pipeline on the
+        raw feature columns (regression predicts in the target's units).
     result_ : EnsembleSearchResult
         The search: its pool (every configuration with its out-of-fold
-        predictions), history and ensemble.
+        predictions), history, ensemble, `search_seconds` and `stopped_by`.
     cv_loss_ : float
-        CV loss of the final ensemble (standardized-target MSE, or the method's
-        loss; classification: the method's objective).
+        CV loss of the final ensemble (regression: MSE of the standardized
+        target, or the method's loss; classification: the method's objective).
     members_ : pandas.DataFrame
         One row per distinct member: pool trial, weight, configuration.
     task_ : str
         "regression" or "classification".
-    fold_ids_ : ndarray of shape (n,)
+    fold_ids_ : ndarray of shape (n_samples,)
         The CV fold of each row.
     seed_ : int
         The seed used.
     refit_seconds_ : float
-        Seconds the final ensemble's refit on all of X took.
+        Seconds the refit of the final ensemble on all of X took.
+    n_features_in_ : int
+        Number of feature columns seen in fit.
+    feature_names_in_ : ndarray of shape (n_features_in_,)
+        Column names of X, where X was a DataFrame with text column names.
+"""
+
+_CLASSES = """\
+    classes_ : ndarray of shape (n_classes,)
+        The class labels, sorted (classification).
+"""
+
+
+class _BaseEnsembleSearch(BaseEstimator, metaclass=ABCMeta):
+    """What the ensemble searches share: fit, predict and the fitted attributes.
+
+    Not for direct use: use EnsembleRegressor, EnsembleClassifier or
+    EnsembleSearch.
     """
 
     def __init__(
         self,
-        method: str = DEFAULT_METHOD,
+        *,
+        method: str = "auto",
         model: str = "auto",
-        budget: int = 50,
+        budget: float = 50,
         time_budget: float | None = None,
         cv: Any = 5,
         params: Mapping[str, Any] | None = None,
@@ -195,9 +270,21 @@ class EnsembleSearch(BaseEstimator):
         self.random_state = random_state
         self.callbacks = callbacks
 
-    def _settings(self) -> dict[str, Any]:
-        method, _ = parse_method(self.method)
-        settings = merged(default_parameters(), dict(self.params or {}))
+    @abstractmethod
+    def _task_option(self) -> str:
+        """The task to fit: "regression", "classification" or "auto" (the target's)."""
+
+    def __sklearn_tags__(self):
+        tags = super().__sklearn_tags__()
+        tags.target_tags.required = True
+        tags.input_tags.allow_nan = True  # every model imputes missing features
+        return tags
+
+    def _settings(self, method_spec: str) -> dict[str, Any]:
+        method, _ = parse_method(method_spec)
+        overrides = dict(self.params or {})
+        _refuse_arguments(overrides)
+        settings = merged(default_parameters(), overrides)
         if isinstance(self.budget, bool) or not isinstance(
             self.budget, int | np.integer | float | np.floating
         ):
@@ -218,15 +305,39 @@ class EnsembleSearch(BaseEstimator):
         }
         return settings
 
-    def fit(self, X: Any, y: Any, groups: Any = None) -> EnsembleSearch:
-        """Search on (X, y) and refit the ensemble on all of it.
+    def _features(self, X: Any, reset: bool) -> pd.DataFrame:
+        """X (n_samples, n_features) as a DataFrame with text column names.
 
-        X: (n, p) array or DataFrame (text columns are one-hot encoded); y: (n,);
-        groups: (n,) group labels for a group splitter as `cv` (GroupKFold).
+        An array must be 2-d and numeric (an array's columns are named "0",
+        "1", ...); text columns come in a DataFrame. reset: fit records the
+        number and names of the columns, later calls must match them.
         """
-        features = _frame(X).reset_index(drop=True)
-        target = y if isinstance(y, pd.Series) else pd.Series(np.asarray(y))
-        target = target.reset_index(drop=True).rename("target")
+        if not isinstance(X, pd.DataFrame):
+            X = check_array(X, ensure_all_finite=False)
+        validate_data(self, X, skip_check_array=True, reset=reset)
+        frame = X if isinstance(X, pd.DataFrame) else pd.DataFrame(X)
+        return frame.rename(columns=str)
+
+    def fit(self, X: Any, y: Any, groups: Any = None):
+        """Search the ensemble on (X, y) and refit it on all of them.
+
+        Parameters
+        ----------
+        X : array-like or DataFrame of shape (n_samples, n_features)
+            Features; missing values are imputed, a DataFrame's text columns
+            one-hot encoded.
+        y : array-like of shape (n_samples,)
+            Target: numbers for regression, class labels for classification.
+        groups : array-like of shape (n_samples,), default=None
+            Group labels for a group splitter as `cv` (GroupKFold).
+
+        Returns
+        -------
+        self : object
+            The fitted estimator.
+        """
+        features = self._features(X, reset=True).reset_index(drop=True)
+        target = _target(y, type(self).__name__)
         if len(features) != len(target):
             raise ValueError(f"X has {len(features)} rows but y has {len(target)}")
         seed = (
@@ -234,10 +345,21 @@ class EnsembleSearch(BaseEstimator):
             if self.random_state is None
             else self.random_state
         )
-        settings = self._settings()
         check_table(features, "X")
         validate_features(features, "X")
-        task = validate_target(target, settings["data_processing"]["task"], "y")
+        task = self._task_option()
+        if task == "classification":
+            check_classification_targets(target)
+        # A method that serves one task takes the target as that task where it can.
+        tasks = TASKS if self.method == "auto" else parse_method(self.method)[0].tasks
+        task = infer_task(target, task, "y", tasks)
+        method = TASK_METHODS[task] if self.method == "auto" else self.method
+        settings = self._settings(method)
+        task = validate_target(target, task, "y")
+        if task == "regression" and not is_numeric_dtype(target):
+            target = target_numbers(target)  # numbers as text: "79.9"
+        if task == "classification":
+            target = uniform_labels(target)
         dataset = {
             "name": "X",
             "task": task,
@@ -246,7 +368,7 @@ class EnsembleSearch(BaseEstimator):
         }
         fold_ids = _fold_ids(self.cv, features, target, groups, task, seed)
         data: ModelInput = make_model_input(features, target, dataset, fold_ids)
-        result = run_method(self.method, data, settings, seed, self.callbacks or ())
+        result = run_method(method, data, settings, seed, self.callbacks or ())
         ensemble = ensemble_estimator(
             result, dataset["categorical_columns"], settings["voting"], seed
         )
@@ -265,34 +387,195 @@ class EnsembleSearch(BaseEstimator):
         self.task_ = task
         self.seed_ = seed
         self.fold_ids_ = fold_ids
-        self.n_features_in_ = features.shape[1]
-        if isinstance(X, pd.DataFrame):
-            self.feature_names_in_ = np.asarray(features.columns, dtype=object)
         if task == "classification":
             self.classes_ = np.unique(target)
         return self
 
-    def _features(self, X: Any) -> pd.DataFrame:
-        check_is_fitted(self, "ensemble_")
-        return _frame(X)
-
     def predict(self, X: Any) -> np.ndarray:
-        """Predictions (n,): the target's units, or class labels."""
-        features = self._features(X)
-        return self.ensemble_.predict(features)
+        """Predict with the final ensemble.
+
+        Parameters
+        ----------
+        X : array-like or DataFrame of shape (n_samples, n_features)
+            The columns seen in fit.
+
+        Returns
+        -------
+        y : ndarray of shape (n_samples,)
+            Predictions in the target's units, or class labels.
+        """
+        check_is_fitted(self)
+        return self.ensemble_.predict(self._features(X, reset=False))
+
+
+class _ClassProbabilities:
+    """`predict_proba` of the searches that classify."""
 
     def predict_proba(self, X: Any) -> np.ndarray:
-        """Class probabilities (n, n_classes) in `classes_` order (classification)."""
-        features = self._features(X)
-        if self.task_ != "classification":
-            raise AttributeError(
-                "predict_proba is for classification; this is regression"
-            )
-        return self.ensemble_.predict_proba(features)
+        """Class probabilities of the final ensemble.
 
-    def score(self, X: Any, y: Any) -> float:
-        """R^2 for regression, accuracy for classification (scikit-learn's convention)."""
-        predictions = self.predict(X)
-        if self.task_ == "classification":
-            return float(accuracy_score(np.asarray(y), predictions))
-        return float(r2_score(np.asarray(y), predictions))
+        Parameters
+        ----------
+        X : array-like or DataFrame of shape (n_samples, n_features)
+            The columns seen in fit.
+
+        Returns
+        -------
+        probabilities : ndarray of shape (n_samples, n_classes)
+            In `classes_` order; each row sums to 1 (under hard voting, the
+            members' weighted vote shares).
+        """
+        check_is_fitted(self)
+        return self.ensemble_.predict_proba(self._features(X, reset=False))
+
+
+class EnsembleRegressor(RegressorMixin, _BaseEnsembleSearch):
+    __doc__ = f"""Search the regression ensemble that generalizes best.
+
+    The target is taken as numbers (a text or boolean target is refused,
+    naming a value) and standardized for the search; predictions are in its
+    units. `score` is R^2.
+
+    Parameters
+    ----------
+{_PARAMETERS}
+    Attributes
+    ----------
+{_ATTRIBUTES}
+    See Also
+    --------
+    EnsembleClassifier : the same for classification.
+    EnsembleSearch : chooses its task from `task`, the method or the target.
+    """
+
+    def _task_option(self) -> str:
+        return "regression"
+
+
+class EnsembleClassifier(ClassifierMixin, _ClassProbabilities, _BaseEnsembleSearch):
+    __doc__ = f"""Search the classification ensemble that generalizes best.
+
+    The target is taken as class labels (a continuous one is refused, as
+    scikit-learn's classifiers refuse it). `score` is accuracy.
+
+    Parameters
+    ----------
+{_PARAMETERS}
+    Attributes
+    ----------
+{_ATTRIBUTES}{_CLASSES}
+    See Also
+    --------
+    EnsembleRegressor : the same for regression.
+    EnsembleSearch : chooses its task from `task`, the method or the target.
+    """
+
+    def _task_option(self) -> str:
+        return "classification"
+
+
+class EnsembleSearch(_BaseEnsembleSearch):
+    __doc__ = f"""Search the ensemble that generalizes best, for the task it chooses.
+
+    The task is `task` where given, else the one task the method serves (a
+    regression method takes the target as numbers, a classification method
+    whole numbers as classes), else the target's: booleans, text and at most
+    20 distinct whole numbers are classes, other numbers regression. Its
+    estimator tags say the task once it is known (scikit-learn's
+    `is_classifier` and `is_regressor`), and it has `predict_proba` unless
+    the task is regression.
+
+    Parameters
+    ----------
+    task : {{"auto", "regression", "classification"}}, default="auto"
+        The task; "auto": the method's, or the target's where the method
+        serves both tasks (method "auto" included).
+{_PARAMETERS}
+    Attributes
+    ----------
+{_ATTRIBUTES}{_CLASSES}
+    See Also
+    --------
+    EnsembleRegressor, EnsembleClassifier : one task each.
+    """
+
+    def __init__(
+        self,
+        *,
+        method: str = "auto",
+        task: str = "auto",
+        model: str = "auto",
+        budget: float = 50,
+        time_budget: float | None = None,
+        cv: Any = 5,
+        params: Mapping[str, Any] | None = None,
+        random_state: int | None = None,
+        callbacks: list[Callback] | None = None,
+    ):
+        super().__init__(
+            method=method,
+            model=model,
+            budget=budget,
+            time_budget=time_budget,
+            cv=cv,
+            params=params,
+            random_state=random_state,
+            callbacks=callbacks,
+        )
+        self.task = task
+
+    def _task_option(self) -> str:
+        if self.task not in TASK_OPTIONS:
+            raise ValueError(
+                f"task must be one of {list(TASK_OPTIONS)}, got {self.task!r}"
+            )
+        return self.task
+
+    def _known_task(self) -> str | None:
+        """The task as far as it is known: `task`, the one task of the method,
+        or the one fit found; None while the target is still to choose it."""
+        if self.task in TASKS:
+            return self.task
+        try:
+            tasks = parse_method(self.method)[0].tasks
+        except ValueError:  # "auto", or a bad name that fit will refuse
+            tasks = TASKS
+        if len(tasks) == 1:
+            return next(iter(tasks))
+        return getattr(self, "task_", None)
+
+    def __sklearn_tags__(self):
+        tags = super().__sklearn_tags__()
+        task = self._known_task()
+        if task == "classification":
+            tags.estimator_type = "classifier"
+            tags.classifier_tags = ClassifierTags()
+        elif task == "regression":
+            tags.estimator_type = "regressor"
+            tags.regressor_tags = RegressorTags()
+        return tags
+
+    def _may_predict_proba(self) -> bool:
+        return self._known_task() != "regression"
+
+    predict_proba = available_if(_may_predict_proba)(_ClassProbabilities.predict_proba)
+
+    def score(self, X: Any, y: Any, sample_weight: Any = None) -> float:
+        """Accuracy for classification, R^2 for regression, as scikit-learn scores.
+
+        Parameters
+        ----------
+        X : array-like or DataFrame of shape (n_samples, n_features)
+            The columns seen in fit.
+        y : array-like of shape (n_samples,)
+            True targets.
+        sample_weight : array-like of shape (n_samples,), default=None
+            Weights of the samples.
+
+        Returns
+        -------
+        score : float
+        """
+        check_is_fitted(self)
+        mixin = ClassifierMixin if self.task_ == "classification" else RegressorMixin
+        return mixin.score(self, X, y, sample_weight)

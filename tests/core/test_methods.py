@@ -8,7 +8,9 @@ import pytest
 from ensemble_bo.api import default_parameters
 from ensemble_bo.core import methods
 from ensemble_bo.core.methods import (
+    DEFAULT_METHOD,
     METHODS,
+    TASK_METHODS,
     method_settings,
     parse_method,
     run_method,
@@ -125,6 +127,14 @@ def test_segor_refuses_classification_and_names_the_methods_that_fit():
         r"ensembles; methods for classification: \[.*'sego'",
     ):
         run_method("segor", CLASSES, settings(), 0)
+
+
+def test_each_task_s_ensemble_method_serves_that_task_alone():
+    assert {task: METHODS[name].tasks for task, name in TASK_METHODS.items()} == {
+        "regression": {"regression"},
+        "classification": {"classification"},
+    }
+    assert DEFAULT_METHOD == TASK_METHODS["regression"]
 
 
 def test_sego_refuses_regression():

@@ -9,6 +9,7 @@ from ensemble_bo.core.preparation import (
     infer_task,
     prepare,
     validate_dataset,
+    validate_target,
 )
 
 OPTIONS = {"target": "target", "task": "auto", "test_size": 0.33, "n_folds": 5}
@@ -62,6 +63,38 @@ def test_an_explicit_task_overrides_the_decision():
     assert infer_task(codes, "regression") == "regression"
     floats = pd.Series(RNG.normal(size=100), name="target")
     assert infer_task(floats, "classification") == "classification"
+
+
+@pytest.mark.parametrize(
+    ("values", "tasks", "task"),
+    [
+        # a method of one task takes the target as that task where it can
+        (np.arange(100) % 3, {"regression"}, "regression"),
+        (np.arange(100) % 2 == 0, {"regression"}, "regression"),  # refused later
+        (np.arange(100) % 50, {"classification"}, "classification"),  # many ints
+        (np.arange(100) % 3 + 0.5, {"classification"}, "regression"),  # not classes
+        (np.array(["spam", "ham"] * 50), {"classification"}, "classification"),
+        # a method of both tasks leaves it to the target
+        (np.arange(100) % 3, {"regression", "classification"}, "classification"),
+        (np.arange(100) % 50, {"regression", "classification"}, "regression"),
+    ],
+)
+def test_a_method_of_one_task_takes_the_target_as_that_task(values, tasks, task):
+    assert infer_task(pd.Series(values, name="target"), "auto", "toy", tasks) == task
+
+
+@pytest.mark.parametrize(
+    ("values", "shown"),
+    [(np.array(["low", "high"] * 30), "'low'"), (np.arange(60) % 2 == 0, "True")],
+    ids=["text", "booleans"],
+)
+def test_regression_refuses_text_and_booleans_naming_a_value(values, shown):
+    with pytest.raises(
+        ValueError,
+        match=r"toy: regression needs a numeric target, but column 'target' has "
+        rf"dtype \w+ \(e.g. value {shown}\); make the column numeric",
+    ):
+        validate_target(pd.Series(values, name="target"), "regression", "toy")
 
 
 def test_numbers_with_a_unit_are_refused_not_taken_for_classes():

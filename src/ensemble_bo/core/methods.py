@@ -360,8 +360,10 @@ METHODS: dict[str, Method] = {
 }
 
 
-# What `kedro run` runs without --pipelines, and the Python API by default.
-DEFAULT_METHOD = "segor"
+# Each task's ensemble method: what the Python API's method="auto" picks.
+TASK_METHODS = {"regression": "segor", "classification": "sego"}
+# What `kedro run` runs without --pipelines (its bundled dataset is a regression).
+DEFAULT_METHOD = TASK_METHODS["regression"]
 
 
 def parse_method(spec: str | Method) -> tuple[Method, str | None]:

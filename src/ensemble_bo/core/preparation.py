@@ -5,7 +5,7 @@ from __future__ import annotations
 import hashlib
 import math
 import re
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from dataclasses import dataclass
 from numbers import Integral, Real
 from typing import Any
@@ -67,10 +67,19 @@ def _examples(values: pd.Series, count: int = 3) -> list[Any]:
     return [_plain(value) for value in values.drop_duplicates().head(count)]
 
 
-def infer_task(target: pd.Series, task: str = "auto", name: str = "dataset") -> str:
+def infer_task(
+    target: pd.Series,
+    task: str = "auto",
+    name: str = "dataset",
+    tasks: Collection[str] = TASKS,
+) -> str:
     """'regression' or 'classification': `task` as given, or decided from the target.
 
-    task auto decides from the target's values (missing values ignored):
+    tasks: those of the method that takes the target. One that serves only
+    regression takes every target as regression (`validate_target` refuses
+    one that is not numbers); one that serves only classification takes
+    whole numbers as classes however many distinct values they have.
+    Otherwise task auto decides from the target's values (missing values ignored):
 
     - booleans: classification;
     - numbers (a numeric column, or text whose every value parses as a number):
@@ -90,6 +99,8 @@ def infer_task(target: pd.Series, task: str = "auto", name: str = "dataset") -> 
             f"data_processing.task: unknown task {task!r}; expected one of "
             f"{list(TASK_OPTIONS)}"
         )
+    if set(tasks) == {"regression"}:
+        return "regression"
     values = target.dropna()
     if is_bool_dtype(values) or all(
         isinstance(value, bool | np.bool_) for value in values.unique()
@@ -99,7 +110,8 @@ def infer_task(target: pd.Series, task: str = "auto", name: str = "dataset") -> 
     if numbers is not None:
         integers = bool((numbers == np.round(numbers)).all())
         few = numbers.nunique() <= MAX_CLASSES_FOR_AUTO
-        return "classification" if integers and few else "regression"
+        only_classes = set(tasks) == {"classification"}
+        return "classification" if integers and (few or only_classes) else "regression"
     distinct = values.nunique()
     if distinct <= MAX_CLASSES_FOR_AUTO:
         return "classification"
@@ -238,12 +250,16 @@ def validate_target(y: pd.Series, task: str = "auto", name: str = "dataset") -> 
     if task == "regression":
         numbers = target_numbers(y)
         if numbers is None:
-            bad = y[pd.to_numeric(y, errors="coerce").isna()].iloc[0]
+            # booleans convert to numbers, and are refused all the same
+            not_numbers = y[pd.to_numeric(y, errors="coerce").isna()]
+            bad = (not_numbers if len(not_numbers) else y).iloc[0]
             raise ValueError(
                 f"{name}: regression needs a numeric target, but column {y.name!r} "
                 f"has dtype {y.dtype} (e.g. value {_plain(bad)!r}); make the column numeric "
-                "(strip units, fix typos), or set data_processing.task=classification "
-                "if it holds class labels"
+                "(strip units, fix typos), or, if it holds class labels, take it as a "
+                "classification task (data_processing.task=classification; in Python, "
+                "task='classification') with a method that builds classification "
+                "ensembles"
             )
         infinite = np.flatnonzero(~np.isfinite(numbers.to_numpy()))
         if infinite.size:
