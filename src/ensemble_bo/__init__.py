@@ -8,7 +8,7 @@ from ensemble_bo.core.methods import METHODS
 
 # Part of every search journal's key (core.journal): 0.2 pools keep class
 # probabilities, so trials recorded by 0.1, which lack them, are not replayed.
-__version__ = "0.2"
+__version__ = "0.3"
 
 __all__ = [
     "METHODS",

@@ -24,7 +24,7 @@ from sklearn.preprocessing import StandardScaler
 from sklearn.svm import SVC
 from sklearn.tree import DecisionTreeClassifier, DecisionTreeRegressor
 
-from ensemble_bo.core.estimator import EnsembleClassifier
+from ensemble_bo.core.estimator import WeightedVoteClassifier
 from ensemble_bo.core.evaluation import out_of_fold_predictions
 from ensemble_bo.core.losses import (
     CLASSIFICATION_OBJECTIVES,
@@ -1062,7 +1062,7 @@ def test_the_auc_is_nan_when_the_test_part_lacks_a_class():
 def test_soft_voting_takes_the_one_hot_vote_of_a_member_without_probabilities():
     X, y, _ = _iris()
     X = X[:, :2]  # two features: the SVC and the logistic model disagree somewhere
-    ensemble = EnsembleClassifier(
+    ensemble = WeightedVoteClassifier(
         [("svc", SVC()), ("logistic", LogisticRegression(max_iter=500))],
         weights=[1.0, 3.0],
         voting="soft",

@@ -1,7 +1,7 @@
-"""EnsembleClassifier and build_ensemble_model.
+"""WeightedVoteClassifier and build_ensemble_model.
 
 Regression ensembles are sklearn's VotingRegressor, so only the builder's use of
-it is tested here. EnsembleClassifier passes every check of sklearn's
+it is tested here. WeightedVoteClassifier passes every check of sklearn's
 `parametrize_with_checks` (hard and soft voting alike), so no check is listed in
 `expected_failed_checks`. The only checks not run are the array-API ones, which
 sklearn itself skips unless the SCIPY_ARRAY_API environment variable is set.
@@ -27,12 +27,12 @@ from sklearn.tree import DecisionTreeClassifier, DecisionTreeRegressor
 from sklearn.utils.estimator_checks import parametrize_with_checks
 
 from ensemble_bo.core import estimator
-from ensemble_bo.core.estimator import EnsembleClassifier, build_ensemble_model
+from ensemble_bo.core.estimator import WeightedVoteClassifier, build_ensemble_model
 from ensemble_bo.core.preparation import make_feature_encoder
 
 
 def _classifier(voting="hard", weights=(0.3, 0.7)):
-    return EnsembleClassifier(
+    return WeightedVoteClassifier(
         [
             ("tree", DecisionTreeClassifier(max_depth=3, random_state=0)),
             ("logistic", LogisticRegression()),
@@ -95,7 +95,7 @@ def test_the_same_configuration_may_be_a_member_twice():
 
     classes = (X.ravel() > 3).astype(int)
     tree = DecisionTreeClassifier(max_depth=2, random_state=0)
-    pair = EnsembleClassifier([("a", tree), ("b", tree)], weights=[1, 2])
+    pair = WeightedVoteClassifier([("a", tree), ("b", tree)], weights=[1, 2])
     np.testing.assert_array_equal(
         pair.fit(X, classes).predict(X), clone(tree).fit(X, classes).predict(X)
     )
@@ -109,11 +109,11 @@ def test_weights_overturn_a_two_to_one_majority():
         ("no_2", _constant_classifier(0)),
         ("yes", _constant_classifier(1)),
     ]
-    equal = EnsembleClassifier(members).fit(X, y)
+    equal = WeightedVoteClassifier(members).fit(X, y)
     assert equal.predict(X[:1]).tolist() == ["no"]
     np.testing.assert_allclose(equal.predict_proba(X[:1]), [[2 / 3, 1 / 3]])
 
-    weighted = EnsembleClassifier(members, weights=[0.2, 0.2, 0.6]).fit(X, y)
+    weighted = WeightedVoteClassifier(members, weights=[0.2, 0.2, 0.6]).fit(X, y)
     assert weighted.predict(X[:1]).tolist() == ["yes"]
     # Hard voting's predict_proba gives the vote shares.
     np.testing.assert_allclose(weighted.predict_proba(X[:1]), [[0.4, 0.6]])
@@ -122,7 +122,7 @@ def test_weights_overturn_a_two_to_one_majority():
 def test_soft_voting_averages_known_member_probabilities():
     X = np.zeros((4, 1))
     y = ["a", "a", "a", "b"]  # prior: P(a) = 0.75, P(b) = 0.25
-    model = EnsembleClassifier(
+    model = WeightedVoteClassifier(
         [
             ("prior", DummyClassifier(strategy="prior")),
             ("always_b", _constant_classifier(1)),  # one-hot probability [0, 1]
@@ -134,14 +134,14 @@ def test_soft_voting_averages_known_member_probabilities():
     np.testing.assert_allclose(model.predict_proba(X[:2]), [expected, expected])
     assert model.predict(X[:1]).tolist() == ["b"]
     # Hard voting on the same members: the prior member votes for its majority "a".
-    hard = EnsembleClassifier(model.estimators, weights=[0.4, 0.6]).fit(X, y)
+    hard = WeightedVoteClassifier(model.estimators, weights=[0.4, 0.6]).fit(X, y)
     np.testing.assert_allclose(hard.predict_proba(X[:1]), [[0.4, 0.6]])
 
 
 def test_ties_go_to_the_lowest_class_index():
     X = np.zeros((3, 1))
     y = ["a", "b", "c"]
-    three_way = EnsembleClassifier(
+    three_way = WeightedVoteClassifier(
         [("c", _constant_classifier(2)), ("b", _constant_classifier(1))]
     ).fit(X, y)
     assert three_way.predict(X[:1]).tolist() == ["b"]
@@ -153,12 +153,12 @@ def test_ties_go_to_the_lowest_class_index():
         ("a", _constant_classifier(0)),
     ]
     weights = [0.1, 0.2, 0.3]
-    model = EnsembleClassifier(members, weights=weights).fit(X, y)
+    model = WeightedVoteClassifier(members, weights=weights).fit(X, y)
     shares = model.predict_proba(X[:1])[0]
     assert shares[1] >= shares[0]  # the float sums alone would pick "b"
     assert model.predict(X[:1]).tolist() == ["a"]
 
-    soft = EnsembleClassifier(
+    soft = WeightedVoteClassifier(
         [("a", _constant_classifier(0)), ("c", _constant_classifier(2))],
         voting="soft",
     ).fit(X, y)
@@ -196,7 +196,7 @@ class _NeverSeesTheLastClass(ClassifierMixin, BaseEstimator):
 def test_soft_voting_aligns_members_that_missed_a_class():
     X = np.zeros((4, 1))
     y = ["x", "y", "y", "z"]  # the odd member sees x, y, y: P = [1/3, 2/3]
-    model = EnsembleClassifier(
+    model = WeightedVoteClassifier(
         [("partial", _NeverSeesTheLastClass()), ("always_z", _constant_classifier(2))],
         voting="soft",
     ).fit(X, y)
@@ -218,7 +218,7 @@ def test_a_float_rounding_tie_goes_to_the_lowest_class_unlike_voting_classifier(
     ]
     weights = [1 / 10, 2 / 10, 3 / 10]
     assert weights[0] + weights[1] > weights[2]  # 0.30000000000000004 > 0.3
-    ours = EnsembleClassifier(members, weights=weights).fit(X, y)
+    ours = WeightedVoteClassifier(members, weights=weights).fit(X, y)
     assert ours.predict(X[:1]).tolist() == ["a"]
     theirs = VotingClassifier(members, weights=weights).fit(X, y)
     assert theirs.predict(X[:1]).tolist() == ["b"]
@@ -238,7 +238,7 @@ def test_hard_votes_match_the_integer_count_plurality_vote():
         counts = rng.multinomial(size - n_members, np.ones(n_members) / n_members) + 1
         votes = rng.integers(0, 4, size=n_members)
         members = [(f"m{i}", _constant_classifier(v)) for i, v in enumerate(votes)]
-        model = EnsembleClassifier(members, weights=list(counts / size)).fit(X, y)
+        model = WeightedVoteClassifier(members, weights=list(counts / size)).fit(X, y)
         expected = y[_integer_count_vote(votes, counts, 4)]
         assert model.predict(X[:1]).tolist() == [expected], (votes, counts)
 
@@ -257,7 +257,7 @@ def test_hard_votes_match_the_integer_count_plurality_vote():
                 ]
                 weights = list(counts / size)
                 assert _integer_count_vote(votes, counts, 4) == 0
-                ours = EnsembleClassifier(members, weights=weights).fit(X, y)
+                ours = WeightedVoteClassifier(members, weights=weights).fit(X, y)
                 assert ours.predict(X[:1]).tolist() == ["a"], counts
                 theirs = VotingClassifier(members, weights=weights).fit(X, y)
                 n_ties += 1
@@ -270,7 +270,7 @@ def test_hard_votes_match_the_integer_count_plurality_vote():
 def test_predict_proba_where_voting_classifier_has_none():
     X, y = np.zeros((4, 1)), ["no", "yes", "no", "yes"]
     members = [("no", _constant_classifier(0)), ("yes", _constant_classifier(1))]
-    ours = EnsembleClassifier(members, weights=[1, 3]).fit(X, y)
+    ours = WeightedVoteClassifier(members, weights=[1, 3]).fit(X, y)
     np.testing.assert_allclose(ours.predict_proba(X[:1]), [[0.25, 0.75]])
     theirs = VotingClassifier(members, weights=[1, 3]).fit(X, y)
     with pytest.raises(AttributeError, match="predict_proba"):
@@ -279,7 +279,7 @@ def test_predict_proba_where_voting_classifier_has_none():
     # Soft voting with a member that never saw class "z": aligned here, an error there.
     y = ["x", "y", "y", "z"]
     members = [("partial", _NeverSeesTheLastClass()), ("z", _constant_classifier(2))]
-    ours = EnsembleClassifier(members, voting="soft").fit(X, y)
+    ours = WeightedVoteClassifier(members, voting="soft").fit(X, y)
     np.testing.assert_allclose(ours.predict_proba(X[:1]), [[1 / 6, 1 / 3, 1 / 2]])
     theirs = VotingClassifier(members, voting="soft").fit(X, y)
     with pytest.raises(ValueError):
@@ -295,7 +295,9 @@ def test_unanimous_members_give_probabilities_of_at_most_one(voting):
     assert sum(weights / weights.sum()) > 1
     X, y = np.zeros((4, 1)), ["a", "b", "a", "b"]
     members = [(f"m{i}", _constant_classifier(0)) for i in range(len(weights))]
-    model = EnsembleClassifier(members, weights=list(weights), voting=voting).fit(X, y)
+    model = WeightedVoteClassifier(members, weights=list(weights), voting=voting).fit(
+        X, y
+    )
     probabilities = model.predict_proba(X)
     assert probabilities.max() <= 1.0
     np.testing.assert_allclose(probabilities, [[1.0, 0.0]] * 4)
@@ -385,7 +387,7 @@ def test_setting_a_member_parameter_changes_that_member_and_its_fit():
         ("tree", DecisionTreeClassifier(max_depth=5)),
         ("dummy", DummyClassifier()),
     ]
-    model = EnsembleClassifier(members)
+    model = WeightedVoteClassifier(members)
     assert model.set_params(tree__max_depth=1) is model
     assert model.estimators[0][1].max_depth == 1
     assert model.estimators[1][1].get_params() == DummyClassifier().get_params()
@@ -497,7 +499,9 @@ def test_feature_names_are_recorded_from_frames():
 )
 def test_bad_ensemble_parameters_are_named(estimators, weights, match):
     with pytest.raises(ValueError, match=match):
-        EnsembleClassifier(estimators, weights=weights).fit(np.zeros((2, 1)), [0, 1])
+        WeightedVoteClassifier(estimators, weights=weights).fit(
+            np.zeros((2, 1)), [0, 1]
+        )
 
 
 @pytest.mark.parametrize(
@@ -525,7 +529,7 @@ def test_soft_voting_takes_the_one_hot_vote_of_a_member_without_predict_proba():
     # As the search's out-of-fold probabilities do (evaluation.out_of_fold_predictions).
     X = np.array([[0.0], [1.0], [2.0], [3.0]])
     y = np.array(["a", "a", "b", "b"])
-    model = EnsembleClassifier(
+    model = WeightedVoteClassifier(
         [("tree", DecisionTreeClassifier(max_depth=1)), ("svm", SVC())],
         weights=[1.0, 3.0],
         voting="soft",

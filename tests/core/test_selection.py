@@ -319,7 +319,7 @@ def test_greedy_vote_selection_matches_a_brute_force_reading_of_sego_eq_3_4():
 
 def test_a_weighted_vote_tied_in_whole_counts_goes_to_the_lowest_class():
     # Counts 3, 1 + 2, 3 and 1 of 10 tie classes 0, 1 and 2; as floats class 1
-    # sums to 0.30000000000000004 > 0.3. The vote, like EnsembleClassifier,
+    # sums to 0.30000000000000004 > 0.3. The vote, like WeightedVoteClassifier,
     # gives the tie to class 0.
     pool = np.array([[0.0], [1.0], [1.0], [2.0], [3.0]])
     weights = np.array([0.3, 0.1, 0.2, 0.3, 0.1])

@@ -1,7 +1,7 @@
 """The final ensemble as scikit-learn estimators on raw features.
 
 Regression uses scikit-learn's `VotingRegressor`: the weighted mean of the
-members (SEGOR s.3) is exactly its job. Classification uses `EnsembleClassifier`,
+members (SEGOR s.3) is exactly its job. Classification uses `WeightedVoteClassifier`,
 a weighted plurality vote (SEGO) or a weighted mean of member probabilities,
 because its votes must tie where `VotingClassifier`'s do not (see its docstring).
 Both fit every member on all of the data they are given: the weights come from
@@ -59,7 +59,7 @@ def _checked_weights(weights: Sequence[float], n_members: int) -> np.ndarray:
     return np.asarray(weights, dtype=float)
 
 
-class EnsembleClassifier(ClassifierMixin, BaseEstimator):
+class WeightedVoteClassifier(ClassifierMixin, BaseEstimator):
     """Weighted vote, or weighted mean probability, of several classifiers.
 
     Unlike VotingClassifier, a hard vote whose class totals are equal up to float
@@ -335,7 +335,7 @@ def build_ensemble_model(
     Regression: a `VotingRegressor`; the target is standardized on fit
     (population std, as in data processing) and predictions come back in the
     target's own units.
-    Classification: an `EnsembleClassifier`; `voting` is "hard" (SEGO) or "soft".
+    Classification: a `WeightedVoteClassifier`; `voting` is "hard" (SEGO) or "soft".
     `voting` is ignored for regression.
     """
     if task not in TASKS:
@@ -350,7 +350,7 @@ def build_ensemble_model(
     _checked_weights(weights, len(members))
     named = [(f"member_{i}", member) for i, member in enumerate(members)]
     if task == "classification":
-        ensemble = EnsembleClassifier(named, weights=list(weights), voting=voting)
+        ensemble = WeightedVoteClassifier(named, weights=list(weights), voting=voting)
     else:
         ensemble = VotingRegressor(named, weights=list(weights))
     model = Pipeline(

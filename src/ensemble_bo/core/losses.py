@@ -140,7 +140,7 @@ TIE_RTOL = 1e-9
 
 def vote_winners(scores: np.ndarray) -> np.ndarray:
     """The class each row's vote picks, (n,) from scores (n, K): the lowest
-    index within TIE_RTOL of the row's top score (EnsembleClassifier's rule)."""
+    index within TIE_RTOL of the row's top score (WeightedVoteClassifier's rule)."""
     best = scores.max(axis=1, keepdims=True)
     return np.argmax(scores >= best - TIE_RTOL * np.abs(best), axis=1)
 

@@ -197,7 +197,7 @@ def plurality_vote_cv_errors(
     votes: (n, K) votes the ensemble gives each class so far; candidate_labels:
     (t, n) integer class codes in [0, K) (a pool checks them once per trial);
     labels: (n,) true codes; sample_weights: (n,) from `fold_weights`. Ties go
-    to the lowest class index, as EnsembleClassifier breaks them. Hand-written because the vote, unlike a
+    to the lowest class index, as WeightedVoteClassifier breaks them. Hand-written because the vote, unlike a
     mean, is not linear in the members. One more vote changes only its class's
     count, so row i's outcome depends on the class c voted alone: the new
     winner is c if it overtakes the current top count, the lower index of the
