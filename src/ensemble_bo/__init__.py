@@ -6,8 +6,9 @@ from ensemble_bo import EnsembleClassifier, EnsembleRegressor, EnsembleSearch, M
 from ensemble_bo.api import EnsembleClassifier, EnsembleRegressor, EnsembleSearch
 from ensemble_bo.core.methods import METHODS
 
-# Part of every search journal's key (core.journal): 0.2 pools keep class
-# probabilities, so trials recorded by 0.1, which lack them, are not replayed.
+# Part of every search journal's key (core.journal), so that a journal is only
+# replayed by the version whose trials it records: 0.3 journals record each
+# trial's request (configuration, folds, share of rows).
 __version__ = "0.3"
 
 __all__ = [
