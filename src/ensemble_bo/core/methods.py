@@ -27,13 +27,21 @@ from ensemble_bo.core.results import (
     SearchInterrupted,
     join_selection,
 )
-from ensemble_bo.core.runners import ParallelSettings, trial_runner
+from ensemble_bo.core.runners import trial_runner
 from ensemble_bo.core.search import Callback, Search
 from ensemble_bo.core.seeding import derive_seed
 from ensemble_bo.core.selection.stages import (
     agnostic_bayes_selection,
     bfgs_reweighted,
     posthoc_selection,
+)
+from ensemble_bo.core.settings import (
+    SHARED_PARAMS,
+    ErsSettings,
+    EsmboSettings,
+    MethodSettings,
+    PosthocSettings,
+    SearchSettings,
 )
 from ensemble_bo.core.space import SearchSpace
 from ensemble_bo.core.strategies import (
@@ -46,17 +54,17 @@ from ensemble_bo.core.strategies import (
     segor_variant,
 )
 from ensemble_bo.core.time_budget import TimeBudget
-from ensemble_bo.core.validation import SHARED_PARAMS, check_fidelity, check_settings
+from ensemble_bo.core.validation import check_fidelity, check_settings
 from ensemble_bo.core.workers import WorkerEvaluator
 
 REGRESSION = frozenset({"regression"})
 CLASSIFICATION = frozenset({"classification"})
 ANY_TASK = REGRESSION | CLASSIFICATION
 
-# Parameters: the project's parameter blocks by name, as in conf/base
+# Parameters as conf/base holds them: the project's parameter blocks by name
 # (`segor`, `ensemble`, `posthoc`, ...), plus SHARED_PARAMS, which every
-# method reads.
-Settings = Mapping[str, Any]
+# method reads; run_method parses them into MethodSettings.
+Parameters = Mapping[str, Any]
 
 
 @dataclass(frozen=True)
@@ -64,33 +72,31 @@ class SearchParts:
     """What a method's `build_strategy` gets: the data, its settings and seed."""
 
     data: ModelInput
-    settings: Settings
+    settings: MethodSettings
     seed: int
     block_name: str  # the method's own parameter block
     # How many initial-design points the method's optimizer draws (0: none).
     n_initial: int = 0
 
     @property
-    def block(self) -> Mapping[str, Any]:
-        return self.settings[self.block_name]
+    def search(self) -> Any:
+        """The method's own block (a core.settings.SearchSettings)."""
+        return self.settings.blocks[self.block_name]
 
 
 @dataclass(frozen=True)
 class Selection:
     """A stage that chooses an ensemble from a finished search's pool.
 
-    `select(source, data, block, seed)` reads the parameter block `params`;
-    `applies(block)` says whether it runs (otherwise the search's own
-    ensemble is the result).
+    `select(source, data, block, seed)` reads the parameter block `params`
+    (parsed: core.settings.BLOCKS); `applies(block)` says whether it runs
+    (otherwise the search's own ensemble is the result).
     """
 
     name: str
     params: str
-    select: Callable[
-        [EnsembleSearchResult, ModelInput, Mapping[str, Any], int],
-        EnsembleSearchResult,
-    ]
-    applies: Callable[[Mapping[str, Any]], bool] = lambda block: True
+    select: Callable[[EnsembleSearchResult, ModelInput, Any, int], EnsembleSearchResult]
+    applies: Callable[[Any], bool] = lambda block: True
 
 
 @dataclass(frozen=True)
@@ -110,7 +116,7 @@ class Method:
     build_strategy: Callable[[SearchParts], Strategy]
     extra_params: tuple[str, ...] = ()
     selection: Selection | None = None
-    variant: Callable[[Settings, str], dict[str, Any]] | None = None
+    variant: Callable[[Parameters, str], dict[str, Any]] | None = None
     # What `optimizer.preset: paper` sets: the GP of the method's paper.
     paper_optimizer: Mapping[str, Any] = field(default_factory=dict)
     # The block whose `weighting` (counts | bfgs) reweighs the final ensemble.
@@ -156,40 +162,40 @@ def _single_best(parts: SearchParts) -> Strategy:
     return SingleBest(
         parts.data.target,
         parts.data.fold_ids,
-        loss=parts.block["loss"],
+        loss=parts.search.loss,
         task=parts.data.task,
     )
 
 
 def _segor(parts: SearchParts) -> Strategy:
-    ensemble = parts.settings["ensemble"]
-    sizing, loss = segor_variant(ensemble["variant"])
+    ensemble = parts.settings.blocks["ensemble"]
+    sizing, loss = segor_variant(ensemble.variant)
     return Segor(
         parts.data.target,
         parts.data.fold_ids,
-        ensemble_size=ensemble["size"],
+        ensemble_size=ensemble.size,
         loss=loss,
         sizing=sizing,
     )
 
 
-def _segor_with_variant(settings: Settings, variant: str) -> dict[str, Any]:
+def _segor_with_variant(settings: Parameters, variant: str) -> dict[str, Any]:
     """`segor:<variant>` sets `ensemble.variant` (e.g. f-m, g-h, d-t)."""
     segor_variant(variant)  # raises for an unknown sizing or loss, naming it
     return {**settings, "ensemble": {**settings["ensemble"], "variant": variant}}
 
 
-def _loss_variant(block: str) -> Callable[[Settings, str], dict[str, Any]]:
+def _loss_variant(block: str) -> Callable[[Parameters, str], dict[str, Any]]:
     """`<method>:<loss>` sets `<block>.loss` (e.g. sego:log_loss, smbo_posthoc:brier);
     check_settings then refuses a loss that does not fit the data's task."""
 
-    def with_loss(settings: Settings, loss: str) -> dict[str, Any]:
+    def with_loss(settings: Parameters, loss: str) -> dict[str, Any]:
         return {**settings, block: {**settings[block], "loss": loss}}
 
     return with_loss
 
 
-def _esmbo_variant(settings: Settings, variant: str) -> dict[str, Any]:
+def _esmbo_variant(settings: Parameters, variant: str) -> dict[str, Any]:
     """`esmbo:<ensemble>` sets `esmbo.ensemble` (esmbo:replica_winners), any
     other `esmbo:<loss>` its loss."""
     if variant in ESMBO_ENSEMBLES:
@@ -202,8 +208,8 @@ def _sego(parts: SearchParts) -> Strategy:
     return Sego(
         parts.data.target,
         parts.data.fold_ids,
-        ensemble_size=parts.block["ensemble_size"],
-        loss=parts.block["loss"],
+        ensemble_size=parts.search.ensemble_size,
+        loss=parts.search.loss,
     )
 
 
@@ -211,48 +217,48 @@ def _esmbo(parts: SearchParts) -> Strategy:
     return Esmbo(
         parts.data.target,
         parts.data.fold_ids,
-        n_replicas=parts.block["n_replicas"],
-        loss=parts.block["loss"],
+        n_replicas=parts.search.n_replicas,
+        loss=parts.search.loss,
         seed=derive_seed(parts.seed, "bootstrap replicas"),
         task=parts.data.task,
-        rho=parts.block["rho"],
+        rho=parts.search.rho,
         # rho is tuned once the initial design is in, and on at least 10 trials:
         # the paper preset's design has 2, too few models to weigh.
         rho_tuned_at=max(parts.n_initial, 10),
-        n_posterior_samples=parts.block["n_samples"],
+        n_posterior_samples=parts.search.n_samples,
     )
 
 
 def _posthoc(
     source: EnsembleSearchResult,
     data: ModelInput,
-    block: Mapping[str, Any],
+    block: PosthocSettings,
     seed: int,
 ) -> EnsembleSearchResult:
     return posthoc_selection(
         source,
         data.target,
         data.fold_ids,
-        loss=block["loss"],
-        max_size=block["max_size"],
-        warm_start=block["warm_start"],
-        weighting=block["weighting"],
+        loss=block.loss,
+        max_size=block.max_size,
+        warm_start=block.warm_start,
+        weighting=block.weighting,
     )
 
 
 def _agnostic_bayes(
     source: EnsembleSearchResult,
     data: ModelInput,
-    block: Mapping[str, Any],
+    block: ErsSettings | EsmboSettings,
     seed: int,
 ) -> EnsembleSearchResult:
     return agnostic_bayes_selection(
         source,
         data.target,
         data.fold_ids,
-        loss=block["loss"],
-        posterior=block["posterior"],
-        n_samples=block["n_samples"],
+        loss=block.loss,
+        posterior=block.posterior,
+        n_samples=block.n_samples,
         seed=derive_seed(seed, "agnostic bayes"),
     )
 
@@ -274,7 +280,7 @@ ESMBO_POSTERIOR = Selection(
     "agnostic_bayes",
     "esmbo",
     _agnostic_bayes,
-    applies=lambda block: block["ensemble"] == "posterior",
+    applies=lambda block: block.ensemble == "posterior",
 )
 # Selections that also run on their own, over the pool an earlier run saved.
 SAVED_POOL_SELECTIONS = (POSTHOC,)
@@ -386,69 +392,71 @@ def parse_method(spec: str | Method) -> tuple[Method, str | None]:
     return method, variant or None
 
 
-def method_settings(spec: str | Method, settings: Settings) -> dict[str, Any]:
-    """The blocks `spec` reads from `settings`, its variant applied.
+def method_settings(spec: str | Method, parameters: Parameters) -> dict[str, Any]:
+    """The blocks `spec` reads from `parameters`, its variant applied.
 
     Raises naming the first missing block.
     """
     method, variant = parse_method(spec)
-    missing = [name for name in method.params if name not in settings]
+    missing = [name for name in method.params if name not in parameters]
     if missing:
         raise ValueError(
             f"method {method.name!r} reads the parameters {missing[0]!r}, which "
-            f"were not given; given: {sorted(settings)}"
+            f"were not given; given: {sorted(parameters)}"
         )
-    chosen = {name: settings[name] for name in method.params}
+    chosen = {name: parameters[name] for name in method.params}
     return chosen if variant is None else method.variant(chosen, variant)
 
 
-def resolve_model(block: Mapping[str, Any], task: str, settings: Settings) -> str:
-    """The search's model space: its `model`, or the task's default for `auto`
+def resolve_model(search: SearchSettings, task: str, settings: MethodSettings) -> str:
+    """The model a search tunes: its `model`, or the task's default for `auto`
     (both checked by `check_settings` first)."""
-    if block["model"] == "auto":
-        return settings["default_models"][task]
-    return block["model"]
+    if search.model == "auto":
+        return settings.default_models[task]
+    return search.model
 
 
 def run_method(
     method: str | Method,
     data: ModelInput,
-    settings: Settings,
+    parameters: Parameters,
     seed: int,
     callbacks: Iterable[Callback] = (),
     journal: TrialJournal | None = None,
 ) -> EnsembleSearchResult:
     """Run a method on `data`: search, then its selection stage if it has one.
 
-    method: a Method or its name (`"segor"`, `"segor:g-m"`); settings: the
-    parameter blocks it reads (`Method.params`), as in conf/base; seed: every
-    random choice (optimizer, models, bootstrap replicas, posteriors) derives
-    from it, so the same seed, data and settings give the same ensemble.
+    method: a Method or its name (`"segor"`, `"segor:g-m"`); parameters: the
+    parameter blocks it reads (`Method.params`), as in conf/base, parsed and
+    checked here before anything is trained (core.validation.check_settings);
+    seed: every random choice (optimizer, models, bootstrap replicas,
+    posteriors) derives from it, so the same seed, data and parameters give
+    the same ensemble.
     Each callback gets every iteration's record as the search runs; after a
     selection stage, the last iteration's record again, carrying the selected
     ensemble. A stopped search raises SearchInterrupted holding its pool.
     With a `journal`, every finished trial is recorded in it, and the trials it
     already holds (from a search that was stopped) are not trained again: the
     result is the one an uninterrupted search gives (`trials_reused` counts them).
-    With `time_budget` in settings (seconds), the search also ends once that
-    wall time is spent (core.time_budget); the selection stage is not counted.
+    With a `time_budget` (seconds), the search also ends once that wall time
+    is spent (core.time_budget); the selection stage is not counted.
     The `parallel` block says where the trials train (core.runners): one at
     a time, on local worker processes or on a Dask cluster, in sync or async
     batches; a journal of an async search gives back its trials in the order
     they ended, and the search goes on from there.
     """
     chosen, _ = parse_method(method)
-    settings = method_settings(method, settings)
+    parameters = method_settings(method, parameters)
     chosen.check_task(data.task, data.name)
-    check_settings(chosen, settings, seed, data.task)
-    block = settings[chosen.search_params]
-    model = resolve_model(block, data.task, settings)
+    settings = check_settings(chosen, parameters, seed, data.task)
+    search = settings.blocks[chosen.search_params]
+    model = resolve_model(search, data.task, settings)
     optimizer = make_optimizer(
-        SearchSpace.from_dict(settings["models"][model]),
+        SearchSpace.from_dict(settings.models[model]),
         derive_seed(seed, "optimizer"),
-        **chosen.optimizer_options(block["optimizer"]),
+        **chosen.optimizer_options(search.optimizer),
     )
-    time_budget = TimeBudget(settings["time_budget"])
+    time_budget = TimeBudget(settings.time_budget)
     evaluate = WorkerEvaluator(
         CrossValidation(
             model,
@@ -457,11 +465,13 @@ def run_method(
             data.fold_ids,
             random_state=derive_seed(seed, "models"),
         ),
-        time_limit=block["time_limit"],
+        time_limit=search.time_limit,
     )
     callbacks = list(callbacks)
-    parallel = ParallelSettings.from_block(settings["parallel"])
-    fidelity = check_fidelity(chosen, settings, len(set(data.fold_ids.tolist())), model)
+    parallel = settings.parallel
+    fidelity = check_fidelity(
+        chosen, parameters, len(set(data.fold_ids.tolist())), model
+    )
     # A multi-fidelity search's rungs are sync batches, whatever the mode.
     mode = "sync" if parallel.serial or fidelity.enabled else parallel.mode
     # The budget counts from here: starting the workers is the search's time.
@@ -487,10 +497,10 @@ def run_method(
             )
         )
         result = Search(strategy, optimizer, evaluate).run(
-            settings["budget"],
+            settings.budget,
             callbacks,
             model_name=model,
-            max_initial_failures=settings["max_initial_failures"],
+            max_initial_failures=settings.max_initial_failures,
             time_budget=time_budget,
             runner=runner,
             mode=mode,
@@ -500,14 +510,15 @@ def run_method(
         result.trials_reused = runner.reused
     final = result
     selection = chosen.selection
-    if selection is not None and selection.applies(settings[selection.params]):
+    if selection is not None and selection.applies(settings.blocks[selection.params]):
+        block = settings.blocks[selection.params]
         try:
-            selected = selection.select(result, data, settings[selection.params], seed)
+            selected = selection.select(result, data, block, seed)
         except Exception as error:
-            raise SearchInterrupted(result, settings["budget"], error) from error
+            raise SearchInterrupted(result, settings.budget, error) from error
         final = join_selection(result, selected)
     weighting = chosen.weighting_params
-    if weighting is not None and settings[weighting]["weighting"] == "bfgs":
+    if weighting is not None and settings.blocks[weighting].weighting == "bfgs":
         final = _bfgs_weighted(final, data)
     if final is not result and final.history:
         for callback in callbacks:

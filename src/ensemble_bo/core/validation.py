@@ -19,14 +19,19 @@ from typing import TYPE_CHECKING, Any
 
 from ensemble_bo.core.estimator import VOTING
 from ensemble_bo.core.fidelity import FidelitySettings
-from ensemble_bo.core.losses import objective
 from ensemble_bo.core.optimizer_kinds import make_optimizer
 from ensemble_bo.core.preparation import TASKS, check_split_options
 from ensemble_bo.core.runners import ParallelSettings
 from ensemble_bo.core.search import check_max_initial_failures
-from ensemble_bo.core.selection.stages import AB_WEIGHTINGS, WEIGHTINGS
+from ensemble_bo.core.settings import (
+    BLOCKS,
+    SHARED_PARAMS,
+    Block,
+    InvalidInput,
+    MethodSettings,
+    check_count,
+)
 from ensemble_bo.core.space import SearchSpace, parameter_from_spec
-from ensemble_bo.core.strategies import ESMBO_ENSEMBLES, segor_variant
 from ensemble_bo.core.time_budget import check_time_budget, is_seconds
 from ensemble_bo.core.zoo import (
     ITERATION_SETTINGS,
@@ -40,37 +45,6 @@ if TYPE_CHECKING:
 
 # Where the model spaces are declared, for messages.
 MODELS_FILE = "conf/base/parameters_models.yml"
-# Parameters every method reads besides its own blocks (core.methods takes them
-# from here), checked on their own.
-SHARED_PARAMS = (
-    "models",
-    "default_models",
-    "budget",
-    "time_budget",
-    "max_initial_failures",
-    "parallel",
-)
-
-
-class InvalidInput(ValueError):
-    """A parameter or a dataset that a run cannot use; the message says which and why."""
-
-
-def _is_int(value: Any) -> bool:
-    return isinstance(value, Integral) and not isinstance(value, bool)
-
-
-def check_count(
-    value: Any, path: str, minimum: int, meaning: str, example: int | None = None
-) -> int:
-    """`value` as an int >= minimum, or InvalidInput naming `path` and its meaning."""
-    if not _is_int(value) or value < minimum:
-        example = max(minimum, 5) if example is None else example
-        raise InvalidInput(
-            f"{path}={value!r} is not an integer >= {minimum} ({meaning}); give e.g. "
-            f"--params {path}={example}"
-        )
-    return int(value)
 
 
 def check_budget(budget: Any, fractional: bool = False) -> float:
@@ -223,108 +197,13 @@ def _check_model_name(
 # --- a method's parameter blocks ------------------------------------------------------
 
 
-def _check_time_limit(path: str, value: Any, tasks: tuple[str, ...]) -> None:
-    if value is not None and not is_seconds(value):
-        raise InvalidInput(
-            f"{path}={value!r} is not a positive number of seconds or null (the "
-            "time one configuration's k-fold evaluation may take)"
-        )
-
-
-def _check_display_name(path: str, value: Any, tasks: tuple[str, ...]) -> None:
-    if not isinstance(value, str):
-        raise InvalidInput(
-            f"{path}={value!r} is not a text (the method's name in titles)"
-        )
-
-
-def _check_variant(path: str, value: Any, tasks: tuple[str, ...]) -> None:
-    try:
-        segor_variant(value)
-    except ValueError as error:
-        raise InvalidInput(f"{path}: {error} (--params {path}=g-h)") from None
-
-
-def _check_loss(path: str, value: Any, tasks: tuple[str, ...]) -> None:
-    """A loss that applies to one of `tasks` (to the data's task once it is known)."""
-    problems = []
-    for task in tasks:
-        try:
-            objective(task, value)
-        except ValueError as error:
-            problems.append(str(error))
-    if len(problems) == len(tasks):
-        also = (
-            f" (esmbo:<variant> is a loss or an ensemble: {list(ESMBO_ENSEMBLES)})"
-            if path == "esmbo.loss"
-            else ""
-        )
-        raise InvalidInput(f"{path}={value!r}: {'; '.join(problems)}{also}")
-
-
-def _check_rho(path: str, value: Any, tasks: tuple[str, ...]) -> None:
-    if value == "auto":
-        return
-    if (
-        isinstance(value, bool)
-        or not isinstance(value, int | float)
-        or not 0 < value <= 1
-    ):
-        raise InvalidInput(
-            f"{path}={value!r} is not 'auto' or a number in (0, 1] (the share of "
-            "the n validation samples each bootstrap replica draws)"
-        )
-
-
-def _one_of(allowed: tuple[str, ...]):
-    def check(path: str, value: Any, tasks: tuple[str, ...]) -> None:
-        if value not in allowed:
-            raise InvalidInput(f"{path}={value!r} is not one of {list(allowed)}")
-
-    return check
-
-
-def _count(minimum: int, meaning: str):
-    def check(path: str, value: Any, tasks: tuple[str, ...]) -> None:
-        check_count(value, path, minimum, meaning)
-
-    return check
-
-
-# How each key of a method's parameter blocks is checked (keys not named here,
-# such as `model` and `optimizer`, are checked by check_settings itself).
-_BLOCK_KEYS = {
-    "size": _count(1, "the number of ensemble slots"),
-    "ensemble_size": _count(1, "the number of ensemble slots"),
-    "n_replicas": _count(1, "the number of bootstrap replicas"),
-    "n_samples": _count(1, "the number of posterior samples"),
-    "max_size": _count(1, "the number of greedy selection steps"),
-    "warm_start": _count(0, "the best single models to start from; 0: none"),
-    "display_name": _check_display_name,
-    "time_limit": _check_time_limit,
-    "variant": _check_variant,
-    "loss": _check_loss,
-    "posterior": _one_of(AB_WEIGHTINGS),
-    "weighting": _one_of(WEIGHTINGS),
-    "ensemble": _one_of(ESMBO_ENSEMBLES),
-    "rho": _check_rho,
-}
-
-
-def check_block(name: str, block: Any, tasks: tuple[str, ...]) -> None:
-    """A parameter block of a method (`segor`, `ensemble`, `posthoc`, ...), key by key.
+def check_block(name: str, block: Any, tasks: tuple[str, ...]) -> Block:
+    """The parameter block `name` of a method (`segor`, `ensemble`, `posthoc`,
+    ...), parsed (core.settings.BLOCKS): unknown keys and bad values refused.
 
     tasks: the tasks its losses must apply to (one of them, or the data's task).
     """
-    if not isinstance(block, Mapping):
-        raise InvalidInput(
-            f"{name} must be a mapping of parameters (conf/base/parameters_{name}.yml "
-            f"or its method's file), got {block!r}"
-        )
-    for key, value in block.items():
-        check = _BLOCK_KEYS.get(str(key))
-        if check is not None:
-            check(f"{name}.{key}", value, tasks)
+    return BLOCKS[name].parse(name, block, tasks)
 
 
 def check_optimizer(name: str, options: Any, space: SearchSpace) -> None:
@@ -361,8 +240,9 @@ def check_settings(
     settings: Mapping[str, Any],
     seed: Any = None,
     task: str | None = None,
-) -> None:
-    """Every parameter `method` reads from `settings`, before anything is trained.
+) -> MethodSettings:
+    """Every parameter `method` reads from `settings`, before anything is
+    trained, parsed into the typed settings the method then reads.
 
     Checks `budget` (int >= 1), `time_budget` (seconds > 0 or null), `max_initial_failures` if given (int >= 1 or
     null), `parallel` (core.runners.ParallelSettings), `seed` if given (int >= 0), every model space of `models`, each of the method's blocks key by key (counts, losses for
@@ -381,20 +261,23 @@ def check_settings(
         )
     if seed is not None:
         check_seed(seed)
-    check_budget(settings["budget"], fractional=multi_fidelity(method, settings))
+    budget = check_budget(
+        settings["budget"], fractional=multi_fidelity(method, settings)
+    )
     try:
-        check_time_budget(settings["time_budget"])
+        time_budget = check_time_budget(settings["time_budget"])
     except ValueError as error:
         raise InvalidInput(f"{error}; e.g. --params time_budget=60") from None
-    if "max_initial_failures" in settings:
-        try:
-            check_max_initial_failures(settings["max_initial_failures"])
-        except ValueError as error:
-            raise InvalidInput(str(error)) from None
+    try:
+        max_initial_failures = check_max_initial_failures(
+            settings["max_initial_failures"]
+        )
+    except ValueError as error:
+        raise InvalidInput(str(error)) from None
     if "voting" in settings:
         check_voting(settings["voting"])
     try:
-        ParallelSettings.from_block(settings["parallel"])
+        parallel = ParallelSettings.from_block(settings["parallel"])
     except (TypeError, ValueError) as error:
         raise InvalidInput(str(error)) from None
     if task is not None and task not in method.tasks:
@@ -404,9 +287,11 @@ def check_settings(
         )
     tasks = (task,) if task is not None else tuple(sorted(method.tasks))
     spaces = check_model_spaces(settings["models"])
-    for name in method.params:
-        if name not in SHARED_PARAMS:
-            check_block(name, settings[name], tasks)
+    blocks = {
+        name: check_block(name, settings[name], tasks)
+        for name in method.params
+        if name not in SHARED_PARAMS
+    }
     _check_search_model(method, settings, tasks, task, spaces)
     n_folds = settings.get("data_processing", {}).get("n_folds")
     if isinstance(n_folds, int):  # else the data's folds decide, in run_method
@@ -414,6 +299,15 @@ def check_settings(
         if model == "auto":
             model = settings["default_models"][task] if task is not None else None
         check_fidelity(method, settings, n_folds, model)
+    return MethodSettings(
+        blocks,
+        budget,
+        time_budget,
+        max_initial_failures,
+        parallel,
+        settings["models"],
+        settings["default_models"],
+    )
 
 
 def multi_fidelity(method: Method, settings: Mapping[str, Any]) -> bool:

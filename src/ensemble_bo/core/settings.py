@@ -1,0 +1,320 @@
+"""The parameters a method reads, parsed once into typed settings.
+
+Every parameter block of conf/base that a method reads (its own block such as
+`segor`, and `ensemble`, `posthoc`) is a frozen dataclass here. `parse`
+checks its keys (a key the block does not have, a typo, is refused naming the
+known keys; a missing one names the parameters file) and each value by the
+check its field declares, for `kedro run --params` and the Python API alike;
+the core then reads attributes, not dictionary keys. The top-level parameter
+names are checked the same way (`check_parameter_names`).
+
+What needs more than one block to check (a search's `model` against the data's
+task and `models`, its `optimizer` against that model's space, its `fidelity`
+against the number of folds) is core.validation.check_settings'.
+
+Pure: no Kedro, no MLflow, no files.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field, fields
+from numbers import Integral
+from typing import Any, ClassVar
+
+from ensemble_bo.core.losses import objective
+from ensemble_bo.core.selection.stages import AB_WEIGHTINGS, WEIGHTINGS
+from ensemble_bo.core.strategies import ESMBO_ENSEMBLES, segor_variant
+from ensemble_bo.core.time_budget import is_seconds
+
+
+class InvalidInput(ValueError):
+    """A parameter or a dataset that a run cannot use; the message says which and why."""
+
+
+# A field's check: (its path, e.g. "sego.loss", its value, the tasks a loss
+# must apply to: the method's, or the data's once it is known).
+Check = Callable[[str, Any, tuple[str, ...]], None]
+
+
+def setting(check: Check) -> Any:
+    """A block's field, checked by `check` when the block is parsed."""
+    return field(metadata={"check": check})
+
+
+def _is_int(value: Any) -> bool:
+    return isinstance(value, Integral) and not isinstance(value, bool)
+
+
+def check_count(
+    value: Any, path: str, minimum: int, meaning: str, example: int | None = None
+) -> int:
+    """`value` as an int >= minimum, or InvalidInput naming `path` and its meaning."""
+    if not _is_int(value) or value < minimum:
+        example = max(minimum, 5) if example is None else example
+        raise InvalidInput(
+            f"{path}={value!r} is not an integer >= {minimum} ({meaning}); give e.g. "
+            f"--params {path}={example}"
+        )
+    return int(value)
+
+
+def count(minimum: int, meaning: str) -> Check:
+    def check(path: str, value: Any, tasks: tuple[str, ...]) -> None:
+        check_count(value, path, minimum, meaning)
+
+    return check
+
+
+def one_of(allowed: Iterable[str]) -> Check:
+    allowed = tuple(allowed)
+
+    def check(path: str, value: Any, tasks: tuple[str, ...]) -> None:
+        if value not in allowed:
+            raise InvalidInput(f"{path}={value!r} is not one of {list(allowed)}")
+
+    return check
+
+
+def text(meaning: str) -> Check:
+    def check(path: str, value: Any, tasks: tuple[str, ...]) -> None:
+        if not isinstance(value, str) or not value:
+            raise InvalidInput(f"{path}={value!r} is not a text ({meaning})")
+
+    return check
+
+
+def mapping(meaning: str, nullable: bool = False) -> Check:
+    def check(path: str, value: Any, tasks: tuple[str, ...]) -> None:
+        if nullable and value is None:
+            return
+        if not isinstance(value, Mapping):
+            raise InvalidInput(f"{path} must be a mapping ({meaning}), got {value!r}")
+
+    return check
+
+
+def time_limit(path: str, value: Any, tasks: tuple[str, ...]) -> None:
+    if value is not None and not is_seconds(value):
+        raise InvalidInput(
+            f"{path}={value!r} is not a positive number of seconds or null (the "
+            "time one configuration's k-fold evaluation may take)"
+        )
+
+
+def variant(path: str, value: Any, tasks: tuple[str, ...]) -> None:
+    try:
+        segor_variant(value)
+    except ValueError as error:
+        raise InvalidInput(f"{path}: {error} (--params {path}=g-h)") from None
+
+
+def loss(path: str, value: Any, tasks: tuple[str, ...]) -> None:
+    """A loss that applies to one of `tasks` (to the data's task once it is known)."""
+    problems = []
+    for task in tasks:
+        try:
+            objective(task, value)
+        except ValueError as error:
+            problems.append(str(error))
+    if len(problems) == len(tasks):
+        also = (
+            f" (esmbo:<variant> is a loss or an ensemble: {list(ESMBO_ENSEMBLES)})"
+            if path == "esmbo.loss"
+            else ""
+        )
+        raise InvalidInput(f"{path}={value!r}: {'; '.join(problems)}{also}")
+
+
+def rho(path: str, value: Any, tasks: tuple[str, ...]) -> None:
+    if value == "auto":
+        return
+    if (
+        isinstance(value, bool)
+        or not isinstance(value, int | float)
+        or not 0 < value <= 1
+    ):
+        raise InvalidInput(
+            f"{path}={value!r} is not 'auto' or a number in (0, 1] (the share of "
+            "the n validation samples each bootstrap replica draws)"
+        )
+
+
+@dataclass(frozen=True)
+class Block:
+    """A parameter block, its keys its fields (each checked by its `setting`)."""
+
+    # Where the block is declared, for messages (conf/base/parameters_<file>.yml).
+    file: ClassVar[str] = ""
+
+    @classmethod
+    def parse(cls, name: str, block: Any, tasks: tuple[str, ...] = ()) -> Block:
+        """The block `name` of the parameters, checked: InvalidInput names an
+        unknown key (with the known ones), a missing key, or a bad value."""
+        where = f"conf/base/parameters_{cls.file or name}.yml"
+        if not isinstance(block, Mapping):
+            raise InvalidInput(
+                f"{name} must be a mapping of parameters ({where}), got {block!r}"
+            )
+        known = [each.name for each in fields(cls)]
+        unknown = sorted(str(key) for key in block if key not in known)
+        if unknown:
+            raise InvalidInput(
+                f"{name} has no parameter {' or '.join(map(repr, unknown))}; its "
+                f"parameters are {known} ({where})"
+            )
+        missing = [key for key in known if key not in block]
+        if missing:
+            raise InvalidInput(f"{name} lacks the parameters {missing}; see {where}")
+        for each in fields(cls):
+            each.metadata["check"](f"{name}.{each.name}", block[each.name], tasks)
+        return cls(**{key: block[key] for key in known})
+
+
+@dataclass(frozen=True)
+class SearchSettings(Block):
+    """What every search method's own block holds: its display name, the model
+    whose hyperparameters it searches (a name of `models`, or auto for the
+    task's `default_models` entry), its optimizer's options (core.optimizer_kinds),
+    the seconds one configuration's evaluation may take, and its multi-fidelity
+    schedule (core.fidelity)."""
+
+    display_name: str = setting(text("the method's name in titles"))
+    model: str = setting(text("a model of `models`, or auto"))
+    optimizer: Mapping[str, Any] = setting(
+        mapping("the optimizer's options, e.g. {kind: gp, n_initial: 10}")
+    )
+    time_limit: float | None = setting(time_limit)
+    fidelity: Mapping[str, Any] | None = setting(
+        mapping("scheduler, resource, min_resource, max_resource, eta", True)
+    )
+
+
+@dataclass(frozen=True)
+class SegorSettings(SearchSettings):
+    """`segor`: its ensemble's settings are the `ensemble` block's."""
+
+
+@dataclass(frozen=True)
+class SegoSettings(SearchSettings):
+    ensemble_size: int = setting(count(1, "the number of ensemble slots"))
+    loss: str = setting(loss)
+    weighting: str = setting(one_of(WEIGHTINGS))
+
+
+@dataclass(frozen=True)
+class EsmboSettings(SearchSettings):
+    n_replicas: int = setting(count(1, "the number of bootstrap replicas"))
+    rho: float | str = setting(rho)
+    ensemble: str = setting(one_of(ESMBO_ENSEMBLES))
+    posterior: str = setting(one_of(AB_WEIGHTINGS))
+    n_samples: int = setting(count(1, "the number of posterior samples"))
+    loss: str = setting(loss)
+    weighting: str = setting(one_of(WEIGHTINGS))
+
+
+@dataclass(frozen=True)
+class ErsSettings(SearchSettings):
+    loss: str = setting(loss)
+    posterior: str = setting(one_of(AB_WEIGHTINGS))
+    n_samples: int = setting(count(1, "the number of posterior samples"))
+    weighting: str = setting(one_of(WEIGHTINGS))
+
+
+@dataclass(frozen=True)
+class SingleBestSettings(SearchSettings):
+    """`smbo` and `random_search`: the single model's CV loss."""
+
+    loss: str = setting(loss)
+
+
+@dataclass(frozen=True)
+class EnsembleSettings(Block):
+    """`ensemble`: SEGOR's ensemble, read from parameters_segor.yml."""
+
+    file: ClassVar[str] = "segor"
+
+    size: int = setting(count(1, "the number of ensemble slots"))
+    variant: str = setting(variant)
+    weighting: str = setting(one_of(WEIGHTINGS))
+
+
+@dataclass(frozen=True)
+class PosthocSettings(Block):
+    """`posthoc`: greedy selection with replacement over a pool."""
+
+    display_name: str = setting(text("the method's name in titles"))
+    loss: str = setting(loss)
+    max_size: int = setting(count(1, "the number of greedy selection steps"))
+    warm_start: int = setting(count(0, "the best single models to start from; 0: none"))
+    weighting: str = setting(one_of(WEIGHTINGS))
+
+
+# Every block a method reads, by its name in the parameters.
+BLOCKS: dict[str, type[Block]] = {
+    "segor": SegorSettings,
+    "ensemble": EnsembleSettings,
+    "sego": SegoSettings,
+    "esmbo": EsmboSettings,
+    "ers": ErsSettings,
+    "smbo": SingleBestSettings,
+    "random_search": SingleBestSettings,
+    "posthoc": PosthocSettings,
+}
+# The top-level parameters that are not a method's block: what every method
+# reads besides its blocks (core.validation.SHARED_PARAMS), and what the
+# pipelines and the benchmark read.
+SHARED_PARAMS = (
+    "models",
+    "default_models",
+    "budget",
+    "time_budget",
+    "max_initial_failures",
+    "parallel",
+)
+OTHER_PARAMS = (
+    "dataset",
+    "seed",
+    "voting",
+    "resume",
+    "data_processing",
+    "posthoc_source",
+    "benchmark",
+)
+PARAMETER_NAMES = (*BLOCKS, *SHARED_PARAMS, *OTHER_PARAMS)
+
+
+def check_parameter_names(parameters: Mapping[str, Any]) -> None:
+    """Every top-level parameter is one the project reads, and every method
+    block's keys are its own: a misspelled name (`time_budjet`, `segor.foo`,
+    `ensemble.varient`) is refused, naming the known ones, rather than ignored."""
+    unknown = sorted(str(name) for name in parameters if name not in PARAMETER_NAMES)
+    if unknown:
+        raise InvalidInput(
+            f"unknown parameter {' and '.join(map(repr, unknown))}; the parameters "
+            f"are {sorted(PARAMETER_NAMES)} (conf/base/parameters*.yml)"
+        )
+    for name, block in BLOCKS.items():
+        if name in parameters:
+            block.parse(name, parameters[name], ("regression", "classification"))
+
+
+@dataclass(frozen=True)
+class MethodSettings:
+    """Everything a method reads, parsed (core.validation.check_settings): its
+    blocks by name, and what every method reads beside them.
+
+    budget: configurations trained (with a fidelity schedule, full-fidelity
+    equivalents); time_budget: seconds or None; max_initial_failures: failed
+    first trials that stop the search, None: never; parallel: where the trials
+    train; models: the model spaces by name; default_models: the model each
+    task's `auto` takes.
+    """
+
+    blocks: Mapping[str, Block]
+    budget: float
+    time_budget: float | None
+    max_initial_failures: int | None
+    parallel: Any  # core.runners.ParallelSettings
+    models: Mapping[str, Mapping[str, Any]]
+    default_models: Mapping[str, str]
