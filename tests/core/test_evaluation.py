@@ -13,7 +13,8 @@ from sklearn.model_selection import PredefinedSplit, cross_val_predict
 from sklearn.tree import DecisionTreeRegressor
 
 from ensemble_bo.core.evaluation import merge_fold_results
-from ensemble_bo.core.runners import ParallelSettings, trial_runner
+from ensemble_bo.core.runners import trial_runner
+from ensemble_bo.core.settings import ParallelSettings
 from ensemble_bo.core.time_budget import TimeBudget
 from ensemble_bo.core.zoo import make_model
 from tests.support import cross_validation_evaluator, request

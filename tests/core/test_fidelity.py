@@ -14,7 +14,6 @@ from ensemble_bo.core.fidelity import (
     BOHB_RANDOM_FRACTION,
     BracketRun,
     BracketSchedule,
-    FidelitySettings,
     HyperbandSchedule,
     Rung,
     bohb_model_budget,
@@ -25,6 +24,7 @@ from ensemble_bo.core.fidelity import (
     successive_halving_rungs,
     total_resource,
 )
+from ensemble_bo.core.settings import FidelitySettings
 
 
 def table(brackets):

@@ -13,12 +13,12 @@ from sklearn.tree import DecisionTreeRegressor
 from ensemble_bo import EnsembleSearch
 from ensemble_bo.core.brackets import rung_targets
 from ensemble_bo.core.evaluation import out_of_fold_predictions
-from ensemble_bo.core.fidelity import FidelitySettings
 from ensemble_bo.core.journal import ReplayingRunner, TrialJournal
 from ensemble_bo.core.optimizer import GPEIOptimizer, RandomSearch, Suggestion
 from ensemble_bo.core.pool import Pool
 from ensemble_bo.core.results import AllTrialsFailed, IterationRecord
 from ensemble_bo.core.runners import SerialRunner
+from ensemble_bo.core.settings import FidelitySettings
 from ensemble_bo.core.space import SearchSpace
 from ensemble_bo.core.strategies import Esmbo, Segor, SingleBest
 from ensemble_bo.core.time_budget import TimeBudget

@@ -19,7 +19,8 @@ from ensemble_bo.core.methods import run_method
 from ensemble_bo.core.optimizer import GPEIOptimizer
 from ensemble_bo.core.preparation import ModelInput
 from ensemble_bo.core.results import SearchInterrupted
-from ensemble_bo.core.runners import ParallelSettings, trial_runner
+from ensemble_bo.core.runners import trial_runner
+from ensemble_bo.core.settings import ParallelSettings
 from ensemble_bo.core.time_budget import TimeBudget
 from ensemble_bo.core.trials import TrialResult
 from ensemble_bo.core.validation import InvalidInput, check_settings

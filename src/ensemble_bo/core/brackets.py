@@ -25,7 +25,6 @@ from ensemble_bo.core.evaluation import merge_fold_results
 from ensemble_bo.core.fidelity import (
     BOHB_RANDOM_FRACTION,
     BracketRun,
-    FidelitySettings,
     Resource,
     bohb_model_budget,
     full_fidelity_equivalents,
@@ -34,6 +33,7 @@ from ensemble_bo.core.optimizer import Suggestion
 from ensemble_bo.core.pool import Pool
 from ensemble_bo.core.results import RungEvaluation
 from ensemble_bo.core.search import InitialTrialsFailed, SearchLoop
+from ensemble_bo.core.settings import FidelitySettings
 from ensemble_bo.core.strategies.base import IterationContext, Strategy
 from ensemble_bo.core.time_budget import deadline_for
 from ensemble_bo.core.trials import TrialRequest, TrialResult

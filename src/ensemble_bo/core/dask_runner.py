@@ -24,7 +24,7 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from ensemble_bo.core.evaluation import evaluate_configuration
-from ensemble_bo.core.runners import ParallelSettings
+from ensemble_bo.core.settings import ParallelSettings
 from ensemble_bo.core.time_budget import cut_before_start, trial_limit
 from ensemble_bo.core.trials import TrialRequest, TrialResult
 from ensemble_bo.core.workers import WorkerEvaluator

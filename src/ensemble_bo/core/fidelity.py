@@ -54,7 +54,6 @@ from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from fractions import Fraction
 from numbers import Integral, Real
-from typing import Any
 
 import numpy as np
 
@@ -97,7 +96,7 @@ class Rung:
             raise ValueError(
                 f"a rung needs n_configs >= 1 (an integer), got {self.n_configs!r}"
             )
-        if not _is_positive_number(self.resource):
+        if not is_positive_number(self.resource):
             raise ValueError(
                 f"a rung needs a positive finite resource, got {self.resource!r}"
             )
@@ -106,7 +105,8 @@ class Rung:
 Bracket = list[Rung]
 
 
-def _is_positive_number(value: object) -> bool:
+def is_positive_number(value: object) -> bool:
+    """Whether `value` is a finite real number > 0 (a bool is not)."""
     return (
         not isinstance(value, bool)
         and isinstance(value, Real)
@@ -119,7 +119,8 @@ def _floor(x: Fraction) -> int:
     return math.floor(x * (1 + Fraction(_TOLERANCE)))
 
 
-def _ceil(x: Fraction) -> int:
+def ceil_exact(x: Fraction) -> int:
+    """ceil(x), an exact value a hair above an integer (floating point) not rounded up."""
     return math.ceil(x * (1 - Fraction(_TOLERANCE)))
 
 
@@ -127,10 +128,10 @@ def _check_scale(
     min_resource: object, max_resource: object, eta: object
 ) -> tuple[Fraction, Fraction, Fraction]:
     """min, max and eta as exact fractions, checked (binary floats are exact)."""
-    if not _is_positive_number(eta) or eta <= 1:
+    if not is_positive_number(eta) or eta <= 1:
         raise ValueError(f"eta must be a finite number > 1, got {eta!r}")
     for name, value in (("min_resource", min_resource), ("max_resource", max_resource)):
-        if not _is_positive_number(value):
+        if not is_positive_number(value):
             raise ValueError(f"{name} must be a finite number > 0, got {value!r}")
     if min_resource > max_resource:
         raise ValueError(
@@ -205,7 +206,7 @@ def successive_halving_rungs(
             f"n_configs={n_configs} leaves no configuration at max_resource="
             f"{max_resource!r}: successive halving from {min_resource!r} with "
             f"eta={eta!r} has {s_max + 1} rungs and needs n_configs >= "
-            f"{_ceil(eta_**s_max)}"
+            f"{ceil_exact(eta_**s_max)}"
         )
     rungs = []
     for i in range(s_max + 1):
@@ -239,7 +240,7 @@ def hyperband_brackets(
     s_max = max_bracket_index(min_resource, max_resource, eta)
     brackets = []
     for s in range(s_max, -1, -1):
-        n = _ceil(Fraction(s_max + 1, s + 1) * eta_**s)
+        n = ceil_exact(Fraction(s_max + 1, s + 1) * eta_**s)
         rungs = [
             Rung(
                 _floor(n / eta_**i),
@@ -274,7 +275,7 @@ def full_fidelity_equivalents(
     A budget of "at most N full-fidelity equivalents" runs brackets while
     their sum stays <= N (`BracketSchedule.brackets_within`).
     """
-    if not _is_positive_number(max_resource):
+    if not is_positive_number(max_resource):
         raise ValueError(f"max_resource must be > 0, got {max_resource!r}")
     return total_resource(bracket, reuse=reuse) / max_resource
 
@@ -491,7 +492,7 @@ class BracketSchedule:
         sum to at most `full_fidelity_budget`; a bracket that would pass it is
         not started (its low rungs alone add nothing to a full-fidelity pool).
         """
-        if not _is_positive_number(full_fidelity_budget):
+        if not is_positive_number(full_fidelity_budget):
             raise ValueError(
                 "full_fidelity_budget must be a finite number > 0, got "
                 f"{full_fidelity_budget!r}"
@@ -555,182 +556,3 @@ def bohb_model_budget(
         if count >= n_min + BOHB_EXTRA_POINTS:
             enough.append(resource)
     return max(enough) if enough else None
-
-
-def _choice(block: Mapping[str, Any], key: str, default: str, allowed: tuple) -> str:
-    value = block.get(key, default)
-    if value not in allowed:
-        raise ValueError(f"fidelity.{key}={value!r} is not one of {list(allowed)}")
-    return value
-
-
-def _resource_range(
-    block: Mapping[str, Any],
-    resource: str,
-    n_folds: int | None,
-    iteration_setting: tuple[str, int] | None,
-) -> tuple[Resource, Resource]:
-    """The block's (min_resource, max_resource) with their defaults, checked."""
-    low = block.get("min_resource", 1 if resource == "folds" else None)
-    high = block.get("max_resource")
-    if resource == "folds" and n_folds is not None:
-        if high is None:
-            high = n_folds
-        elif high != n_folds:
-            raise ValueError(
-                f"fidelity.max_resource={high!r} folds, but the CV has "
-                f"{n_folds}: the pool needs every fold's predictions"
-            )
-    elif resource == "iterations" and iteration_setting is not None:
-        name, full = iteration_setting
-        if high is None:
-            high = full
-        elif high != full:
-            raise ValueError(
-                f"fidelity.max_resource={high!r} iterations, but the model space's "
-                f"{name} is {full}: the pool's models are the space's, so set "
-                f"{name} there (or leave max_resource null)"
-            )
-    elif resource == "rows":
-        if high is None:
-            high = 1.0
-        elif high != 1:
-            raise ValueError(
-                f"fidelity.max_resource={high!r} of the rows, but full fidelity is "
-                "every row (1.0): the pool's models are refit on all of them"
-            )
-    low = _resource_value("min_resource", low, resource)
-    high = _resource_value("max_resource", high, resource)
-    if low > high:
-        raise ValueError(
-            f"fidelity.min_resource={low!r} must be <= max_resource={high!r}"
-        )
-    return low, high
-
-
-def _resource_value(name: str, value: object, resource: str) -> Resource:
-    if value is None:
-        number_of_folds = " when the number of CV folds is not given"
-        raise ValueError(
-            f"fidelity.{name} is needed for resource {resource}"
-            + (number_of_folds if resource == "folds" else "")
-        )
-    if resource not in INTEGER_RESOURCES:
-        if not _is_positive_number(value) or value > 1:
-            raise ValueError(
-                f"fidelity.{name} must be a fraction of rows in (0, 1], got {value!r}"
-            )
-        return value
-    if not _is_positive_number(value) or value != int(value) or value < 1:
-        raise ValueError(
-            f"fidelity.{name} must be a whole number of {resource} >= 1, got {value!r}"
-        )
-    return int(value)
-
-
-@dataclass(frozen=True)
-class FidelitySettings:
-    """The `fidelity` block: which scheduler, on which resource, how fast.
-
-    scheduler: none | successive_halving | hyperband | bohb; resource: folds
-    (1..k folds of the same CV) | rows (a fraction of each training fold) |
-    iterations (n_estimators / max_iter); min_resource, max_resource: the
-    cheapest and the full evaluation; eta: the promotion factor (keep the
-    best 1/eta of a rung).
-    """
-
-    scheduler: str = "none"
-    resource: str = "folds"
-    min_resource: Resource | None = None
-    max_resource: Resource | None = None
-    eta: float = DEFAULT_ETA
-    # iterations: the configuration's setting a rung sets to its resource
-    # (n_estimators, max_iter), which max_resource is the space's value of.
-    iteration_setting: str | None = None
-
-    @classmethod
-    def from_block(
-        cls,
-        block: Mapping[str, Any] | None,
-        n_folds: int | None = None,
-        iteration_setting: tuple[str, int] | None = None,
-    ) -> FidelitySettings:
-        """The settings of a `fidelity` block, checked; None: no scheduler.
-
-        max_resource defaults to `n_folds` for folds (and must equal it: the
-        pool needs every fold's out-of-fold predictions), to 1.0 for rows, and
-        for iterations to the count of `iteration_setting`, (name, count): the
-        model space's constant n_estimators or max_iter, which it must equal.
-        min_resource defaults to 1 for folds. With scheduler none the other
-        values are not checked.
-        """
-        if block is None:
-            return cls()
-        if not isinstance(block, Mapping):
-            raise ValueError(f"fidelity must be a mapping, got {block!r}")
-        unknown = sorted(set(block) - set(FIDELITY_KEYS))
-        if unknown:
-            raise ValueError(
-                f"fidelity has unknown keys {unknown}; known: {', '.join(FIDELITY_KEYS)}"
-            )
-        scheduler = _choice(block, "scheduler", "none", SCHEDULERS)
-        if scheduler == "none":
-            return cls()
-        resource = _choice(block, "resource", "folds", RESOURCES)
-        eta = block.get("eta", DEFAULT_ETA)
-        if not _is_positive_number(eta) or eta <= 1:
-            raise ValueError(f"fidelity.eta must be a finite number > 1, got {eta!r}")
-        low, high = _resource_range(block, resource, n_folds, iteration_setting)
-        if max_bracket_index(low, high, eta) == 0:
-            raise ValueError(
-                f"fidelity.min_resource={low!r} leaves no rung below max_resource="
-                f"{high!r} at eta={eta!r}: every configuration would be evaluated in "
-                "full, with no early stopping; give a smaller min_resource (e.g. "
-                + ("0.111 of the rows" if resource == "rows" else "1")
-                + ") or scheduler: none"
-            )
-        setting = (
-            iteration_setting[0]
-            if resource == "iterations" and iteration_setting is not None
-            else None
-        )
-        settings = cls(scheduler, resource, low, high, eta, setting)
-        settings.schedule()  # whole units can put two rungs at one resource
-        return settings
-
-    @property
-    def enabled(self) -> bool:
-        return self.scheduler != "none"
-
-    @property
-    def integer(self) -> bool:
-        """Whether resources are whole units (folds, iterations)."""
-        return self.resource in INTEGER_RESOURCES
-
-    def schedule(self) -> BracketSchedule | None:
-        """The brackets the scheduler runs, cycling; None without one.
-
-        Successive halving repeats one bracket of the fewest configurations
-        that leave one at max_resource (n = ceil(eta^s_max), Hyperband's most
-        exploratory bracket when max / min is a power of eta); Hyperband and
-        BOHB cycle Hyperband's brackets.
-        """
-        if not self.enabled:
-            return None
-        if self.scheduler == "successive_halving":
-            s_max = max_bracket_index(self.min_resource, self.max_resource, self.eta)
-            n_configs = _ceil(Fraction(self.eta) ** s_max)
-            return BracketSchedule(
-                [
-                    successive_halving_rungs(
-                        n_configs,
-                        self.min_resource,
-                        self.max_resource,
-                        self.eta,
-                        integer=self.integer,
-                    )
-                ]
-            )
-        return HyperbandSchedule(
-            self.min_resource, self.max_resource, self.eta, integer=self.integer
-        )

@@ -20,81 +20,18 @@ from __future__ import annotations
 
 import queue
 from collections import deque
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator
 from concurrent.futures import FIRST_COMPLETED, ThreadPoolExecutor, wait
 from contextlib import contextmanager
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from typing import Any, Protocol
 
+from ensemble_bo.core.settings import ParallelSettings
 from ensemble_bo.core.trials import TrialRequest, TrialResult
 from ensemble_bo.core.workers import WorkerEvaluator
 
-BACKENDS = ("local", "dask")
-MODES = ("sync", "async")
 # What evaluates one request where the search runs (SerialRunner's `evaluate`).
 Evaluator = Callable[[TrialRequest], TrialResult]
-
-
-@dataclass(frozen=True)
-class ParallelSettings:
-    """The `parallel` block: where and how many trials run at once.
-
-    backend: local (processes on this machine) | dask (a Dask cluster);
-    n_workers: trials at once (local: worker processes; dask without an
-    address: the LocalCluster's size; dask with an address: null takes the
-    cluster's worker threads); address: an existing scheduler
-    (tcp://host:8786), else $DASK_SCHEDULER_ADDRESS, else a LocalCluster is
-    started; mode: sync (batches of n_workers, results identical for a seed
-    and n_workers) | async (a worker that finishes gets the next proposal).
-    """
-
-    backend: str = "local"
-    n_workers: int | None = 1
-    address: str | None = None
-    mode: str = "sync"
-
-    @classmethod
-    def from_block(cls, block: Mapping[str, Any] | None) -> ParallelSettings:
-        """The settings of a `parallel` block, checked; None: serial."""
-        if block is None:
-            return cls()
-        if not isinstance(block, Mapping):
-            raise ValueError(f"parallel must be a mapping, got {block!r}")
-        unknown = sorted(set(block) - {"backend", "n_workers", "address", "mode"})
-        if unknown:
-            raise ValueError(
-                f"parallel has unknown keys {unknown}; known: backend, n_workers, "
-                "address, mode"
-            )
-        settings = cls(**block)
-        if settings.backend not in BACKENDS:
-            raise ValueError(
-                f"parallel.backend={settings.backend!r} is not one of {list(BACKENDS)}"
-            )
-        if settings.mode not in MODES:
-            raise ValueError(
-                f"parallel.mode={settings.mode!r} is not one of {list(MODES)}"
-            )
-        workers = settings.n_workers
-        if workers is None:
-            if settings.backend == "local":
-                raise ValueError("parallel.n_workers=null needs backend: dask")
-        elif isinstance(workers, bool) or not isinstance(workers, int) or workers < 1:
-            raise ValueError(
-                f"parallel.n_workers must be a positive integer or null, got {workers!r}"
-            )
-        if settings.address is not None and (
-            settings.backend != "dask" or not isinstance(settings.address, str)
-        ):
-            raise ValueError(
-                f"parallel.address={settings.address!r} needs backend: dask and a "
-                "scheduler address such as tcp://10.0.0.5:8786"
-            )
-        return settings
-
-    @property
-    def serial(self) -> bool:
-        return self.backend == "local" and self.n_workers == 1
 
 
 class TrialRunner(Protocol):

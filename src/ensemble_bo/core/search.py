@@ -16,7 +16,6 @@ from collections.abc import Callable, Iterable
 
 import numpy as np
 
-from ensemble_bo.core.fidelity import FidelitySettings
 from ensemble_bo.core.optimizer import Optimizer, Suggestion
 from ensemble_bo.core.pool import Pool
 from ensemble_bo.core.results import (
@@ -25,7 +24,8 @@ from ensemble_bo.core.results import (
     IterationRecord,
     SearchInterrupted,
 )
-from ensemble_bo.core.runners import MODES, Evaluator, SerialRunner, TrialRunner
+from ensemble_bo.core.runners import Evaluator, SerialRunner, TrialRunner
+from ensemble_bo.core.settings import MODES, FidelitySettings
 from ensemble_bo.core.strategies.base import IterationContext, Strategy
 from ensemble_bo.core.time_budget import TimeBudget, deadline_for, is_seconds
 from ensemble_bo.core.trials import TrialRequest, TrialResult

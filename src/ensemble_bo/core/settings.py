@@ -19,13 +19,31 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field, fields
+from fractions import Fraction
 from numbers import Integral
 from typing import Any, ClassVar
 
+from ensemble_bo.core.fidelity import (
+    DEFAULT_ETA,
+    FIDELITY_KEYS,
+    INTEGER_RESOURCES,
+    RESOURCES,
+    SCHEDULERS,
+    BracketSchedule,
+    HyperbandSchedule,
+    Resource,
+    ceil_exact,
+    is_positive_number,
+    max_bracket_index,
+    successive_halving_rungs,
+)
 from ensemble_bo.core.losses import objective
 from ensemble_bo.core.selection.stages import AB_WEIGHTINGS, WEIGHTINGS
 from ensemble_bo.core.strategies import ESMBO_ENSEMBLES, segor_variant
 from ensemble_bo.core.time_budget import is_seconds
+
+BACKENDS = ("local", "dask")
+MODES = ("sync", "async")
 
 
 class InvalidInput(ValueError):
@@ -318,3 +336,250 @@ class MethodSettings:
     parallel: Any  # core.runners.ParallelSettings
     models: Mapping[str, Mapping[str, Any]]
     default_models: Mapping[str, str]
+
+
+# --- the `fidelity` block of a search (core.fidelity) ----------------------------
+
+
+def _choice(block: Mapping[str, Any], key: str, default: str, allowed: tuple) -> str:
+    value = block.get(key, default)
+    if value not in allowed:
+        raise ValueError(f"fidelity.{key}={value!r} is not one of {list(allowed)}")
+    return value
+
+
+def _resource_range(
+    block: Mapping[str, Any],
+    resource: str,
+    n_folds: int | None,
+    iteration_setting: tuple[str, int] | None,
+) -> tuple[Resource, Resource]:
+    """The block's (min_resource, max_resource) with their defaults, checked."""
+    low = block.get("min_resource", 1 if resource == "folds" else None)
+    high = block.get("max_resource")
+    if resource == "folds" and n_folds is not None:
+        if high is None:
+            high = n_folds
+        elif high != n_folds:
+            raise ValueError(
+                f"fidelity.max_resource={high!r} folds, but the CV has "
+                f"{n_folds}: the pool needs every fold's predictions"
+            )
+    elif resource == "iterations" and iteration_setting is not None:
+        name, full = iteration_setting
+        if high is None:
+            high = full
+        elif high != full:
+            raise ValueError(
+                f"fidelity.max_resource={high!r} iterations, but the model space's "
+                f"{name} is {full}: the pool's models are the space's, so set "
+                f"{name} there (or leave max_resource null)"
+            )
+    elif resource == "rows":
+        if high is None:
+            high = 1.0
+        elif high != 1:
+            raise ValueError(
+                f"fidelity.max_resource={high!r} of the rows, but full fidelity is "
+                "every row (1.0): the pool's models are refit on all of them"
+            )
+    low = _resource_value("min_resource", low, resource)
+    high = _resource_value("max_resource", high, resource)
+    if low > high:
+        raise ValueError(
+            f"fidelity.min_resource={low!r} must be <= max_resource={high!r}"
+        )
+    return low, high
+
+
+def _resource_value(name: str, value: object, resource: str) -> Resource:
+    if value is None:
+        number_of_folds = " when the number of CV folds is not given"
+        raise ValueError(
+            f"fidelity.{name} is needed for resource {resource}"
+            + (number_of_folds if resource == "folds" else "")
+        )
+    if resource not in INTEGER_RESOURCES:
+        if not is_positive_number(value) or value > 1:
+            raise ValueError(
+                f"fidelity.{name} must be a fraction of rows in (0, 1], got {value!r}"
+            )
+        return value
+    if not is_positive_number(value) or value != int(value) or value < 1:
+        raise ValueError(
+            f"fidelity.{name} must be a whole number of {resource} >= 1, got {value!r}"
+        )
+    return int(value)
+
+
+@dataclass(frozen=True)
+class FidelitySettings:
+    """The `fidelity` block: which scheduler, on which resource, how fast.
+
+    scheduler: none | successive_halving | hyperband | bohb; resource: folds
+    (1..k folds of the same CV) | rows (a fraction of each training fold) |
+    iterations (n_estimators / max_iter); min_resource, max_resource: the
+    cheapest and the full evaluation; eta: the promotion factor (keep the
+    best 1/eta of a rung).
+    """
+
+    scheduler: str = "none"
+    resource: str = "folds"
+    min_resource: Resource | None = None
+    max_resource: Resource | None = None
+    eta: float = DEFAULT_ETA
+    # iterations: the configuration's setting a rung sets to its resource
+    # (n_estimators, max_iter), which max_resource is the space's value of.
+    iteration_setting: str | None = None
+
+    @classmethod
+    def from_block(
+        cls,
+        block: Mapping[str, Any] | None,
+        n_folds: int | None = None,
+        iteration_setting: tuple[str, int] | None = None,
+    ) -> FidelitySettings:
+        """The settings of a `fidelity` block, checked; None: no scheduler.
+
+        max_resource defaults to `n_folds` for folds (and must equal it: the
+        pool needs every fold's out-of-fold predictions), to 1.0 for rows, and
+        for iterations to the count of `iteration_setting`, (name, count): the
+        model space's constant n_estimators or max_iter, which it must equal.
+        min_resource defaults to 1 for folds. With scheduler none the other
+        values are not checked.
+        """
+        if block is None:
+            return cls()
+        if not isinstance(block, Mapping):
+            raise ValueError(f"fidelity must be a mapping, got {block!r}")
+        unknown = sorted(set(block) - set(FIDELITY_KEYS))
+        if unknown:
+            raise ValueError(
+                f"fidelity has unknown keys {unknown}; known: {', '.join(FIDELITY_KEYS)}"
+            )
+        scheduler = _choice(block, "scheduler", "none", SCHEDULERS)
+        if scheduler == "none":
+            return cls()
+        resource = _choice(block, "resource", "folds", RESOURCES)
+        eta = block.get("eta", DEFAULT_ETA)
+        if not is_positive_number(eta) or eta <= 1:
+            raise ValueError(f"fidelity.eta must be a finite number > 1, got {eta!r}")
+        low, high = _resource_range(block, resource, n_folds, iteration_setting)
+        if max_bracket_index(low, high, eta) == 0:
+            raise ValueError(
+                f"fidelity.min_resource={low!r} leaves no rung below max_resource="
+                f"{high!r} at eta={eta!r}: every configuration would be evaluated in "
+                "full, with no early stopping; give a smaller min_resource (e.g. "
+                + ("0.111 of the rows" if resource == "rows" else "1")
+                + ") or scheduler: none"
+            )
+        setting = (
+            iteration_setting[0]
+            if resource == "iterations" and iteration_setting is not None
+            else None
+        )
+        settings = cls(scheduler, resource, low, high, eta, setting)
+        settings.schedule()  # whole units can put two rungs at one resource
+        return settings
+
+    @property
+    def enabled(self) -> bool:
+        return self.scheduler != "none"
+
+    @property
+    def integer(self) -> bool:
+        """Whether resources are whole units (folds, iterations)."""
+        return self.resource in INTEGER_RESOURCES
+
+    def schedule(self) -> BracketSchedule | None:
+        """The brackets the scheduler runs, cycling; None without one.
+
+        Successive halving repeats one bracket of the fewest configurations
+        that leave one at max_resource (n = ceil(eta^s_max), Hyperband's most
+        exploratory bracket when max / min is a power of eta); Hyperband and
+        BOHB cycle Hyperband's brackets.
+        """
+        if not self.enabled:
+            return None
+        if self.scheduler == "successive_halving":
+            s_max = max_bracket_index(self.min_resource, self.max_resource, self.eta)
+            n_configs = ceil_exact(Fraction(self.eta) ** s_max)
+            return BracketSchedule(
+                [
+                    successive_halving_rungs(
+                        n_configs,
+                        self.min_resource,
+                        self.max_resource,
+                        self.eta,
+                        integer=self.integer,
+                    )
+                ]
+            )
+        return HyperbandSchedule(
+            self.min_resource, self.max_resource, self.eta, integer=self.integer
+        )
+
+
+# --- the `parallel` block (core.runners) ---------------------------------------
+
+
+@dataclass(frozen=True)
+class ParallelSettings:
+    """The `parallel` block: where and how many trials run at once.
+
+    backend: local (processes on this machine) | dask (a Dask cluster);
+    n_workers: trials at once (local: worker processes; dask without an
+    address: the LocalCluster's size; dask with an address: null takes the
+    cluster's worker threads); address: an existing scheduler
+    (tcp://host:8786), else $DASK_SCHEDULER_ADDRESS, else a LocalCluster is
+    started; mode: sync (batches of n_workers, results identical for a seed
+    and n_workers) | async (a worker that finishes gets the next proposal).
+    """
+
+    backend: str = "local"
+    n_workers: int | None = 1
+    address: str | None = None
+    mode: str = "sync"
+
+    @classmethod
+    def from_block(cls, block: Mapping[str, Any] | None) -> ParallelSettings:
+        """The settings of a `parallel` block, checked; None: serial."""
+        if block is None:
+            return cls()
+        if not isinstance(block, Mapping):
+            raise ValueError(f"parallel must be a mapping, got {block!r}")
+        unknown = sorted(set(block) - {"backend", "n_workers", "address", "mode"})
+        if unknown:
+            raise ValueError(
+                f"parallel has unknown keys {unknown}; known: backend, n_workers, "
+                "address, mode"
+            )
+        settings = cls(**block)
+        if settings.backend not in BACKENDS:
+            raise ValueError(
+                f"parallel.backend={settings.backend!r} is not one of {list(BACKENDS)}"
+            )
+        if settings.mode not in MODES:
+            raise ValueError(
+                f"parallel.mode={settings.mode!r} is not one of {list(MODES)}"
+            )
+        workers = settings.n_workers
+        if workers is None:
+            if settings.backend == "local":
+                raise ValueError("parallel.n_workers=null needs backend: dask")
+        elif isinstance(workers, bool) or not isinstance(workers, int) or workers < 1:
+            raise ValueError(
+                f"parallel.n_workers must be a positive integer or null, got {workers!r}"
+            )
+        if settings.address is not None and (
+            settings.backend != "dask" or not isinstance(settings.address, str)
+        ):
+            raise ValueError(
+                f"parallel.address={settings.address!r} needs backend: dask and a "
+                "scheduler address such as tcp://10.0.0.5:8786"
+            )
+        return settings
+
+    @property
+    def serial(self) -> bool:
+        return self.backend == "local" and self.n_workers == 1

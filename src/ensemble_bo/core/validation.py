@@ -18,17 +18,17 @@ from numbers import Integral
 from typing import TYPE_CHECKING, Any
 
 from ensemble_bo.core.estimator import VOTING
-from ensemble_bo.core.fidelity import FidelitySettings
 from ensemble_bo.core.optimizer_kinds import make_optimizer
 from ensemble_bo.core.preparation import TASKS, check_split_options
-from ensemble_bo.core.runners import ParallelSettings
 from ensemble_bo.core.search import check_max_initial_failures
 from ensemble_bo.core.settings import (
     BLOCKS,
     SHARED_PARAMS,
     Block,
+    FidelitySettings,
     InvalidInput,
     MethodSettings,
+    ParallelSettings,
     check_count,
 )
 from ensemble_bo.core.space import SearchSpace, parameter_from_spec

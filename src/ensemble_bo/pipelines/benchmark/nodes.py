@@ -26,7 +26,7 @@ from ensemble_bo.core.grid import (
     run_cell,
 )
 from ensemble_bo.core.journal import JournalFolder
-from ensemble_bo.core.runners import ParallelSettings
+from ensemble_bo.core.settings import ParallelSettings
 from ensemble_bo.core.workers import exit_when_parent_dies
 from ensemble_bo.events import CellEnded, publish
 
