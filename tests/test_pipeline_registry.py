@@ -12,7 +12,7 @@ from ensemble_bo.core import methods
 from ensemble_bo.core.grid import expand_grid, parameter_blocks, parse_settings
 from ensemble_bo.core.methods import METHODS, Method, SearchParts, run_method
 from ensemble_bo.core.preparation import ModelInput
-from ensemble_bo.core.strategies import SingleBest, Strategy
+from ensemble_bo.core.strategies import SingleBest, SingleBestSettings, Strategy
 from ensemble_bo.pipeline_registry import register_pipelines
 from tests.support import cheap_parameters
 
@@ -82,6 +82,7 @@ TOY = Method(
     "a toy method for this test",
     frozenset({"regression"}),
     "random_search",  # reads parameters_random_search.yml
+    SingleBestSettings,
     _best_of_random,
 )
 

@@ -38,7 +38,6 @@ from ensemble_bo.core.methods import (
 from ensemble_bo.core.preparation import validate_dataset
 from ensemble_bo.core.validation import (
     InvalidInput,
-    check_block,
     check_data_processing,
     check_default_models,
     check_seed,
@@ -202,7 +201,7 @@ def check_run_inputs(
     selections = [s for s in SAVED_POOL_SELECTIONS if s.name in names]
     for selection in selections:
         _require(parameters, selection.params)
-        check_block(
+        selection.settings.parse(
             selection.params,
             parameters[selection.params],
             ("regression", "classification"),
@@ -226,7 +225,9 @@ def check_run_inputs(
                 ) from None
         check_settings(name, parameters, parameters.get("seed"), task)
     for selection in selections:
-        check_block(selection.params, parameters[selection.params], (task,))
+        selection.settings.parse(
+            selection.params, parameters[selection.params], (task,)
+        )
         _check_saved_pool(selection.name, parameters, names)
     if BENCHMARK in names:
         _check_benchmark(parameters, raw_data, project_path)

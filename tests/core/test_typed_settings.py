@@ -5,21 +5,22 @@ import re
 import pytest
 
 from ensemble_bo.api import default_parameters
-from ensemble_bo.core.methods import METHODS, run_method
-from ensemble_bo.core.settings import (
-    BLOCKS,
-    PARAMETER_NAMES,
-    EnsembleSettings,
-    InvalidInput,
-    SegoSettings,
+from ensemble_bo.core.methods import (
+    METHODS,
     check_parameter_names,
+    parameter_blocks,
+    parameter_names,
+    run_method,
 )
+from ensemble_bo.core.settings import InvalidInput
+from ensemble_bo.core.strategies import EnsembleSettings, SegoSettings
 from ensemble_bo.core.validation import check_settings
 from tests.core.test_journal import DATA
 from tests.support import cheap_parameters
 
 PARAMETERS = default_parameters()
 TASKS = ("regression", "classification")
+BLOCKS = parameter_blocks()
 
 
 def test_the_typed_blocks_are_the_blocks_the_parameter_files_declare():
@@ -29,11 +30,10 @@ def test_the_typed_blocks_are_the_blocks_the_parameter_files_declare():
         assert {key: getattr(parsed, key) for key in PARAMETERS[name]} == dict(
             PARAMETERS[name]
         )
-    assert set(PARAMETERS) == set(PARAMETER_NAMES)
+    assert set(PARAMETERS) == set(parameter_names())
     # every block a method reads is typed
     for method in METHODS.values():
-        for name in method.params:
-            assert name in BLOCKS or name in PARAMETER_NAMES, name
+        assert set(method.params) <= set(parameter_names()), method.name
 
 
 @pytest.mark.parametrize(

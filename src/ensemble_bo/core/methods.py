@@ -31,25 +31,31 @@ from ensemble_bo.core.runners import trial_runner
 from ensemble_bo.core.search import Callback, Search
 from ensemble_bo.core.seeding import derive_seed
 from ensemble_bo.core.selection.stages import (
+    PosthocSettings,
     agnostic_bayes_selection,
     bfgs_reweighted,
     posthoc_selection,
 )
 from ensemble_bo.core.settings import (
     SHARED_PARAMS,
-    ErsSettings,
-    EsmboSettings,
+    Block,
+    InvalidInput,
     MethodSettings,
-    PosthocSettings,
     SearchSettings,
 )
 from ensemble_bo.core.space import SearchSpace
 from ensemble_bo.core.strategies import (
     ESMBO_ENSEMBLES,
+    EnsembleSettings,
+    ErsSettings,
     Esmbo,
+    EsmboSettings,
     Sego,
     Segor,
+    SegorSettings,
+    SegoSettings,
     SingleBest,
+    SingleBestSettings,
     Strategy,
     segor_variant,
 )
@@ -88,13 +94,14 @@ class SearchParts:
 class Selection:
     """A stage that chooses an ensemble from a finished search's pool.
 
-    `select(source, data, block, seed)` reads the parameter block `params`
-    (parsed: core.settings.BLOCKS); `applies(block)` says whether it runs
-    (otherwise the search's own ensemble is the result).
+    `select(source, data, block, seed)` reads the parameter block `params`,
+    parsed as a `settings` (core.settings.Block); `applies(block)` says whether
+    it runs (otherwise the search's own ensemble is the result).
     """
 
     name: str
     params: str
+    settings: type[Block]
     select: Callable[[EnsembleSearchResult, ModelInput, Any, int], EnsembleSearchResult]
     applies: Callable[[Any], bool] = lambda block: True
 
@@ -104,17 +111,19 @@ class Method:
     """One method of the papers: its tasks, its parameters, its search, its selection.
 
     search_params: the block with the search's `model`, `optimizer`,
-    `time_limit` and `display_name` (its own parameters file); extra_params: other
-    blocks its search reads; variant: applies a `name:<variant>` suffix to
-    the settings (None: no suffix).
+    `time_limit` and `display_name` (its own parameters file), parsed as a
+    `search_settings`; extra_params: other blocks its search reads, with the
+    settings each is parsed as; variant: applies a `name:<variant>` suffix to
+    the parameters (None: no suffix).
     """
 
     name: str
     summary: str
     tasks: frozenset[str]
     search_params: str
+    search_settings: type[SearchSettings]
     build_strategy: Callable[[SearchParts], Strategy]
-    extra_params: tuple[str, ...] = ()
+    extra_params: Mapping[str, type[Block]] = field(default_factory=dict)
     selection: Selection | None = None
     variant: Callable[[Parameters, str], dict[str, Any]] | None = None
     # What `optimizer.preset: paper` sets: the GP of the method's paper.
@@ -140,12 +149,17 @@ class Method:
         return options
 
     @property
+    def blocks(self) -> dict[str, type[Block]]:
+        """The settings of every parameter block the method reads, its own first."""
+        blocks = {self.search_params: self.search_settings, **self.extra_params}
+        if self.selection is not None:
+            blocks.setdefault(self.selection.params, self.selection.settings)
+        return blocks
+
+    @property
     def params(self) -> tuple[str, ...]:
-        """Every parameter block the method reads, its own first."""
-        blocks = (self.search_params, *self.extra_params)
-        if self.selection is not None and self.selection.params not in blocks:
-            blocks += (self.selection.params,)
-        return blocks + SHARED_PARAMS
+        """Every parameter the method reads: its blocks, then SHARED_PARAMS."""
+        return (*self.blocks, *SHARED_PARAMS)
 
     def check_task(self, task: str, dataset: str) -> None:
         if task in self.tasks:
@@ -272,13 +286,14 @@ SLICE_SAMPLED_GP = {"hyperparameters": "slice", "acquisition": "ei", "n_initial"
 MARGINAL_LIKELIHOOD_GP = {"hyperparameters": "ml2", "acquisition": "ei", "n_initial": 2}
 
 # Selection stages, by name; `posthoc` also runs on its own over a saved pool.
-POSTHOC = Selection("posthoc", "posthoc", _posthoc)
-AGNOSTIC_BAYES = Selection("agnostic_bayes", "ers", _agnostic_bayes)
+POSTHOC = Selection("posthoc", "posthoc", PosthocSettings, _posthoc)
+AGNOSTIC_BAYES = Selection("agnostic_bayes", "ers", ErsSettings, _agnostic_bayes)
 # ESMBO's final ensemble: its whole pool weighed by the agnostic Bayes posterior
 # (`esmbo.ensemble: posterior`), or the replicas' winners of Alg. 2.
 ESMBO_POSTERIOR = Selection(
     "agnostic_bayes",
     "esmbo",
+    EsmboSettings,
     _agnostic_bayes,
     applies=lambda block: block.ensemble == "posterior",
 )
@@ -294,8 +309,9 @@ METHODS: dict[str, Method] = {
             "best-dynamic size; MSE, Huber or Tukey loss (Roschewitz et al. 2017)",
             REGRESSION,
             "segor",
+            SegorSettings,
             _segor,
-            extra_params=("ensemble",),
+            extra_params={"ensemble": EnsembleSettings},
             variant=_segor_with_variant,
             paper_optimizer=SLICE_SAMPLED_GP,
             weighting_params="ensemble",
@@ -307,6 +323,7 @@ METHODS: dict[str, Method] = {
             "log-loss or Brier score (sego:<loss>)",
             CLASSIFICATION,
             "sego",
+            SegoSettings,
             _sego,
             variant=_loss_variant("sego"),
             paper_optimizer=SLICE_SAMPLED_GP,
@@ -319,6 +336,7 @@ METHODS: dict[str, Method] = {
             "replicas' winners (Lacoste et al. 2014, Alg. 2)",
             ANY_TASK,
             "esmbo",
+            EsmboSettings,
             _esmbo,
             selection=ESMBO_POSTERIOR,
             variant=_esmbo_variant,
@@ -331,6 +349,7 @@ METHODS: dict[str, Method] = {
             "(Lacoste et al. 2014, s.6)",
             ANY_TASK,
             "ers",
+            ErsSettings,
             _single_best,
             selection=AGNOSTIC_BAYES,
             variant=_loss_variant("ers"),
@@ -341,6 +360,7 @@ METHODS: dict[str, Method] = {
             "SMBO: GP-EI for the single best model (`s-m`, `BO-best`)",
             ANY_TASK,
             "smbo",
+            SingleBestSettings,
             _single_best,
             paper_optimizer=MARGINAL_LIKELIHOOD_GP,
         ),
@@ -350,6 +370,7 @@ METHODS: dict[str, Method] = {
             "(`s-m-ph`, `BO-post`)",
             ANY_TASK,
             "smbo",
+            SingleBestSettings,
             _single_best,
             selection=POSTHOC,
             variant=_loss_variant("posthoc"),
@@ -360,6 +381,7 @@ METHODS: dict[str, Method] = {
             "random search for the single best model (RS)",
             ANY_TASK,
             "random_search",
+            SingleBestSettings,
             _single_best,
         ),
     )
@@ -370,6 +392,49 @@ METHODS: dict[str, Method] = {
 TASK_METHODS = {"regression": "segor", "classification": "sego"}
 # What `kedro run` runs without --pipelines (its bundled dataset is a regression).
 DEFAULT_METHOD = TASK_METHODS["regression"]
+
+# The top-level parameters that are not a method's block: what the pipelines
+# and the benchmark read besides the methods (SHARED_PARAMS).
+OTHER_PARAMS = (
+    "dataset",
+    "seed",
+    "voting",
+    "resume",
+    "data_processing",
+    "posthoc_source",
+    "benchmark",
+)
+
+
+def parameter_blocks() -> dict[str, type[Block]]:
+    """The settings of every block a registered method or selection reads."""
+    blocks: dict[str, type[Block]] = {}
+    for method in METHODS.values():
+        blocks |= method.blocks
+    for selection in SAVED_POOL_SELECTIONS:
+        blocks[selection.params] = selection.settings
+    return blocks
+
+
+def parameter_names() -> tuple[str, ...]:
+    """Every top-level parameter the project reads."""
+    return (*parameter_blocks(), *SHARED_PARAMS, *OTHER_PARAMS)
+
+
+def check_parameter_names(parameters: Mapping[str, Any]) -> None:
+    """Every top-level parameter is one the project reads, and every method
+    block's keys are its own: a misspelled name (`time_budjet`, `segor.foo`,
+    `ensemble.varient`) is refused, naming the known ones, rather than ignored."""
+    known = parameter_names()
+    unknown = sorted(str(name) for name in parameters if name not in known)
+    if unknown:
+        raise InvalidInput(
+            f"unknown parameter {' and '.join(map(repr, unknown))}; the parameters "
+            f"are {sorted(known)} (conf/base/parameters*.yml)"
+        )
+    for name, settings in parameter_blocks().items():
+        if name in parameters:
+            settings.parse(name, parameters[name], ("regression", "classification"))
 
 
 def parse_method(spec: str | Method) -> tuple[Method, str | None]:

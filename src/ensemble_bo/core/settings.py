@@ -1,12 +1,17 @@
-"""The parameters a method reads, parsed once into typed settings.
+"""Typed settings: the parameters a method reads, parsed once.
 
 Every parameter block of conf/base that a method reads (its own block such as
-`segor`, and `ensemble`, `posthoc`) is a frozen dataclass here. `parse`
-checks its keys (a key the block does not have, a typo, is refused naming the
-known keys; a missing one names the parameters file) and each value by the
-check its field declares, for `kedro run --params` and the Python API alike;
-the core then reads attributes, not dictionary keys. The top-level parameter
-names are checked the same way (`check_parameter_names`).
+`segor`, and `ensemble`, `posthoc`) is a frozen dataclass, a `Block`, declared
+beside what reads it (the strategy modules of core.strategies, the selection
+stages) from the fields and checks here (`setting`, `count`, `one_of`, ...).
+`Block.parse` checks its keys (a key the block does not have, a typo, is
+refused naming the known keys; a missing one names the parameters file) and
+each value by the check its field declares, for `kedro run --params` and the
+Python API alike; the core then reads attributes, not dictionary keys. The
+method registry names each method's blocks and checks the top-level names
+(core.methods.check_parameter_names). Here too: the search block's common
+fields (`SearchSettings`), the `fidelity` and `parallel` blocks, and
+`MethodSettings`, all of a method's settings.
 
 What needs more than one block to check (a search's `model` against the data's
 task and `models`, its `optimizer` against that model's space, its `fidelity`
@@ -38,8 +43,6 @@ from ensemble_bo.core.fidelity import (
     successive_halving_rungs,
 )
 from ensemble_bo.core.losses import objective
-from ensemble_bo.core.selection.stages import AB_WEIGHTINGS, WEIGHTINGS
-from ensemble_bo.core.strategies import ESMBO_ENSEMBLES, segor_variant
 from ensemble_bo.core.time_budget import is_seconds
 
 BACKENDS = ("local", "dask")
@@ -112,7 +115,7 @@ def mapping(meaning: str, nullable: bool = False) -> Check:
     return check
 
 
-def time_limit(path: str, value: Any, tasks: tuple[str, ...]) -> None:
+def check_time_limit(path: str, value: Any, tasks: tuple[str, ...]) -> None:
     if value is not None and not is_seconds(value):
         raise InvalidInput(
             f"{path}={value!r} is not a positive number of seconds or null (the "
@@ -120,14 +123,7 @@ def time_limit(path: str, value: Any, tasks: tuple[str, ...]) -> None:
         )
 
 
-def variant(path: str, value: Any, tasks: tuple[str, ...]) -> None:
-    try:
-        segor_variant(value)
-    except ValueError as error:
-        raise InvalidInput(f"{path}: {error} (--params {path}=g-h)") from None
-
-
-def loss(path: str, value: Any, tasks: tuple[str, ...]) -> None:
+def check_loss(path: str, value: Any, tasks: tuple[str, ...]) -> None:
     """A loss that applies to one of `tasks` (to the data's task once it is known)."""
     problems = []
     for task in tasks:
@@ -136,26 +132,7 @@ def loss(path: str, value: Any, tasks: tuple[str, ...]) -> None:
         except ValueError as error:
             problems.append(str(error))
     if len(problems) == len(tasks):
-        also = (
-            f" (esmbo:<variant> is a loss or an ensemble: {list(ESMBO_ENSEMBLES)})"
-            if path == "esmbo.loss"
-            else ""
-        )
-        raise InvalidInput(f"{path}={value!r}: {'; '.join(problems)}{also}")
-
-
-def rho(path: str, value: Any, tasks: tuple[str, ...]) -> None:
-    if value == "auto":
-        return
-    if (
-        isinstance(value, bool)
-        or not isinstance(value, int | float)
-        or not 0 < value <= 1
-    ):
-        raise InvalidInput(
-            f"{path}={value!r} is not 'auto' or a number in (0, 1] (the share of "
-            "the n validation samples each bootstrap replica draws)"
-        )
+        raise InvalidInput(f"{path}={value!r}: {'; '.join(problems)}")
 
 
 @dataclass(frozen=True)
@@ -202,86 +179,13 @@ class SearchSettings(Block):
     optimizer: Mapping[str, Any] = setting(
         mapping("the optimizer's options, e.g. {kind: gp, n_initial: 10}")
     )
-    time_limit: float | None = setting(time_limit)
+    time_limit: float | None = setting(check_time_limit)
     fidelity: Mapping[str, Any] | None = setting(
         mapping("scheduler, resource, min_resource, max_resource, eta", True)
     )
 
 
-@dataclass(frozen=True)
-class SegorSettings(SearchSettings):
-    """`segor`: its ensemble's settings are the `ensemble` block's."""
-
-
-@dataclass(frozen=True)
-class SegoSettings(SearchSettings):
-    ensemble_size: int = setting(count(1, "the number of ensemble slots"))
-    loss: str = setting(loss)
-    weighting: str = setting(one_of(WEIGHTINGS))
-
-
-@dataclass(frozen=True)
-class EsmboSettings(SearchSettings):
-    n_replicas: int = setting(count(1, "the number of bootstrap replicas"))
-    rho: float | str = setting(rho)
-    ensemble: str = setting(one_of(ESMBO_ENSEMBLES))
-    posterior: str = setting(one_of(AB_WEIGHTINGS))
-    n_samples: int = setting(count(1, "the number of posterior samples"))
-    loss: str = setting(loss)
-    weighting: str = setting(one_of(WEIGHTINGS))
-
-
-@dataclass(frozen=True)
-class ErsSettings(SearchSettings):
-    loss: str = setting(loss)
-    posterior: str = setting(one_of(AB_WEIGHTINGS))
-    n_samples: int = setting(count(1, "the number of posterior samples"))
-    weighting: str = setting(one_of(WEIGHTINGS))
-
-
-@dataclass(frozen=True)
-class SingleBestSettings(SearchSettings):
-    """`smbo` and `random_search`: the single model's CV loss."""
-
-    loss: str = setting(loss)
-
-
-@dataclass(frozen=True)
-class EnsembleSettings(Block):
-    """`ensemble`: SEGOR's ensemble, read from parameters_segor.yml."""
-
-    file: ClassVar[str] = "segor"
-
-    size: int = setting(count(1, "the number of ensemble slots"))
-    variant: str = setting(variant)
-    weighting: str = setting(one_of(WEIGHTINGS))
-
-
-@dataclass(frozen=True)
-class PosthocSettings(Block):
-    """`posthoc`: greedy selection with replacement over a pool."""
-
-    display_name: str = setting(text("the method's name in titles"))
-    loss: str = setting(loss)
-    max_size: int = setting(count(1, "the number of greedy selection steps"))
-    warm_start: int = setting(count(0, "the best single models to start from; 0: none"))
-    weighting: str = setting(one_of(WEIGHTINGS))
-
-
-# Every block a method reads, by its name in the parameters.
-BLOCKS: dict[str, type[Block]] = {
-    "segor": SegorSettings,
-    "ensemble": EnsembleSettings,
-    "sego": SegoSettings,
-    "esmbo": EsmboSettings,
-    "ers": ErsSettings,
-    "smbo": SingleBestSettings,
-    "random_search": SingleBestSettings,
-    "posthoc": PosthocSettings,
-}
-# The top-level parameters that are not a method's block: what every method
-# reads besides its blocks (core.validation.SHARED_PARAMS), and what the
-# pipelines and the benchmark read.
+# The top-level parameters every method reads beside its blocks (MethodSettings).
 SHARED_PARAMS = (
     "models",
     "default_models",
@@ -290,31 +194,6 @@ SHARED_PARAMS = (
     "max_initial_failures",
     "parallel",
 )
-OTHER_PARAMS = (
-    "dataset",
-    "seed",
-    "voting",
-    "resume",
-    "data_processing",
-    "posthoc_source",
-    "benchmark",
-)
-PARAMETER_NAMES = (*BLOCKS, *SHARED_PARAMS, *OTHER_PARAMS)
-
-
-def check_parameter_names(parameters: Mapping[str, Any]) -> None:
-    """Every top-level parameter is one the project reads, and every method
-    block's keys are its own: a misspelled name (`time_budjet`, `segor.foo`,
-    `ensemble.varient`) is refused, naming the known ones, rather than ignored."""
-    unknown = sorted(str(name) for name in parameters if name not in PARAMETER_NAMES)
-    if unknown:
-        raise InvalidInput(
-            f"unknown parameter {' and '.join(map(repr, unknown))}; the parameters "
-            f"are {sorted(PARAMETER_NAMES)} (conf/base/parameters*.yml)"
-        )
-    for name, block in BLOCKS.items():
-        if name in parameters:
-            block.parse(name, parameters[name], ("regression", "classification"))
 
 
 @dataclass(frozen=True)

@@ -22,9 +22,6 @@ from ensemble_bo.core.optimizer_kinds import make_optimizer
 from ensemble_bo.core.preparation import TASKS, check_split_options
 from ensemble_bo.core.search import check_max_initial_failures
 from ensemble_bo.core.settings import (
-    BLOCKS,
-    SHARED_PARAMS,
-    Block,
     FidelitySettings,
     InvalidInput,
     MethodSettings,
@@ -197,15 +194,6 @@ def _check_model_name(
 # --- a method's parameter blocks ------------------------------------------------------
 
 
-def check_block(name: str, block: Any, tasks: tuple[str, ...]) -> Block:
-    """The parameter block `name` of a method (`segor`, `ensemble`, `posthoc`,
-    ...), parsed (core.settings.BLOCKS): unknown keys and bad values refused.
-
-    tasks: the tasks its losses must apply to (one of them, or the data's task).
-    """
-    return BLOCKS[name].parse(name, block, tasks)
-
-
 def check_optimizer(name: str, options: Any, space: SearchSpace) -> None:
     """`<name>.optimizer`: builds an optimizer over `space` (cheap: no GP is fit)."""
     path = f"{name}.optimizer"
@@ -288,9 +276,8 @@ def check_settings(
     tasks = (task,) if task is not None else tuple(sorted(method.tasks))
     spaces = check_model_spaces(settings["models"])
     blocks = {
-        name: check_block(name, settings[name], tasks)
-        for name in method.params
-        if name not in SHARED_PARAMS
+        name: block.parse(name, settings[name], tasks)
+        for name, block in method.blocks.items()
     }
     _check_search_model(method, settings, tasks, task, spaces)
     n_folds = settings.get("data_processing", {}).get("n_folds")

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Mapping
-from dataclasses import replace
+from dataclasses import dataclass, replace
 
 import numpy as np
 
@@ -35,6 +35,7 @@ from ensemble_bo.core.selection.greedy import (
     greedy_vote_selection,
     weighted_vote_cv_error,
 )
+from ensemble_bo.core.settings import Block, check_loss, count, one_of, setting, text
 
 
 def ensemble_cv_loss(
@@ -94,6 +95,17 @@ def _pool_objective(
         source.pool.member_outputs(chosen.outputs),
         chosen.target(source.target),
     )
+
+
+@dataclass(frozen=True)
+class PosthocSettings(Block):
+    """`posthoc`: greedy selection with replacement over a pool."""
+
+    display_name: str = setting(text("the method's name in titles"))
+    loss: str = setting(check_loss)
+    max_size: int = setting(count(1, "the number of greedy selection steps"))
+    warm_start: int = setting(count(0, "the best single models to start from; 0: none"))
+    weighting: str = setting(one_of(WEIGHTINGS))
 
 
 def posthoc_selection(

@@ -5,11 +5,21 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
+from typing import Any
 
 import numpy as np
 
 from ensemble_bo.core.agnostic_bayes import bootstrap_posterior, tune_rho
 from ensemble_bo.core.pool import Pool
+from ensemble_bo.core.selection.stages import AB_WEIGHTINGS, WEIGHTINGS
+from ensemble_bo.core.settings import (
+    InvalidInput,
+    SearchSettings,
+    check_loss,
+    count,
+    one_of,
+    setting,
+)
 from ensemble_bo.core.strategies.base import (
     IterationContext,
     PoolScorer,
@@ -195,3 +205,42 @@ class Esmbo:
                     len(winners) * len(self._winners)
                 )
         return dict(sorted(weights.items()))
+
+
+def check_rho(path: str, value: Any, tasks: tuple[str, ...]) -> None:
+    """`esmbo.rho`: auto, or the share of the samples a replica draws."""
+    if value == "auto":
+        return
+    if (
+        isinstance(value, bool)
+        or not isinstance(value, int | float)
+        or not 0 < value <= 1
+    ):
+        raise InvalidInput(
+            f"{path}={value!r} is not 'auto' or a number in (0, 1] (the share of "
+            "the n validation samples each bootstrap replica draws)"
+        )
+
+
+def check_loss_or_ensemble(path: str, value: Any, tasks: tuple[str, ...]) -> None:
+    """`esmbo.loss`, which `esmbo:<variant>` sets when the variant is no ensemble."""
+    try:
+        check_loss(path, value, tasks)
+    except InvalidInput as error:
+        raise InvalidInput(
+            f"{error} (esmbo:<variant> is a loss or an ensemble: "
+            f"{list(ESMBO_ENSEMBLES)})"
+        ) from None
+
+
+@dataclass(frozen=True)
+class EsmboSettings(SearchSettings):
+    """`esmbo`: the search's block, with its replicas and its final ensemble."""
+
+    n_replicas: int = setting(count(1, "the number of bootstrap replicas"))
+    rho: float | str = setting(check_rho)
+    ensemble: str = setting(one_of(ESMBO_ENSEMBLES))
+    posterior: str = setting(one_of(AB_WEIGHTINGS))
+    n_samples: int = setting(count(1, "the number of posterior samples"))
+    loss: str = setting(check_loss_or_ensemble)
+    weighting: str = setting(one_of(WEIGHTINGS))

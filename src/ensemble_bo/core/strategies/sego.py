@@ -2,8 +2,12 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import numpy as np
 
+from ensemble_bo.core.selection.stages import WEIGHTINGS
+from ensemble_bo.core.settings import SearchSettings, check_loss, count, one_of, setting
 from ensemble_bo.core.strategies.base import PoolScorer
 from ensemble_bo.core.strategies.slots import SlotEnsemble
 
@@ -32,3 +36,12 @@ class Sego(SlotEnsemble):
             ensemble_size,
             sizing="fixed",
         )
+
+
+@dataclass(frozen=True)
+class SegoSettings(SearchSettings):
+    """`sego`: the search's block, with its ensemble's size, objective and weights."""
+
+    ensemble_size: int = setting(count(1, "the number of ensemble slots"))
+    loss: str = setting(check_loss)
+    weighting: str = setting(one_of(WEIGHTINGS))

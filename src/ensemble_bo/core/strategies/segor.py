@@ -3,9 +3,21 @@ paper's sizing methods and robust losses, and its variant shorthand."""
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+from typing import Any, ClassVar
+
 import numpy as np
 
 from ensemble_bo.core.losses import regression_loss
+from ensemble_bo.core.selection.stages import WEIGHTINGS
+from ensemble_bo.core.settings import (
+    Block,
+    InvalidInput,
+    SearchSettings,
+    count,
+    one_of,
+    setting,
+)
 from ensemble_bo.core.strategies.base import PoolScorer
 from ensemble_bo.core.strategies.slots import SlotEnsemble
 
@@ -87,3 +99,27 @@ class Segor(SlotEnsemble):
             ensemble_size,
             size_method(sizing),
         )
+
+
+def check_variant(path: str, value: Any, tasks: tuple[str, ...]) -> None:
+    """`ensemble.variant`: the paper's shorthand, every bad part named."""
+    try:
+        segor_variant(value)
+    except ValueError as error:
+        raise InvalidInput(f"{path}: {error} (--params {path}=g-h)") from None
+
+
+@dataclass(frozen=True)
+class SegorSettings(SearchSettings):
+    """`segor`: the search's block; its ensemble's settings are `ensemble`'s."""
+
+
+@dataclass(frozen=True)
+class EnsembleSettings(Block):
+    """`ensemble`: SEGOR's ensemble (m slots, the variant, the final weights)."""
+
+    file: ClassVar[str] = "segor"
+
+    size: int = setting(count(1, "the number of ensemble slots"))
+    variant: str = setting(check_variant)
+    weighting: str = setting(one_of(WEIGHTINGS))

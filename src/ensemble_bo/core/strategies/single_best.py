@@ -4,10 +4,13 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
+from dataclasses import dataclass
 
 import numpy as np
 
 from ensemble_bo.core.pool import Pool
+from ensemble_bo.core.selection.stages import AB_WEIGHTINGS, WEIGHTINGS
+from ensemble_bo.core.settings import SearchSettings, check_loss, count, one_of, setting
 from ensemble_bo.core.strategies.base import IterationContext, PoolScorer, Update
 
 
@@ -64,3 +67,21 @@ class SingleBest:
 
     def search_metrics(self) -> dict[str, float]:
         return {}
+
+
+@dataclass(frozen=True)
+class SingleBestSettings(SearchSettings):
+    """`smbo` and `random_search`: the search's block, with the single model's CV loss."""
+
+    loss: str = setting(check_loss)
+
+
+@dataclass(frozen=True)
+class ErsSettings(SearchSettings):
+    """`ers`: a random search's block, with its agnostic Bayes ensemble's
+    objective, posterior and final weights."""
+
+    loss: str = setting(check_loss)
+    posterior: str = setting(one_of(AB_WEIGHTINGS))
+    n_samples: int = setting(count(1, "the number of posterior samples"))
+    weighting: str = setting(one_of(WEIGHTINGS))

@@ -20,7 +20,7 @@ from ensemble_bo.core.journal import JournalFolder, journal_key
 from ensemble_bo.core.methods import Method, Selection, run_method
 from ensemble_bo.core.preparation import ModelInput
 from ensemble_bo.core.results import EnsembleSearchResult
-from ensemble_bo.core.validation import check_block, multi_fidelity
+from ensemble_bo.core.validation import multi_fidelity
 from ensemble_bo.events import SearchResumable, publish, publish_iteration
 from ensemble_bo.pipelines.progress import progress_bar
 from ensemble_bo.reporting import (
@@ -98,7 +98,9 @@ def selection_node(selection: Selection) -> Callable[..., EnsembleSearchResult]:
         seed: int,
     ) -> EnsembleSearchResult:
         try:
-            settings = check_block(selection.params, block, (model_input.task,))
+            settings = selection.settings.parse(
+                selection.params, block, (model_input.task,)
+            )
             result = selection.select(source, model_input, settings, seed)
         except ValueError as error:
             raise ValueError(
