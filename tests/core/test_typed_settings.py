@@ -133,3 +133,17 @@ def test_run_method_refuses_an_unknown_key_before_training(monkeypatch):
     parameters["segor"] = {**parameters["segor"], "foo": 1}
     with pytest.raises(InvalidInput, match="segor has no parameter 'foo'"):
         run_method("segor", DATA, parameters, 0)
+
+
+def test_a_misspelled_data_processing_key_is_refused():
+    from ensemble_bo.core.validation import check_data_processing  # noqa: PLC0415
+
+    options = {**PARAMETERS["data_processing"], "tsk": "regression"}
+    with pytest.raises(
+        InvalidInput,
+        match=re.escape(
+            "data_processing has no parameter 'tsk'; its parameters are ['target', "
+            "'task', 'test_size', 'n_folds']"
+        ),
+    ):
+        check_data_processing(options)

@@ -72,9 +72,15 @@ def check_data_processing(options: Any) -> None:
             f"data_processing must be a mapping (target, task, test_size, n_folds), "
             f"got {options!r}"
         )
-    missing = [
-        key for key in ("target", "task", "test_size", "n_folds") if key not in options
-    ]
+    known = ("target", "task", "test_size", "n_folds")
+    unknown = sorted(str(key) for key in options if key not in known)
+    if unknown:
+        raise InvalidInput(
+            f"data_processing has no parameter {' or '.join(map(repr, unknown))}; "
+            f"its parameters are {list(known)} "
+            "(conf/base/parameters_data_processing.yml)"
+        )
+    missing = [key for key in known if key not in options]
     if missing:
         raise InvalidInput(
             f"data_processing lacks {missing}; see conf/base/parameters_data_processing.yml"
