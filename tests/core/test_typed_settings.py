@@ -5,6 +5,7 @@ import re
 import pytest
 
 from ensemble_bo.api import default_parameters
+from ensemble_bo.core import methods
 from ensemble_bo.core.methods import (
     METHODS,
     check_parameter_names,
@@ -14,7 +15,7 @@ from ensemble_bo.core.methods import (
 )
 from ensemble_bo.core.settings import InvalidInput
 from ensemble_bo.core.strategies import EnsembleSettings, SegoSettings
-from ensemble_bo.core.validation import check_settings
+from ensemble_bo.core.validation import check_data_processing, check_settings
 from tests.core.test_journal import DATA
 from tests.support import cheap_parameters
 
@@ -123,8 +124,6 @@ def test_check_settings_returns_what_the_method_reads_typed():
 
 
 def test_run_method_refuses_an_unknown_key_before_training(monkeypatch):
-    from ensemble_bo.core import methods  # noqa: PLC0415
-
     def no_training(*args, **kwargs):
         raise AssertionError("a model was trained")
 
@@ -136,8 +135,6 @@ def test_run_method_refuses_an_unknown_key_before_training(monkeypatch):
 
 
 def test_a_misspelled_data_processing_key_is_refused():
-    from ensemble_bo.core.validation import check_data_processing  # noqa: PLC0415
-
     options = {**PARAMETERS["data_processing"], "tsk": "regression"}
     with pytest.raises(
         InvalidInput,
