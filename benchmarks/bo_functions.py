@@ -432,7 +432,9 @@ def _source_digest() -> str:
     digest = hashlib.sha256()
     for name in (
         "optimizer.py",
-        "surrogate.py",
+        "gp_model.py",
+        "gaussian_process.py",
+        "sampled_gaussian_process.py",
         "acquisition.py",
         "tpe.py",
         "random_forest.py",

@@ -12,7 +12,7 @@ model space and budget, and prints, for every method:
   half, ESMBO s.6.2), the datasets won on the mean over repetitions (ties
   half too), and the
   one-sided Wilcoxon signed-rank p-value of "method lower than baseline" on
-  the per-dataset means (core.analysis.wilcoxon_test, SEGO eq. 10 averaging).
+  the per-dataset means (core.comparison.wilcoxon_test, SEGO eq. 10 averaging).
 
     .venv/bin/python benchmarks/cell_comparison.py --model sego_sklearn_paper \\
         --baselines smbo_posthoc smbo --name issue13_classification
@@ -38,7 +38,8 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from ensemble_bo.core.analysis import markdown_table, wilcoxon_test, win_frequency
+from ensemble_bo.core.comparison import wilcoxon_test, win_frequency
+from ensemble_bo.core.comparison_table import markdown_table
 
 ROOT = Path(__file__).resolve().parents[1]
 RESULTS = Path(__file__).resolve().parent / "results"

@@ -18,18 +18,16 @@ from matplotlib.colors import LogNorm
 from matplotlib.figure import Figure
 
 from ensemble_bo.comparison_plots import critical_difference_diagram
-from ensemble_bo.core.analysis import (
+from ensemble_bo.core.comparison import (
     average_repetitions,
-    comparison_table,
     expected_ranks,
     friedman_test,
-    markdown_table,
-    mutual_information_matrix,
     nemenyi_critical_difference,
-    pairwise_disagreement,
     pairwise_test_probabilities,
     pairwise_wilcoxon,
 )
+from ensemble_bo.core.comparison_table import comparison_table, markdown_table
+from ensemble_bo.core.diversity import mutual_information_matrix, pairwise_disagreement
 from ensemble_bo.core.results import EnsembleSearchResult
 
 

@@ -8,22 +8,14 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from scipy import stats
 
-from ensemble_bo.core.analysis import (
-    MAX_PAIRWISE_MUTUAL_INFORMATION,
+from ensemble_bo.core.comparison import (
     average_repetitions,
-    comparison_table,
-    correlation_matrix,
     disagreement_counts,
-    ensemble_mutual_information,
     expected_ranks,
     friedman_test,
-    markdown_table,
-    mean_pairwise_disagreement,
-    mutual_information_matrix,
     nemenyi_critical_difference,
     nemenyi_test,
     outcome_probabilities,
-    pairwise_disagreement,
     pairwise_sign_test,
     pairwise_test_probabilities,
     pairwise_wilcoxon,
@@ -37,6 +29,15 @@ from ensemble_bo.core.analysis import (
     sign_test_mark,
     wilcoxon_test,
     win_frequency,
+)
+from ensemble_bo.core.comparison_table import comparison_table, markdown_table
+from ensemble_bo.core.diversity import (
+    MAX_PAIRWISE_MUTUAL_INFORMATION,
+    correlation_matrix,
+    ensemble_mutual_information,
+    mean_pairwise_disagreement,
+    mutual_information_matrix,
+    pairwise_disagreement,
 )
 
 # --- diversity -----------------------------------------------------------------

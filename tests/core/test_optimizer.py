@@ -4,6 +4,7 @@ import numpy as np
 import pytest
 from scipy.stats import norm, qmc
 
+from ensemble_bo.core.gaussian_process import GaussianProcess, map_log_prior
 from ensemble_bo.core.optimizer import (
     HYPERPARAMETER_MODES,
     GPEIOptimizer,
@@ -12,7 +13,6 @@ from ensemble_bo.core.optimizer import (
     RandomSearch,
 )
 from ensemble_bo.core.space import SearchSpace
-from ensemble_bo.core.surrogate import GaussianProcess, map_log_prior
 from tests.support import central_gradient
 
 SPACE = SearchSpace.from_dict(

@@ -1,4 +1,5 @@
-"""Tests for ensemble_bo.core.surrogate (GP with Matern-5/2 ARD kernel, ML-II)."""
+"""Tests for the GP surrogates: ensemble_bo.core.gp_model (Matern-5/2 ARD kernel,
+likelihood), gaussian_process (ML-II, MAP) and sampled_gaussian_process."""
 
 from __future__ import annotations
 
@@ -10,17 +11,15 @@ from scipy.optimize import approx_fprime, check_grad
 from sklearn.gaussian_process import GaussianProcessRegressor
 from sklearn.gaussian_process.kernels import ConstantKernel, Matern, WhiteKernel
 
-from ensemble_bo.core import surrogate
-from ensemble_bo.core.surrogate import (
+from ensemble_bo.core import gaussian_process
+from ensemble_bo.core.gaussian_process import GaussianProcess, map_log_prior
+from ensemble_bo.core.gp_model import (
     CholeskyError,
-    GaussianProcess,
     GPHyperparameters,
-    SampledGaussianProcess,
-    _cholesky_with_jitter,
-    log_prior,
-    map_log_prior,
+    cholesky_with_jitter,
     matern52,
 )
+from ensemble_bo.core.sampled_gaussian_process import SampledGaussianProcess, log_prior
 from tests.support import central_gradient
 
 
@@ -436,14 +435,14 @@ def test_cholesky_jitter_escalation_and_error() -> None:
     assert issubclass(CholeskyError, np.linalg.LinAlgError)
     # singular PSD matrix: succeeds once jitter is added, and stays close to K
     K = np.ones((3, 3))
-    L = _cholesky_with_jitter(K)
+    L = cholesky_with_jitter(K)
     np.testing.assert_allclose(L @ L.T, K, atol=1e-6)
     assert np.allclose(L, np.tril(L))
     # indefinite matrix (eigenvalues -1 and 3): no small jitter can fix it
     with pytest.raises(CholeskyError, match="not positive definite"):
-        _cholesky_with_jitter(np.array([[1.0, 2.0], [2.0, 1.0]]))
+        cholesky_with_jitter(np.array([[1.0, 2.0], [2.0, 1.0]]))
     with pytest.raises(CholeskyError, match="NaN or inf"):
-        _cholesky_with_jitter(np.array([[np.nan, 0.0], [0.0, 1.0]]))
+        cholesky_with_jitter(np.array([[np.nan, 0.0], [0.0, 1.0]]))
 
 
 def test_hyperparameters_roundtrip_theta() -> None:
@@ -771,7 +770,7 @@ def test_restarts_race_on_a_subsample_and_only_the_winner_is_refined(
 ):
     X, y = _sample_gp(120, length_scale=0.3, seed=4)
     in_full = GaussianProcess(n_restarts=3, seed=0, prior=prior).fit(X, y)
-    monkeypatch.setattr(surrogate, "RESTART_SUBSAMPLE", 40)
+    monkeypatch.setattr(gaussian_process, "RESTART_SUBSAMPLE", 40)
     races = []
     best_start = GaussianProcess._best_start
 

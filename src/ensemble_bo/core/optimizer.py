@@ -23,8 +23,9 @@ from ensemble_bo.core.acquisition import (
     lower_confidence_bound,
     maximize_acquisition,
 )
+from ensemble_bo.core.gaussian_process import GaussianProcess
+from ensemble_bo.core.sampled_gaussian_process import SampledGaussianProcess
 from ensemble_bo.core.space import SearchSpace
-from ensemble_bo.core.surrogate import GaussianProcess, SampledGaussianProcess
 
 
 @dataclass(frozen=True)

@@ -9,7 +9,7 @@ from dataclasses import dataclass, field, replace
 
 import numpy as np
 
-from ensemble_bo.core.analysis import (
+from ensemble_bo.core.diversity import (
     ensemble_mutual_information,
     mean_pairwise_disagreement,
 )

@@ -1,15 +1,13 @@
-"""Diversity of ensembles and statistical comparison of methods across datasets.
-
-Diversity (SEGOR s.4.2): pairwise mutual information of the members'
-predictions, -1/2 log(1 - rho^2) (eq. 8-9), and pairwise disagreement of
-classifiers.
+"""Statistical comparison of methods across datasets.
 
 Comparison of K methods on N datasets, from a table `losses` with one row per
 dataset (or dataset x repetition) and one column per method, lower is better:
 expected rank and pairwise win frequency (ESMBO s.6.2), sign test, Wilcoxon
 signed-rank test on per-dataset losses averaged over repetitions (SEGO eq. 10),
 Friedman test with the Nemenyi post-hoc test (SEGOR s.4.1; Demsar 2006), and the
-Poisson-binomial test of Lacoste et al. (2012) (design.md s.4).
+Poisson-binomial test of Lacoste et al. (2012) (design.md s.4), with the marks of
+significance of the sign and Poisson-binomial tests. ``comparison_table`` lays
+them out as a table.
 
 Pure numpy / scipy / pandas: no Kedro, no MLflow, no plotting.
 """
@@ -18,20 +16,15 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
 from typing import Literal, NamedTuple
 
 import numpy as np
 import pandas as pd
 from scipy import stats
 
-# --- constants ---------------------------------------------------------------
+from ensemble_bo.core.messages import plain
 
-#: |rho| is clipped to this before -1/2 log(1 - rho^2), so identical or exactly
-#: anti-correlated members get a large finite mutual information, never inf.
-MAX_ABS_CORRELATION = 1.0 - 1e-12
-#: The mutual information of two identical members after the clip (about 13.47 nats).
-MAX_PAIRWISE_MUTUAL_INFORMATION = float(-0.5 * np.log1p(-(MAX_ABS_CORRELATION**2)))
+# --- constants ---------------------------------------------------------------
 
 #: Poisson-binomial probability thresholds (ESMBO s.6.2).
 PB_SIGNIFICANT = 0.8
@@ -48,11 +41,6 @@ TiesMethod = Literal["average", "max"]
 # --- validation helpers ------------------------------------------------------
 
 
-def _plain(value):
-    """A numpy scalar as the Python value, so messages read 'nan', not 'np.float64(nan)'."""
-    return value.item() if isinstance(value, np.generic) else value
-
-
 def _as_finite_vector(values, name: str, min_length: int = 1) -> np.ndarray:
     array = np.asarray(values, dtype=float)
     if array.ndim != 1:
@@ -62,7 +50,7 @@ def _as_finite_vector(values, name: str, min_length: int = 1) -> np.ndarray:
     bad = np.flatnonzero(~np.isfinite(array))
     if bad.size:
         raise ValueError(
-            f"{name} has a non-finite value {_plain(array[bad[0]])!r} at position {bad[0]}"
+            f"{name} has a non-finite value {plain(array[bad[0]])!r} at position {bad[0]}"
         )
     return array
 
@@ -104,7 +92,7 @@ def _validate_losses(losses: pd.DataFrame, min_methods: int = 2) -> pd.DataFrame
     if bad.size:
         row, column = bad[0]
         raise ValueError(
-            f"losses has a non-finite value {_plain(values[row, column])!r} at row "
+            f"losses has a non-finite value {plain(values[row, column])!r} at row "
             f"{losses.index[row]!r}, method {losses.columns[column]!r}"
         )
     return losses.astype(float)
@@ -115,7 +103,7 @@ def _validate_probabilities(ps, name: str = "ps") -> np.ndarray:
     outside = np.flatnonzero((ps < 0.0) | (ps > 1.0))
     if outside.size:
         raise ValueError(
-            f"{name} must lie in [0, 1]; got {_plain(ps[outside[0]])!r} at position "
+            f"{name} must lie in [0, 1]; got {plain(ps[outside[0]])!r} at position "
             f"{outside[0]}"
         )
     return ps
@@ -123,140 +111,13 @@ def _validate_probabilities(ps, name: str = "ps") -> np.ndarray:
 
 def _validate_count(value, name: str) -> int:
     if isinstance(value, bool | np.bool_) or not isinstance(value, int | np.integer):
-        raise ValueError(f"{name} must be an integer count, got {_plain(value)!r}")
+        raise ValueError(f"{name} must be an integer count, got {plain(value)!r}")
     if value < 0:
-        raise ValueError(f"{name} must be >= 0, got {_plain(value)!r}")
+        raise ValueError(f"{name} must be >= 0, got {plain(value)!r}")
     return int(value)
 
 
-# --- 1. diversity ------------------------------------------------------------
-
-
-def _member_matrix(predictions) -> np.ndarray:
-    predictions = np.asarray(predictions, dtype=float)
-    if predictions.ndim != 2:
-        raise ValueError(
-            f"predictions must be 2-D (members, samples), got shape {predictions.shape}"
-        )
-    m, n = predictions.shape
-    if m < 1:
-        raise ValueError("predictions has no members (0 rows)")
-    if n < 2:
-        raise ValueError(
-            f"need at least 2 samples per member for a correlation, got {n}"
-        )
-    bad = np.argwhere(~np.isfinite(predictions))
-    if bad.size:
-        member, sample = bad[0]
-        raise ValueError(
-            f"predictions has a non-finite value {_plain(predictions[member, sample])!r} "
-            f"for member {member}, sample {sample}"
-        )
-    return predictions
-
-
-def correlation_matrix(predictions) -> np.ndarray:
-    """Pearson correlations (m, m) of the members' predictions (m, n), eq. 9.
-
-    Eq. 9 as printed puts the square root over the product of the summed
-    squares' terms; we use the standard Pearson normalisation
-    sqrt(sum (y^m - mu^m)^2) * sqrt(sum (y^n - mu^n)^2), which is what "the
-    correlation between two predictors" means.
-
-    rho is undefined for a member whose predictions are constant. We set
-    rho = 0 between a constant and a non-constant member (a constant carries no
-    information: their mutual information is exactly 0) and rho = 1 between two
-    constant members (each is an affine function of the other, the limit of
-    perfectly correlated predictors: no diversity). The diagonal is 1.
-    """
-    predictions = _member_matrix(predictions)
-    centered = predictions - predictions.mean(axis=1, keepdims=True)
-    constant = np.all(predictions == predictions[:, :1], axis=1)
-    norms = np.sqrt(np.einsum("ij,ij->i", centered, centered))
-    safe_norms = np.where(constant, 1.0, norms)
-    unit = centered / safe_norms[:, None]
-    rho = unit @ unit.T
-    rho[constant, :] = 0.0
-    rho[:, constant] = 0.0
-    rho[np.ix_(constant, constant)] = 1.0
-    np.fill_diagonal(rho, 1.0)
-    return np.clip(rho, -1.0, 1.0)
-
-
-def mutual_information_matrix(predictions) -> np.ndarray:
-    """Pairwise mutual information -1/2 log(1 - rho^2) of the members (SEGOR eq. 8).
-
-    predictions: (m, n), one row of predictions per member. rho is the Pearson
-    correlation of `correlation_matrix` (see there for constant members), with
-    |rho| clipped to MAX_ABS_CORRELATION = 1 - 1e-12 so that identical or exactly
-    anti-correlated members get MAX_PAIRWISE_MUTUAL_INFORMATION (about 13.47)
-    instead of inf. The diagonal (a member with itself) holds that same cap.
-    Returns a symmetric (m, m) array of finite values >= 0.
-    """
-    rho = np.clip(
-        correlation_matrix(predictions), -MAX_ABS_CORRELATION, MAX_ABS_CORRELATION
-    )
-    return -0.5 * np.log1p(-np.square(rho))
-
-
-def ensemble_mutual_information(predictions) -> float:
-    """Diversity of an ensemble: sum of pairwise MI divided by m^2 (SEGOR s.4.2).
-
-    The sum counts each unordered pair {i, j}, i != j, once: "the sum of all
-    pairwise MI" names each pair of members once, and MI is symmetric, so an
-    ordered sum over i != j would only double every term. Self-pairs are not
-    summed (a member's MI with itself is not a diversity term). Lower values mean
-    more diverse predictions. A single member gives 0.0 (no pairs). Members
-    repeated in the ensemble (selection with replacement) count as identical
-    pairs at the capped MI; pass distinct members if that is not wanted.
-    """
-    information = mutual_information_matrix(predictions)
-    m = information.shape[0]
-    upper = np.triu_indices(m, k=1)
-    return float(information[upper].sum() / m**2)
-
-
-def _label_matrix(labels) -> np.ndarray:
-    labels = np.asarray(labels)
-    if labels.ndim != 2:
-        raise ValueError(
-            f"labels must be 2-D (members, samples), got shape {labels.shape}"
-        )
-    if labels.shape[0] < 1 or labels.shape[1] < 1:
-        raise ValueError(f"labels must be non-empty, got shape {labels.shape}")
-    missing = np.argwhere(pd.isna(labels))
-    if missing.size:
-        member, sample = missing[0]
-        raise ValueError(
-            f"labels has a missing value {_plain(labels[member, sample])!r} for member "
-            f"{member}, sample {sample}"
-        )
-    return labels
-
-
-def pairwise_disagreement(labels) -> np.ndarray:
-    """(m, m) fraction of samples on which classifiers i and j predict different labels.
-
-    labels: (m, n) predicted labels of m members (any dtype). Diagonal 0.
-    """
-    labels = _label_matrix(labels)
-    m = labels.shape[0]
-    disagreement = np.zeros((m, m))
-    for i in range(m):
-        disagreement[i] = np.mean(labels != labels[i], axis=1)
-    return disagreement
-
-
-def mean_pairwise_disagreement(labels) -> float:
-    """Mean disagreement over the unordered pairs i < j of members (0.0 for one member)."""
-    disagreement = pairwise_disagreement(labels)
-    m = disagreement.shape[0]
-    if m < 2:
-        return 0.0
-    return float(disagreement[np.triu_indices(m, k=1)].mean())
-
-
-# --- 2. ranks and win frequencies across datasets -----------------------------
+# --- ranks and win frequencies across datasets --------------------------------
 
 
 def rank_table(losses: pd.DataFrame, ties: TiesMethod = "average") -> pd.DataFrame:
@@ -317,7 +178,7 @@ def average_repetitions(
     return methods.groupby(frame[by].to_numpy(), sort=False).mean().rename_axis(by)
 
 
-# --- 3. frequentist tests ------------------------------------------------------
+# --- frequentist tests --------------------------------------------------------
 
 
 def sign_test(a, b) -> float:
@@ -396,7 +257,7 @@ def nemenyi_critical_difference(k: int, n: int, alpha: float = 0.05) -> float:
     if n < 1:
         raise ValueError(f"n (number of datasets) must be >= 1, got {n}")
     if not 0.0 < alpha < 1.0:
-        raise ValueError(f"alpha must lie in (0, 1), got {_plain(alpha)!r}")
+        raise ValueError(f"alpha must lie in (0, 1), got {plain(alpha)!r}")
     q = stats.studentized_range.ppf(1.0 - alpha, k, np.inf) / math.sqrt(2.0)
     return float(q * _nemenyi_scale(k, n))
 
@@ -448,7 +309,7 @@ def pairwise_wilcoxon(
     )
 
 
-# --- 4. the Poisson-binomial test (Lacoste et al. 2012) -----------------------
+# --- the Poisson-binomial test (Lacoste et al. 2012) --------------------------
 
 
 def disagreement_counts(y_true, pred_a, pred_b) -> tuple[int, int]:
@@ -648,7 +509,7 @@ def pairwise_test_probabilities(
 def pb_significance_mark(probability: float) -> str:
     """'**' above 0.9 (highly significant), '*' above 0.8 (significant), else ''."""
     if not 0.0 <= probability <= 1.0:
-        raise ValueError(f"probability must lie in [0, 1], got {_plain(probability)!r}")
+        raise ValueError(f"probability must lie in [0, 1], got {plain(probability)!r}")
     if probability > PB_HIGHLY_SIGNIFICANT:
         return "**"
     if probability > PB_SIGNIFICANT:
@@ -659,121 +520,9 @@ def pb_significance_mark(probability: float) -> str:
 def sign_test_mark(pvalue: float) -> str:
     """'++' below 0.05 (highly significant), '+' below 0.1 (significant), else ''."""
     if not 0.0 <= pvalue <= 1.0:
-        raise ValueError(f"pvalue must lie in [0, 1], got {_plain(pvalue)!r}")
+        raise ValueError(f"pvalue must lie in [0, 1], got {plain(pvalue)!r}")
     if pvalue < SIGN_HIGHLY_SIGNIFICANT:
         return "++"
     if pvalue < SIGN_SIGNIFICANT:
         return "+"
     return ""
-
-
-# --- 5. tables -----------------------------------------------------------------
-
-TABLE_LEGEND = (
-    "'*' / '**': Poisson-binomial "
-    "Pr(row > column) > 0.8 / > 0.9; '+' / '++': one-tailed sign-test p < 0.1 / "
-    "< 0.05 that row beats column. Rows sorted by expected rank (lower is better)."
-)
-
-
-@dataclass(frozen=True)
-class ComparisonTable:
-    """Pairwise comparison of methods in the layout of ESMBO Tables 1-2.
-
-    cells: (K, K) win frequency or PB probability, rows and columns sorted by
-    expected rank; expected_rank: E[rank] in that order; pb_probability and
-    sign_pvalue: the tests behind the marks, same order.
-    """
-
-    cells: pd.DataFrame
-    expected_rank: pd.Series
-    pb_probability: pd.DataFrame
-    sign_pvalue: pd.DataFrame
-    cell_kind: str
-
-    def to_frame(self) -> pd.DataFrame:
-        """Numeric table: the cells plus an E[rank] column (for CSV or MLflow)."""
-        frame = self.cells.copy()
-        frame[RANK_COLUMN] = self.expected_rank
-        return frame
-
-    def to_formatted_frame(self, decimals: int = 2) -> pd.DataFrame:
-        """String table: 'value marks' per cell, '-' on the diagonal, then E[rank]."""
-        methods = list(self.cells.index)
-        formatted = pd.DataFrame("", index=self.cells.index, columns=self.cells.columns)
-        for row in methods:
-            for column in methods:
-                if row == column:
-                    formatted.loc[row, column] = "-"
-                    continue
-                marks = pb_significance_mark(
-                    self.pb_probability.loc[row, column]
-                ) + sign_test_mark(self.sign_pvalue.loc[row, column])
-                value = f"{self.cells.loc[row, column]:.{decimals}f}"
-                formatted.loc[row, column] = f"{value} {marks}".rstrip()
-        formatted[RANK_COLUMN] = [f"{r:.{decimals}f}" for r in self.expected_rank]
-        return formatted
-
-    def to_markdown(self, decimals: int = 2) -> str:
-        """Markdown table of `to_formatted_frame` with the legend below it."""
-        frame = self.to_formatted_frame(decimals)
-        kind = (
-            "win frequency" if self.cell_kind == "win_frequency" else "PB probability"
-        )
-        legend = f"Cells: {kind} of row method over column method. {TABLE_LEGEND}"
-        return markdown_table(frame, index_name="method") + "\n\n" + legend
-
-
-def comparison_table(
-    losses: pd.DataFrame,
-    cell: Literal["win_frequency", "pb_probability"] = "win_frequency",
-    pairwise_probabilities: Mapping[tuple[str, str], Sequence[float]] | None = None,
-    ties: TiesMethod = "average",
-) -> ComparisonTable:
-    """Pairwise comparison table: rows sorted by E[rank], marks from PB and sign tests.
-
-    losses: rows = datasets, columns = methods (lower is better).
-    cell: what each cell holds, the win frequency of row over column (ESMBO
-    Tables 1-2) or the PB probability Pr(row > column) (AB tables).
-    pairwise_probabilities: per-dataset p_i for the PB test (see
-    `poisson_binomial_matrix`); without them the PB test uses the per-dataset
-    outcomes of `losses`.
-    """
-    if cell not in ("win_frequency", "pb_probability"):
-        raise ValueError(
-            f"cell must be 'win_frequency' or 'pb_probability', got {cell!r}"
-        )
-    ranks = expected_ranks(losses, ties)
-    order = list(ranks.sort_values(kind="stable").index)
-    pb = poisson_binomial_matrix(losses, pairwise_probabilities).loc[order, order]
-    cells = win_frequency(losses).loc[order, order] if cell == "win_frequency" else pb
-    return ComparisonTable(
-        cells=cells,
-        expected_rank=ranks.loc[order],
-        pb_probability=pb,
-        sign_pvalue=pairwise_sign_test(losses).loc[order, order],
-        cell_kind=cell,
-    )
-
-
-def markdown_table(frame: pd.DataFrame, index_name: str | None = None) -> str:
-    """A GitHub-style markdown table of `frame`, index as the first column.
-
-    Written by hand: pandas' DataFrame.to_markdown needs `tabulate`, which is
-    only a dev dependency of this project.
-    """
-
-    def escape(value) -> str:
-        return str(value).replace("|", "\\|").replace("\n", " ")
-
-    first = index_name if index_name is not None else (frame.index.name or "")
-    header = [escape(first), *(escape(c) for c in frame.columns)]
-    lines = [
-        "| " + " | ".join(header) + " |",
-        "|" + "|".join(["---"] + ["---:"] * len(frame.columns)) + "|",
-    ]
-    for label, row in frame.iterrows():
-        lines.append(
-            "| " + " | ".join([escape(label), *(escape(v) for v in row)]) + " |"
-        )
-    return "\n".join(lines)
