@@ -17,6 +17,7 @@ from sklearn.compose import ColumnTransformer
 from sklearn.model_selection import KFold, StratifiedKFold, train_test_split
 from sklearn.preprocessing import OneHotEncoder
 
+from ensemble_bo.core.messages import plain
 from ensemble_bo.core.seeding import derive_seed
 
 TASKS = ("regression", "classification")
@@ -58,13 +59,8 @@ def target_numbers(target: pd.Series) -> pd.Series | None:
     return parsed.astype(float) if parsed.notna().all() else None
 
 
-def _plain(value: Any) -> Any:
-    """A numpy scalar as the Python value it holds, for messages (3.0, not np.float64(3.0))."""
-    return value.item() if isinstance(value, np.generic) else value
-
-
 def _examples(values: pd.Series, count: int = 3) -> list[Any]:
-    return [_plain(value) for value in values.drop_duplicates().head(count)]
+    return [plain(value) for value in values.drop_duplicates().head(count)]
 
 
 def infer_task(
@@ -242,7 +238,7 @@ def validate_target(y: pd.Series, task: str = "auto", name: str = "dataset") -> 
         )
     if y.nunique() == 1:
         raise ValueError(
-            f"{column} has the same value ({_plain(y.iloc[0])!r}) in every row: there is "
+            f"{column} has the same value ({plain(y.iloc[0])!r}) in every row: there is "
             "nothing to predict (one class, or a constant); choose another target "
             "column (data_processing.target) or dataset"
         )
@@ -255,7 +251,7 @@ def validate_target(y: pd.Series, task: str = "auto", name: str = "dataset") -> 
             bad = (not_numbers if len(not_numbers) else y).iloc[0]
             raise ValueError(
                 f"{name}: regression needs a numeric target, but column {y.name!r} "
-                f"has dtype {y.dtype} (e.g. value {_plain(bad)!r}); make the column numeric "
+                f"has dtype {y.dtype} (e.g. value {plain(bad)!r}); make the column numeric "
                 "(strip units, fix typos), or, if it holds class labels, take it as a "
                 "classification task (data_processing.task=classification; in Python, "
                 "task='classification') with a method that builds classification "
@@ -313,7 +309,7 @@ def validate_dataset(
         counts = y.value_counts()
         # Both the stratified test split and the stratified folds need each class
         # present in every fold of the training part.
-        smallest = _plain(counts.idxmin())
+        smallest = plain(counts.idxmin())
         if math.floor(counts.min() * (1 - test_size)) < n_folds:
             raise ValueError(
                 f"{name}: class {smallest!r} of {target!r} has only {counts.min()} rows, "
