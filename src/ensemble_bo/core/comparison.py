@@ -5,7 +5,7 @@ dataset (or dataset x repetition) and one column per method, lower is better:
 expected rank and pairwise win frequency (ESMBO s.6.2), sign test, Wilcoxon
 signed-rank test on per-dataset losses averaged over repetitions (SEGO eq. 10),
 Friedman test with the Nemenyi post-hoc test (SEGOR s.4.1; Demsar 2006), and the
-Poisson-binomial test of Lacoste et al. (2012) (design.md s.4), with the marks of
+Poisson-binomial test of Lacoste et al. (2012), with the marks of
 significance of the sign and Poisson-binomial tests. ``comparison_table`` lays
 them out as a table.
 
@@ -376,12 +376,13 @@ def poisson_binomial_pmf(ps) -> np.ndarray:
 
 
 def poisson_binomial_test(ps) -> float:
-    """Pr(A > B) = sum_k PB(k) Pr(Beta(k + 1, N - k + 1) > 1/2) (design.md s.4).
+    """Pr(A > B) = sum_k PB(k) Pr(Beta(k + 1, N - k + 1) > 1/2)
+    (Lacoste et al. 2012).
 
-    ps: (N,) p_i = Pr(A better than B on dataset i). The number of datasets A
-    wins is Poisson-binomial(p_1..p_N); with a uniform prior on A's win rate,
-    k wins give a Beta(k + 1, N - k + 1) posterior and we integrate its mass
-    above 1/2. > 0.8 is significant, > 0.9 highly significant.
+        ps: (N,) p_i = Pr(A better than B on dataset i). The number of datasets A
+        wins is Poisson-binomial(p_1..p_N); with a uniform prior on A's win rate,
+        k wins give a Beta(k + 1, N - k + 1) posterior and we integrate its mass
+        above 1/2. > 0.8 is significant, > 0.9 highly significant.
     """
     pmf = poisson_binomial_pmf(ps)
     n = pmf.size - 1

@@ -279,7 +279,7 @@ def cv_loss_of_mean_ensembles(
     bootstrap replicas). Outputs with a class axis (class probabilities) are
     (n, K) per model instead of (n,), y too, and per_sample_loss sums that axis
     away. Returns (t,) or (t, k): O(t * n) array work, no Python loop over
-    candidates (design.md s.3).
+    candidates.
     """
     candidate_predictions = np.asarray(candidate_predictions, dtype=float)
     losses = np.empty((len(candidate_predictions), *np.shape(weights)[1:]))

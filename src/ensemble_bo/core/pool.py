@@ -31,7 +31,7 @@ def _empty_rows(shape: tuple[int, ...], kind: str) -> np.ndarray:
 
 
 class Pool:
-    """Trained-model history shared by all strategies (design.md s.3).
+    """Trained-model history shared by all strategies, selections and the refit.
 
     Out-of-fold outputs are kept in (capacity, n) arrays that double when
     full, so appending is amortized O(n) and reading them is a view. Failed

@@ -1,4 +1,9 @@
-"""Dataset validation, seeded splits, feature encoding and the model input (design.md s.5)."""
+"""Dataset validation, seeded splits, feature encoding and the model input.
+
+The evaluation protocol of the papers: a seeded 33% test split (stratified
+for classes), k seeded CV folds on the rest, a regression target standardized
+on the training part (SEGOR s.4).
+"""
 
 from __future__ import annotations
 

@@ -53,7 +53,7 @@ def test_sample_losses(
     task: str,
     target_scaling: Mapping[str, float],
 ) -> np.ndarray:
-    """Per-sample test losses (n_test,) of a fitted model (design.md s.5).
+    """Per-sample test losses (n_test,) of a fitted model on the held-out test split.
 
     Regression: squared residuals of the standardized target (SEGOR s.4);
     classification: 0/1 errors. Their mean is the run's test metric.
