@@ -50,7 +50,7 @@ time.sleep(600)
 """
 _WORKER = """
 import subprocess, sys, time
-from ensemble_bo.core.evaluation import exit_when_parent_dies
+from ensemble_bo.core.workers import exit_when_parent_dies
 exit_when_parent_dies(int(sys.argv[1]), poll_seconds=0.1)
 subprocess.Popen([sys.executable, "-c", "import time; time.sleep(600)"])
 time.sleep(600)
