@@ -291,7 +291,7 @@ def start_hook_run(tracking_uri: str, pipeline_name: str = "segor", **changes):
 
     from ensemble_bo.api import default_parameters  # noqa: PLC0415
     from ensemble_bo.pipeline_registry import register_pipelines  # noqa: PLC0415
-    from ensemble_bo.tracking import MlflowTrackingHook  # noqa: PLC0415
+    from ensemble_bo.tracking.hook import MlflowTrackingHook  # noqa: PLC0415
 
     parameters = {**default_parameters(), **changes}
     hook = MlflowTrackingHook()

@@ -24,23 +24,22 @@ from ensemble_bo.core.results import (
     SearchInterrupted,
 )
 from ensemble_bo.core.validation import InvalidInput
-from ensemble_bo.tracking import (
+from ensemble_bo.tracking.artifacts import flatten, log_output
+from ensemble_bo.tracking.hook import MlflowTrackingHook
+from ensemble_bo.tracking.liveness import HOST_TAG, PID_TAG
+from ensemble_bo.tracking.pools import PoolNotFound, check_pool_sources, find_pool
+from ensemble_bo.tracking.run_tags import (
     EXTRA_TAGS_VARIABLE,
-    HOST_TAG,
     JOURNAL_TAG,
-    PID_TAG,
     RESUMED_RUN_TAG,
     RESUMED_TRIALS_TAG,
-    MlflowTrackingHook,
-    PoolNotFound,
-    TrackingStoreError,
-    check_pool_sources,
-    find_pool,
-    flatten,
     launcher_tags,
+    run_tags,
+)
+from ensemble_bo.tracking.store import (
+    TrackingStoreError,
     open_experiment,
     resolve_tracking_uri,
-    run_tags,
 )
 from tests.support import PROJECT, start_hook_run
 
@@ -227,13 +226,12 @@ def test_partitioned_outputs_are_logged_entry_by_entry(store):
     figure = Figure()
     FigureCanvasAgg(figure)
     figure.add_subplot().plot([1, 2])
-    hook = MlflowTrackingHook()
     with mlflow.start_run(experiment_id=experiment) as run:
-        hook._log_output(
+        log_output(
             "bench_tables", {"space/losses": pd.DataFrame({"a": [1]})}, {"as": "table"}
         )
-        hook._log_output("bench_reports", {"space/report": "# hi"}, {"as": "text"})
-        hook._log_output("bench_figures", {"space/cd": figure}, {"as": "figure"})
+        log_output("bench_reports", {"space/report": "# hi"}, {"as": "text"})
+        log_output("bench_figures", {"space/cd": figure}, {"as": "figure"})
     paths = set()
     for folder in (
         "tables/bench_tables/space",

@@ -22,7 +22,7 @@ A posthoc run selected from "the latest run" of a method; its rerun reads the
 very pool the run read (its `pool_source` tag), not today's latest.
 
 Reads the store with MlflowClient; the runs themselves are logged by the
-tracking hook (tracking.py) of the process this module starts.
+tracking hook (tracking/hook.py) of the process this module starts.
 """
 
 from __future__ import annotations
@@ -49,20 +49,18 @@ from mlflow.tracking import MlflowClient
 
 from ensemble_bo import provenance
 from ensemble_bo.settings import CONFIG_LOADER_ARGS
-from ensemble_bo.tracking import (
+from ensemble_bo.tracking.pools import POOL_SOURCE_TAG, latest_finished_run
+from ensemble_bo.tracking.run_tags import (
     DATA_FILE_TAG,
     DATA_SHA256_TAG,
     ENV_TAG,
     EXTRA_TAGS_VARIABLE,
     PARTIAL_RUN_TAG,
     PIPELINE_TAG,
-    POOL_SOURCE_TAG,
     RERUN_OF_TAG,
     RUNTIME_PARAMS_ARTIFACT,
-    display_uri,
-    latest_finished_run,
-    resolve_tracking_uri,
 )
+from ensemble_bo.tracking.store import display_uri, resolve_tracking_uri
 from ensemble_bo.validation import RAW_DATA
 
 # A unique id per launch, to find the run a launched process opened.

@@ -6,7 +6,7 @@ from kedro.config import OmegaConfigLoader
 from omegaconf.resolvers import oc
 
 from ensemble_bo.checkpoints import JournalCleanupHook
-from ensemble_bo.tracking import MlflowTrackingHook
+from ensemble_bo.tracking.hook import MlflowTrackingHook
 
 HOOKS = (MlflowTrackingHook(), JournalCleanupHook())
 # No usage data leaves a run: `.telemetry` (consent: false) in the project root

@@ -48,7 +48,7 @@ from ensemble_bo.core.validation import (
 from ensemble_bo.manifest import check_raw_file
 
 RAW_DATA = Path("data") / "01_raw"
-RUNS_PREFIX = "runs:/"  # posthoc_source=runs:/<run id> (tracking.find_pool)
+RUNS_PREFIX = "runs:/"  # posthoc_source=runs:/<run id> (tracking.pools.find_pool)
 # Pipelines that are neither a method nor a saved-pool selection.
 DATA_PROCESSING = "data_processing"
 BENCHMARK = "benchmark"
@@ -238,7 +238,7 @@ def _check_saved_pool(
     """The pool a selection pipeline reads is named properly: a method or a run.
 
     Whether the tracking store has it is checked by the tracking hook
-    (tracking.check_pool_sources), once the store is open.
+    (tracking.pools.check_pool_sources), once the store is open.
     """
     parameter = f"{name}_source"
     _require(parameters, parameter)
