@@ -1,6 +1,6 @@
 """Every bad input is refused before anything is trained, with a message naming it.
 
-`check_run_inputs` (what the tracking hook runs before it opens an MLflow run)
+`check_run_inputs` (what InputValidationHook runs before an MLflow run opens)
 is given a project folder with the bad file or the bad parameter; each case
 names the value, where it is and what to do, and no model is trained (the
 evaluator is replaced by one that fails the test). The dataset cases are
@@ -491,7 +491,7 @@ def test_a_search_whose_every_trial_fails_stops_early_and_never_refits():
     # the ten errors differ only in the value of C: one distinct error
     message = str(error.value)
     assert message.startswith(
-        "the first 10 trials of model space 'svr' all failed, so the search "
+        "the first 10 trials of model 'svr' all failed, so the search "
         "stopped before its budget of 30 (max_initial_failures=10). Distinct "
         "errors: (1) InvalidParameterError: The 'C' parameter"
     )

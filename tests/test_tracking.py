@@ -7,6 +7,7 @@ import re
 import socket
 import subprocess
 import sys
+from types import SimpleNamespace
 
 import mlflow
 import numpy as np
@@ -16,7 +17,7 @@ from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 from mlflow.tracking import MlflowClient
 
-from ensemble_bo import events
+from ensemble_bo import events, settings, validation
 from ensemble_bo.core.pool import Pool, TrialResult
 from ensemble_bo.core.results import (
     EnsembleSearchResult,
@@ -41,7 +42,8 @@ from ensemble_bo.tracking.store import (
     open_experiment,
     resolve_tracking_uri,
 )
-from tests.support import PROJECT, start_hook_run
+from ensemble_bo.validation import InputValidationHook
+from tests.support import PROJECT, start_hook_run, start_pipeline_run
 
 
 @pytest.fixture
@@ -294,6 +296,36 @@ def test_bad_inputs_stop_the_hook_before_the_store_is_even_opened(tmp_path):
         start_hook_run(uri, budget=-3)
     assert mlflow.active_run() is None
     assert not (tmp_path / "mlflow.db").exists()
+
+
+def test_the_projects_hooks_check_the_inputs_before_a_store_or_run_is_opened(
+    tmp_path,
+):
+    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    # fresh hooks of the classes settings.py registers, in its order
+    hooks = [type(hook)() for hook in settings.HOOKS]
+    with pytest.raises(InvalidInput, match="budget"):
+        start_pipeline_run(hooks, uri, budget=-3)
+    assert mlflow.active_run() is None
+    assert not (tmp_path / "mlflow.db").exists()
+
+
+def test_the_input_checks_get_every_parameter_and_the_pipelines(monkeypatch):
+    calls = []
+    monkeypatch.setattr(
+        validation, "check_run_inputs", lambda *arguments: calls.append(arguments)
+    )
+    # a misspelled top-level key that no pipeline reads reaches the checks
+    parameters = {"budget": 5, "time_budjet": 60}
+    hook = InputValidationHook()
+    hook.after_context_created(SimpleNamespace(project_path=str(PROJECT)))
+    hook.before_pipeline_run(
+        {"pipeline_names": ["segor", "posthoc"]},
+        SimpleNamespace(
+            load=lambda name: parameters if name == "parameters" else pytest.fail(name)
+        ),
+    )
+    assert calls == [(["segor", "posthoc"], parameters, PROJECT)]
 
 
 def test_a_resumed_search_is_a_new_run_tagged_with_the_run_it_continues(store):

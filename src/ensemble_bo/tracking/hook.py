@@ -44,7 +44,7 @@ from ensemble_bo.tracking.store import (
     open_experiment,
     resolve_tracking_uri,
 )
-from ensemble_bo.validation import check_run_inputs
+from ensemble_bo.validation import requested_pipelines
 
 logger = logging.getLogger(__name__)
 
@@ -71,17 +71,14 @@ class MlflowTrackingHook:
             for name in sorted(pipeline.inputs())
             if name.startswith("params:")
         }
-        pipeline_names = run_params.get("pipeline_names") or run_params.get(
-            "pipeline_name"
-        )
+        pipeline_names = requested_pipelines(run_params)
         pipeline_name = run_params.get("pipeline_name") or (
             ",".join(run_params.get("pipeline_names") or []) or "__default__"
         )
         # Everything that would stop the run, or stop it from being recorded,
-        # fails here: before a run is opened and before anything is trained.
-        # First the inputs (parameters and raw data) ...
-        check_run_inputs(pipeline_names, parameters, self._project_path)
-        # ... then the store, its artifact folder and the server's reachability.
+        # fails before a run is opened and before anything is trained: the
+        # inputs (InputValidationHook, which runs first), then here the store,
+        # its artifact folder, the server's reachability and the pool sources.
         tracking_uri = resolve_tracking_uri(
             self._config["tracking_uri"], self._project_path
         )
