@@ -331,7 +331,7 @@ def test_the_input_checks_get_every_parameter_and_the_pipelines(monkeypatch):
 def test_a_resumed_search_is_a_new_run_tagged_with_the_run_it_continues(store):
     client, experiment = store
     hook = MlflowTrackingHook()
-    journal = "/project/data/09_checkpoints/segor/abc123"
+    journal = "/project/data/07_model_output/journals/segor/abc123"
     with mlflow.start_run(experiment_id=experiment) as stopped:
         hook._on_event(events.SearchResumable(journal, recorded=0))
     client.set_terminated(stopped.info.run_id, "KILLED")

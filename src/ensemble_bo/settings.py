@@ -5,7 +5,7 @@ import warnings
 from kedro.config import OmegaConfigLoader
 from omegaconf.resolvers import oc
 
-from ensemble_bo.checkpoints import JournalCleanupHook
+from ensemble_bo.journal_cleanup import JournalCleanupHook
 from ensemble_bo.tracking.hook import MlflowTrackingHook
 from ensemble_bo.validation import InputValidationHook
 

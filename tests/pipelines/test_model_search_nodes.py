@@ -59,9 +59,9 @@ def test_the_search_node_runs_the_method_and_publishes_each_iteration(heard, tmp
     method = METHODS["smbo_posthoc"]
     data = model_input(VALUES, "regression")
     settings = blocks_of(method, budget=6)
-    checkpoints = JournalFolder(tmp_path)
+    journals = JournalFolder(tmp_path)
     search = search_node(method)
-    result = search(data, 2, checkpoints, True, **settings)
+    result = search(data, 2, journals, True, **settings)
     again = run_method(method, data, settings, 2)
     assert result.members == again.members
     (resumable,) = [e for e in heard if isinstance(e, events.SearchResumable)]
@@ -75,9 +75,9 @@ def test_the_search_node_runs_the_method_and_publishes_each_iteration(heard, tmp
 
     # the journal holds the 6 trials: the same search again trains none of them
     assert len(TrialJournal(resumable.journal).entries()) == 6
-    assert search(data, 2, checkpoints, True, **settings).trials_reused == 6
+    assert search(data, 2, journals, True, **settings).trials_reused == 6
     # resume=False drops them and trains afresh
-    assert search(data, 2, checkpoints, False, **settings).trials_reused == 0
+    assert search(data, 2, journals, False, **settings).trials_reused == 0
 
 
 def test_a_selection_node_names_its_source_when_the_pool_does_not_fit():

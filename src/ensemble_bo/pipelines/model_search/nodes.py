@@ -48,7 +48,7 @@ def _display_name(blocks: Mapping[str, Any], names: tuple[str, ...]) -> str:
 def search_node(method: Method) -> Callable[..., EnsembleSearchResult]:
     """The node function running `method`: model input and parameter blocks in.
 
-    Its trials are journaled under `checkpoints`, keyed by everything that
+    Its trials are journaled in `journals`, keyed by everything that
     makes the search, so rerunning a stopped run resumes it; `resume=False`
     drops the journal and starts afresh.
     """
@@ -56,14 +56,14 @@ def search_node(method: Method) -> Callable[..., EnsembleSearchResult]:
     def search(
         model_input: ModelInput,
         seed: int,
-        checkpoints: JournalFolder,
+        journals: JournalFolder,
         resume: bool,
         **settings: Any,
     ) -> EnsembleSearchResult:
         key = journal_key(
             method.name, settings, seed, model_input, ensemble_bo.__version__
         )
-        journal = checkpoints.journal(key)
+        journal = journals.journal(key)
         if not resume:
             journal.discard()
         publish(SearchResumable(str(journal.directory), len(journal.entries())))

@@ -29,7 +29,7 @@ def create_pipeline(method: Method, **kwargs) -> Pipeline:
         inputs={
             "model_input": "model_input",
             "seed": "params:seed",
-            "checkpoints": "search_checkpoints",
+            "journals": "search_journals",
             "resume": "params:resume",
             **_params(method.params),
         },
