@@ -3,24 +3,33 @@
 The kinds (conf/base/mlflow.yml, `log_outputs`): params, metrics, a CSV table
 under tables/, a PNG figure under plots/, a markdown text under reports/, a
 pickled pool under pools/, an MLflow sklearn model. A mapping of tables,
-figures or texts (a partitioned output) is logged entry by entry.
+figures or texts (a partitioned output) is logged entry by entry. A search
+that stopped early logs what reporting.SEARCH_REPORTS makes for it.
 """
 
 from __future__ import annotations
 
 import logging
 import math
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
 import mlflow
 import mlflow.sklearn
+import pandas as pd
+from matplotlib.figure import Figure
 
 import ensemble_bo
 from ensemble_bo import provenance
 from ensemble_bo.core.results import EnsembleSearchResult
-from ensemble_bo.reporting import trial_history
+from ensemble_bo.reporting import (
+    FIGURE,
+    METRICS,
+    SEARCH_REPORTS,
+    TABLE,
+    search_reports,
+)
 from ensemble_bo.tracking.pools import log_pickle, log_pool
 
 logger = logging.getLogger(__name__)
@@ -31,6 +40,9 @@ _MAX_PARAM_LENGTH = 6000
 # Packages the logged model needs to load elsewhere (`mlflow models predict`):
 # pinned with everything they depend on, at the versions of this run.
 _MODEL_REQUIREMENTS = ("scikit-learn", "numpy", "pandas", "scipy", "skops")
+# Where a stopped search's reports and pool go, and the title of its figures.
+PARTIAL = "partial"
+STOPPED_TITLE = "stopped search"
 
 
 def flatten(mapping: Mapping[str, Any], prefix: str = "") -> Iterator[tuple[str, Any]]:
@@ -53,30 +65,49 @@ def log_params(parameters: Mapping[str, Any], prefix: str = "") -> None:
         mlflow.log_params(dict(flat[start : start + _PARAMS_PER_BATCH]))
 
 
+def _log_table(table: pd.DataFrame, path: str) -> None:
+    mlflow.log_text(table.to_csv(index=False), f"{path}.csv")
+
+
+def _log_figure(figure: Figure, path: str) -> None:
+    mlflow.log_figure(figure, f"{path}.png")
+
+
+def _log_text(text: Any, path: str) -> None:
+    mlflow.log_text(str(text), f"{path}.md")
+
+
+# The kinds logged as files: the folder each goes under, and how it is written.
+FILE_KINDS: dict[str, tuple[str, Callable[[Any, str], None]]] = {
+    TABLE: ("tables", _log_table),
+    FIGURE: ("plots", _log_figure),
+    "text": ("reports", _log_text),
+}
+
+
 def log_output(
     name: str, data: Any, rule: Mapping[str, Any], input_example: Any = None
 ) -> None:
     """The node output `name` as its rule (mlflow.yml) says; `input_example`: the
-    data a model's example rows come from."""
+    data a model's example rows come from. An output named `<name>#<kind>` (a
+    search's report, reporting.report_dataset) is logged as <name>."""
     kind = rule["as"]
-    if kind in ("table", "figure", "text") and isinstance(data, Mapping):
+    name = name.removesuffix(f"#{kind}")
+    if kind in FILE_KINDS and isinstance(data, Mapping):
         # A partitioned output: each entry under a folder named after it.
         for key, value in sorted(data.items()):
             log_output(f"{name}/{key}", value, rule)
         return
     if kind == "params":
         log_params(data, prefix=f"{name}.")
-    elif kind == "metrics":
+    elif kind == METRICS:
         mlflow.log_metrics(
             {key: float(value) for key, value in flatten(data) if math.isfinite(value)}
         )
-    elif kind == "table":
-        if not (rule.get("skip_empty") and data.empty):
-            mlflow.log_text(data.to_csv(index=False), f"tables/{name}.csv")
-    elif kind == "figure":
-        mlflow.log_figure(data, f"plots/{name}.png")
-    elif kind == "text":
-        mlflow.log_text(str(data), f"reports/{name}.md")
+    elif kind in FILE_KINDS:
+        if not (kind == TABLE and rule.get("skip_empty") and data.empty):
+            folder, write = FILE_KINDS[kind]
+            write(data, f"{folder}/{name}")
     elif kind == "pickle":
         log_pool(name, data)
     elif kind == "model":
@@ -113,16 +144,17 @@ def log_model(name: str, estimator: Any, input_example: Any) -> None:
 
 
 def log_stopped_search(result: EnsembleSearchResult) -> None:
-    """What a search that stopped early had: its trials, under partial/."""
+    """What a search that stopped early had, under partial/: the reports made
+    for a stopped search (reporting.SEARCH_REPORTS) and its pool."""
     mlflow.log_metric("iterations_completed", len(result.history))
-    mlflow.log_text(
-        trial_history(result).to_csv(index=False),
-        "partial/partial_trial_history.csv",
-    )
-    log_pickle(result, "partial", "partial_search_result.pkl")
+    for name, report in search_reports(result, STOPPED_TITLE, stopped=True).items():
+        _, write = FILE_KINDS[SEARCH_REPORTS[name].kind]
+        write(report, f"{PARTIAL}/{PARTIAL}_{name}")
+    log_pickle(result, PARTIAL, f"{PARTIAL}_search_result.pkl")
     logger.warning(
         "%d trained models of the stopped search are saved in MLflow run %s, "
-        "artifacts partial/",
+        "artifacts %s/",
         len(result.pool),
         mlflow.active_run().info.run_id,
+        PARTIAL,
     )
