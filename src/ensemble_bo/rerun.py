@@ -15,9 +15,9 @@
    (reporting.SEARCH_REPORTS: the trial history, i.e. the pool's
    configurations and CV losses, the ensemble composition, a multi-fidelity
    search's rung history; without timings), a benchmark's table of cells
-   (each cell's test and CV loss), every parameter. Identical: exit 0; otherwise a table of the
-   differences and exit 1. A refusal, or a rerun that stopped before it
-   opened a run, exits 2.
+   (each cell's test and CV loss), every parameter. Identical: exit 0;
+   otherwise a table of the differences and exit 1. A refusal, or a rerun
+   that stopped before it opened a run, exits 2.
 
 A posthoc run selected from "the latest run" of a method; its rerun reads the
 very pool the run read (its `pool_source` tag), not today's latest.
