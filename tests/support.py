@@ -290,35 +290,58 @@ def require_chromium(find_chromium) -> None:
 
 
 def start_hook_run(tracking_uri: str, pipeline_name: str = "segor", **changes):
-    """An MlflowTrackingHook that has run before_pipeline_run as Kedro calls it.
+    """An MlflowTrackingHook that has run before_pipeline_run as Kedro calls it:
+    through Kedro's hook manager, after the input checks (InputValidationHook,
+    registered first, so called last unless it runs `tryfirst`).
 
     For the registered pipeline, reading the project's default parameters
     (with `changes`) and its bundled data; the run is the active MLflow run.
     """
+    from ensemble_bo.tracking.hook import MlflowTrackingHook  # noqa: PLC0415
+    from ensemble_bo.validation import InputValidationHook  # noqa: PLC0415
+
+    hook = MlflowTrackingHook()
+    start_pipeline_run(
+        [InputValidationHook(), hook], tracking_uri, pipeline_name, **changes
+    )
+    return hook
+
+
+def start_pipeline_run(
+    hooks: list, tracking_uri: str, pipeline_name: str = "segor", **changes
+) -> None:
+    """Register `hooks` in a Kedro hook manager, in this order, and call their
+    after_context_created and before_pipeline_run as `kedro run` does."""
     from types import SimpleNamespace  # noqa: PLC0415
+
+    from kedro.framework.hooks.manager import (  # noqa: PLC0415
+        _create_hook_manager,
+        _register_hooks,
+    )
 
     from ensemble_bo.api import default_parameters  # noqa: PLC0415
     from ensemble_bo.pipeline_registry import register_pipelines  # noqa: PLC0415
-    from ensemble_bo.tracking import MlflowTrackingHook  # noqa: PLC0415
 
     parameters = {**default_parameters(), **changes}
-    hook = MlflowTrackingHook()
-    hook._config = {
+    manager = _create_hook_manager()
+    _register_hooks(manager, hooks)
+    config = {
         "tracking_uri": tracking_uri,
         "experiment_name": "ensemble_bo",
         "log_outputs": {"*_test_metrics": {"as": "metrics"}},
     }
-    hook._project_path = PROJECT
-    hook.before_pipeline_run(
-        {"pipeline_names": [pipeline_name]},
-        register_pipelines()[pipeline_name],
-        SimpleNamespace(
+    manager.hook.after_context_created(
+        context=SimpleNamespace(config_loader={"mlflow": config}, project_path=PROJECT)
+    )
+    manager.hook.before_pipeline_run(
+        run_params={"pipeline_names": [pipeline_name]},
+        pipeline=register_pipelines()[pipeline_name],
+        catalog=SimpleNamespace(
             load=lambda name: parameters
             if name == "parameters"
             else parameters[name.removeprefix("params:")]
         ),
     )
-    return hook
 
 
 class RecordingRetargets:

@@ -1,6 +1,6 @@
 """Every bad input is refused before anything is trained, with a message naming it.
 
-`check_run_inputs` (what the tracking hook runs before it opens an MLflow run)
+`check_run_inputs` (what InputValidationHook runs before an MLflow run opens)
 is given a project folder with the bad file or the bad parameter; each case
 names the value, where it is and what to do, and no model is trained (the
 evaluator is replaced by one that fails the test). The dataset cases are

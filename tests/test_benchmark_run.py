@@ -107,7 +107,7 @@ def stored_cells(project: Path) -> list[Path]:
 
 def journaled_trials(project: Path) -> dict[str, int]:
     """Cell key -> trials its search journaled so far."""
-    folder = project / "data" / "07_model_output" / "checkpoints"
+    folder = project / "data" / "07_model_output" / "journals"
     return {
         journal.name: len(list(journal.glob("trial_*.pkl")))
         for journal in folder.glob("*")

@@ -3,8 +3,8 @@
 `sha256` in the manifest is the sha256 of each file's bytes (ensemble_bo.manifest).
 The real check is `test_every_bundled_csv_matches_its_manifest_entry`; the others
 work on a copy of data/01_raw in a temporary project: a changed listed file is
-refused by `check_run_inputs` (what the tracking hook runs before an MLflow run
-is opened) with a message naming the file, the manifest and the ways out; an
+refused by `check_run_inputs` (what InputValidationHook runs before an MLflow
+run is opened) with a message naming the file, the manifest and the ways out; an
 unlisted file passes; a broken manifest is named; scripts/write_manifest.py
 reproduces the committed manifest.
 """

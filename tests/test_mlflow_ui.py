@@ -13,7 +13,7 @@ import pytest
 from mlflow.tracking import MlflowClient
 
 from ensemble_bo.summary import ui_address
-from ensemble_bo.tracking import EXPERIMENT_KIND, EXPERIMENT_KIND_TAG
+from ensemble_bo.tracking.store import EXPERIMENT_KIND, EXPERIMENT_KIND_TAG
 from tests.support import load_browser_pages, require_chromium, start_hook_run
 
 browser_pages = load_browser_pages()

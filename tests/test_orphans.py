@@ -15,16 +15,16 @@ import sys
 import pytest
 from mlflow.tracking import MlflowClient
 
-from ensemble_bo.tracking import (
+from ensemble_bo.tracking.liveness import (
     HOST_TAG,
     KILLED_TAG,
     PID_TAG,
     START_TAG,
     mark_dead_runs_killed,
-    open_experiment,
     process_is_gone,
     process_tags,
 )
+from ensemble_bo.tracking.store import open_experiment
 from tests.support import (
     CHEAP_SEGOR,
     KEDRO,

@@ -64,7 +64,7 @@ def test_each_method_s_pipeline_searches_with_its_own_blocks(name):
         "model_input",
         "params:seed",
         "params:resume",
-        "search_checkpoints",
+        "search_journals",
         *(f"params:{block}" for block in method.params),
     }
     assert search.outputs == [f"{name}_search_result"]

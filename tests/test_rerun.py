@@ -34,7 +34,7 @@ from ensemble_bo.rerun import (
     recorded_launch,
     time_budget_note,
 )
-from ensemble_bo.tracking import RUNTIME_PARAMS_ARTIFACT
+from ensemble_bo.tracking.run_tags import RUNTIME_PARAMS_ARTIFACT
 from tests.support import CHEAP_SEGOR, git, git_project, kedro_env
 
 PARAMS = f"dataset=cpu_performance,budget=6,segor.optimizer.n_initial=3,{CHEAP_SEGOR}"

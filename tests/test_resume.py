@@ -57,7 +57,7 @@ def command(project: Path) -> dict:
 
 def trial_files(project: Path) -> dict[str, int]:
     """Journaled trial files -> their modification time (ns)."""
-    folder = project / "data" / "07_model_output" / "checkpoints"
+    folder = project / "data" / "07_model_output" / "journals"
     return {
         str(f.relative_to(folder)): f.stat().st_mtime_ns
         for f in folder.rglob("trial_*.pkl")

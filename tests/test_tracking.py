@@ -7,6 +7,7 @@ import re
 import socket
 import subprocess
 import sys
+from types import SimpleNamespace
 
 import mlflow
 import numpy as np
@@ -16,7 +17,7 @@ from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 from mlflow.tracking import MlflowClient
 
-from ensemble_bo import events
+from ensemble_bo import events, settings, validation
 from ensemble_bo.core.pool import Pool
 from ensemble_bo.core.results import (
     EnsembleSearchResult,
@@ -25,25 +26,25 @@ from ensemble_bo.core.results import (
 )
 from ensemble_bo.core.trials import TrialResult
 from ensemble_bo.core.validation import InvalidInput
-from ensemble_bo.tracking import (
+from ensemble_bo.tracking.artifacts import flatten, log_output
+from ensemble_bo.tracking.hook import MlflowTrackingHook
+from ensemble_bo.tracking.liveness import HOST_TAG, PID_TAG
+from ensemble_bo.tracking.pools import PoolNotFound, check_pool_sources, find_pool
+from ensemble_bo.tracking.run_tags import (
     EXTRA_TAGS_VARIABLE,
-    HOST_TAG,
     JOURNAL_TAG,
-    PID_TAG,
     RESUMED_RUN_TAG,
     RESUMED_TRIALS_TAG,
-    MlflowTrackingHook,
-    PoolNotFound,
-    TrackingStoreError,
-    check_pool_sources,
-    find_pool,
-    flatten,
     launcher_tags,
-    open_experiment,
-    resolve_tracking_uri,
     run_tags,
 )
-from tests.support import PROJECT, start_hook_run
+from ensemble_bo.tracking.store import (
+    TrackingStoreError,
+    open_experiment,
+    resolve_tracking_uri,
+)
+from ensemble_bo.validation import InputValidationHook
+from tests.support import PROJECT, start_hook_run, start_pipeline_run
 
 
 @pytest.fixture
@@ -228,13 +229,12 @@ def test_partitioned_outputs_are_logged_entry_by_entry(store):
     figure = Figure()
     FigureCanvasAgg(figure)
     figure.add_subplot().plot([1, 2])
-    hook = MlflowTrackingHook()
     with mlflow.start_run(experiment_id=experiment) as run:
-        hook._log_output(
+        log_output(
             "bench_tables", {"space/losses": pd.DataFrame({"a": [1]})}, {"as": "table"}
         )
-        hook._log_output("bench_reports", {"space/report": "# hi"}, {"as": "text"})
-        hook._log_output("bench_figures", {"space/cd": figure}, {"as": "figure"})
+        log_output("bench_reports", {"space/report": "# hi"}, {"as": "text"})
+        log_output("bench_figures", {"space/cd": figure}, {"as": "figure"})
     paths = set()
     for folder in (
         "tables/bench_tables/space",
@@ -299,10 +299,40 @@ def test_bad_inputs_stop_the_hook_before_the_store_is_even_opened(tmp_path):
     assert not (tmp_path / "mlflow.db").exists()
 
 
+def test_the_projects_hooks_check_the_inputs_before_a_store_or_run_is_opened(
+    tmp_path,
+):
+    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    # fresh hooks of the classes settings.py registers, in its order
+    hooks = [type(hook)() for hook in settings.HOOKS]
+    with pytest.raises(InvalidInput, match="budget"):
+        start_pipeline_run(hooks, uri, budget=-3)
+    assert mlflow.active_run() is None
+    assert not (tmp_path / "mlflow.db").exists()
+
+
+def test_the_input_checks_get_every_parameter_and_the_pipelines(monkeypatch):
+    calls = []
+    monkeypatch.setattr(
+        validation, "check_run_inputs", lambda *arguments: calls.append(arguments)
+    )
+    # a misspelled top-level key that no pipeline reads reaches the checks
+    parameters = {"budget": 5, "time_budjet": 60}
+    hook = InputValidationHook()
+    hook.after_context_created(SimpleNamespace(project_path=str(PROJECT)))
+    hook.before_pipeline_run(
+        {"pipeline_names": ["segor", "posthoc"]},
+        SimpleNamespace(
+            load=lambda name: parameters if name == "parameters" else pytest.fail(name)
+        ),
+    )
+    assert calls == [(["segor", "posthoc"], parameters, PROJECT)]
+
+
 def test_a_resumed_search_is_a_new_run_tagged_with_the_run_it_continues(store):
     client, experiment = store
     hook = MlflowTrackingHook()
-    journal = "/project/data/09_checkpoints/segor/abc123"
+    journal = "/project/data/07_model_output/journals/segor/abc123"
     with mlflow.start_run(experiment_id=experiment) as stopped:
         hook._on_event(events.SearchResumable(journal, recorded=0))
     client.set_terminated(stopped.info.run_id, "KILLED")

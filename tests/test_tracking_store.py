@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 from mlflow.tracking import MlflowClient
 
-from ensemble_bo.tracking import (
+from ensemble_bo.tracking.store import (
     EXPERIMENT_KIND,
     EXPERIMENT_KIND_TAG,
     TrackingStoreError,
@@ -199,7 +199,7 @@ PERMISSION_CASES = (
 # Run where root, too, is refused read-only files (tests.support.respect_file_permissions).
 _CHECK_STORES = """
 import json, sys
-from ensemble_bo.tracking import TrackingStoreError, open_experiment
+from ensemble_bo.tracking.store import TrackingStoreError, open_experiment
 results = {}
 for case, uri in json.loads(sys.argv[1]).items():
     try:

@@ -35,7 +35,7 @@ from ensemble_bo.rerun import (
     tracking_store,
 )
 from ensemble_bo.scheduled import SCHEDULE, read_schedule, run_schedule
-from ensemble_bo.tracking import display_uri
+from ensemble_bo.tracking.store import display_uri
 
 PACKAGE = __name__.rpartition(".")[0]
 LOGGING_FILE = Path("conf") / "logging.yml"

@@ -1,4 +1,4 @@
-"""Events of a run, published by the pipelines and heard by trackers (tracking.py).
+"""Events of a run, published by the pipelines and heard by trackers (the tracking hook).
 
 A search's node publishes each iteration as it ends (`IterationEnded`) and
 where its trials are journaled (`SearchResumable`), the benchmark each finished

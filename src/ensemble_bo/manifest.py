@@ -12,7 +12,7 @@ Why the file's bytes, not its parsed table: a user can verify a hash with
 depend on how a pandas version parses the file (dtypes, float formatting,
 text columns). The content fingerprint runs log as `dataset_info.fingerprint`
 (`core.preparation.dataset_fingerprint`) is another thing: it keys
-checkpoints and journals by the table the run used, whatever file it came from.
+the trial journals by the table the run used, whatever file it came from.
 
 The manifest is read by file name (`file`, e.g. `diabetes.csv`): that is what
 a path on disk gives, and the dataset name is the file's stem anyway. Files

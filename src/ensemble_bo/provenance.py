@@ -1,7 +1,7 @@
 """What a run needs to be reproduced: the code's state, the environment, the lock.
 
 Read from git, the interpreter and the project's files (no Kedro or MLflow):
-tracking.py logs it as tags of each run, and `ensemble-bo rerun` (rerun.py)
+the tracking hook logs it as tags of each run, and `ensemble-bo rerun` (rerun.py)
 compares a past run's tags with what is here now.
 """
 

@@ -1,5 +1,9 @@
 """Tables and figures of a finished search and of a benchmark (no Kedro, no MLflow).
 
+SEARCH_REPORTS declares what every search reports, once: the report node's
+outputs, the files under data/08_reporting, the MLflow artifacts, what a
+stopped search leaves and what a rerun compares all follow from it.
+
 Figures are `matplotlib.figure.Figure` objects on the Agg canvas, made without
 pyplot: importing this module leaves the caller's matplotlib backend alone
 (a notebook keeps its own), and no figure piles up in pyplot's state.
@@ -8,7 +12,9 @@ pyplot: importing this module leaves the caller's matplotlib backend alone
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -163,6 +169,73 @@ def diversity_heatmap(result: EnsembleSearchResult, title: str) -> Figure:
     axes.set_title(title)
     figure.colorbar(image, ax=axes, label=label)
     return figure
+
+
+# --- a search's reports ---------------------------------------------------------------
+
+# What a report is, and so how it is written under data/08_reporting and logged
+# to MLflow: a CSV table (tables/), a PNG figure (plots/), or metrics
+# ({name: value}, a JSON file and the run's metrics).
+TABLE = "table"
+FIGURE = "figure"
+METRICS = "metrics"
+
+
+@dataclass(frozen=True)
+class SearchReport:
+    """One report of a search, made from its result and its title.
+
+    In `kedro run` it is an output of the search's report node, the dataset
+    `<method>_<name>#<kind>` (report_dataset): the catalog's pattern for its
+    kind writes the file, data/08_reporting/<method>_<name>.<csv|png|json>,
+    and the tracking hook logs it by kind (conf/base/mlflow.yml), e.g.
+    tables/<method>_<name>.csv. `ensemble-bo rerun` compares every table.
+    `of_stopped_search`: also made for a search that stopped early, and logged
+    as partial/partial_<name>.<csv|png> (tables and figures only).
+    """
+
+    kind: str
+    make: Callable[[EnsembleSearchResult, str], Any]
+    of_stopped_search: bool = False
+
+
+# Every report of a search, by name: adding one here adds its node output, its
+# file and its MLflow artifact (and, for a table, its comparison by a rerun).
+SEARCH_REPORTS: dict[str, SearchReport] = {
+    "trial_history": SearchReport(
+        TABLE, lambda result, _: trial_history(result), of_stopped_search=True
+    ),
+    # empty without a fidelity schedule (then written with its header only,
+    # and not logged)
+    "rung_history": SearchReport(TABLE, lambda result, _: rung_history(result)),
+    "ensemble_composition": SearchReport(
+        TABLE, lambda result, _: ensemble_composition(result)
+    ),
+    "convergence_plot": SearchReport(FIGURE, convergence_plot),
+    "diversity_heatmap": SearchReport(
+        FIGURE,
+        lambda result, title: diversity_heatmap(result, f"Ensemble diversity, {title}"),
+    ),
+    "diversity": SearchReport(METRICS, lambda result, _: result.diversity()),
+}
+
+
+def report_dataset(method: str, name: str) -> str:
+    """The catalog name of `method`'s report `name`: the name it has in data/
+    and in MLflow, `#`, its kind (which the catalog's patterns match)."""
+    return f"{method}_{name}#{SEARCH_REPORTS[name].kind}"
+
+
+def search_reports(
+    result: EnsembleSearchResult, title: str, stopped: bool = False
+) -> dict[str, Any]:
+    """Every declared report of `result` by name (stopped: only those made for
+    a search that stopped early)."""
+    return {
+        name: report.make(result, title)
+        for name, report in SEARCH_REPORTS.items()
+        if report.of_stopped_search or not stopped
+    }
 
 
 # --- the benchmark report ------------------------------------------------------------

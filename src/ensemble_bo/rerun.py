@@ -11,18 +11,19 @@
    data git does not track are taken from the project), runs the same
    pipelines with the same Kedro env and `--params` overrides in a new process
    against the same store and experiment, tagged `rerun_of=<RUN_ID>`.
-4. Compares the two runs: every `test_*` metric, every ensemble composition
-   and trial history table (the pool: configurations and CV losses, without
-   timings), a benchmark's table of cells (each cell's test and CV loss),
-   every parameter. Identical: exit 0; otherwise a table of the
-   differences and exit 1. A refusal, or a rerun that stopped before it
-   opened a run, exits 2.
+4. Compares the two runs: every `test_*` metric, every table a search reports
+   (reporting.SEARCH_REPORTS: the trial history, i.e. the pool's
+   configurations and CV losses, the ensemble composition, a multi-fidelity
+   search's rung history; without timings), a benchmark's table of cells
+   (each cell's test and CV loss), every parameter. Identical: exit 0;
+   otherwise a table of the differences and exit 1. A refusal, or a rerun
+   that stopped before it opened a run, exits 2.
 
 A posthoc run selected from "the latest run" of a method; its rerun reads the
 very pool the run read (its `pool_source` tag), not today's latest.
 
 Reads the store with MlflowClient; the runs themselves are logged by the
-tracking hook (tracking.py) of the process this module starts.
+tracking hook (tracking/hook.py) of the process this module starts.
 """
 
 from __future__ import annotations
@@ -48,32 +49,26 @@ from mlflow.entities import Run, ViewType
 from mlflow.tracking import MlflowClient
 
 from ensemble_bo import provenance
+from ensemble_bo.reporting import SEARCH_REPORTS, TABLE
 from ensemble_bo.settings import CONFIG_LOADER_ARGS
-from ensemble_bo.tracking import (
+from ensemble_bo.tracking.pools import POOL_SOURCE_TAG, latest_finished_run
+from ensemble_bo.tracking.run_tags import (
     DATA_FILE_TAG,
     DATA_SHA256_TAG,
     ENV_TAG,
     EXTRA_TAGS_VARIABLE,
     PARTIAL_RUN_TAG,
     PIPELINE_TAG,
-    POOL_SOURCE_TAG,
     RERUN_OF_TAG,
     RUNTIME_PARAMS_ARTIFACT,
-    display_uri,
-    latest_finished_run,
-    resolve_tracking_uri,
 )
+from ensemble_bo.tracking.store import display_uri, resolve_tracking_uri
 from ensemble_bo.validation import RAW_DATA
 
 # A unique id per launch, to find the run a launched process opened.
 LAUNCH_TAG = "launch.id"
 RESULT_TABLES = "tables"
-COMPARED_TABLES = (
-    "ensemble_composition",
-    "trial_history",
-    "rung_history",
-    "benchmark_tables/cells",
-)
+BENCHMARK_CELLS = f"{RESULT_TABLES}/benchmark_tables/cells.csv"
 # Exit codes of `ensemble-bo rerun` (0: reproduced).
 DIFFERENT = 1
 REFUSED = 2
@@ -356,14 +351,32 @@ def _artifact_files(client: MlflowClient, run_id: str, folder: str) -> Iterator[
             yield artifact.path
 
 
+def is_compared(path: str) -> bool:
+    """Whether a rerun compares the table at artifact path `path`: every table a
+    search reports (reporting.SEARCH_REPORTS, tables/<method>_<report>.csv)
+    and a benchmark's cells."""
+    folder, _, file = path.rpartition("/")
+    return path == BENCHMARK_CELLS or (
+        folder == RESULT_TABLES
+        and file.endswith(
+            tuple(
+                f"_{name}.csv"
+                for name, report in SEARCH_REPORTS.items()
+                if report.kind == TABLE
+            )
+        )
+    )
+
+
 def result_tables(client: MlflowClient, run_id: str) -> dict[str, pd.DataFrame]:
-    """The run's ensemble compositions, trial histories (its pool: every
-    configuration and its CV losses), a multi-fidelity search's rung histories
-    and a benchmark's cells, by artifact path, without timings."""
+    """The run's compared tables (is_compared): a search's trial history (its
+    pool: every configuration and its CV losses), ensemble composition and a
+    multi-fidelity search's rung history, a benchmark's cells; by artifact
+    path, without timings."""
     tables = {}
     with tempfile.TemporaryDirectory() as directory:
         for path in _artifact_files(client, run_id, RESULT_TABLES):
-            if any(kind in path for kind in COMPARED_TABLES):
+            if is_compared(path):
                 table = pd.read_csv(client.download_artifacts(run_id, path, directory))
                 tables[path] = table.drop(
                     columns=[c for c in table.columns if c.endswith("_seconds")]

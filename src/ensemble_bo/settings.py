@@ -5,10 +5,13 @@ import warnings
 from kedro.config import OmegaConfigLoader
 from omegaconf.resolvers import oc
 
-from ensemble_bo.checkpoints import JournalCleanupHook
-from ensemble_bo.tracking import MlflowTrackingHook
+from ensemble_bo.journal_cleanup import JournalCleanupHook
+from ensemble_bo.tracking.hook import MlflowTrackingHook
+from ensemble_bo.validation import InputValidationHook
 
-HOOKS = (MlflowTrackingHook(), JournalCleanupHook())
+# InputValidationHook checks the inputs first (tryfirst), before the tracking
+# hook opens the store and an MLflow run.
+HOOKS = (InputValidationHook(), MlflowTrackingHook(), JournalCleanupHook())
 # No usage data leaves a run: `.telemetry` (consent: false) in the project root
 # turns kedro-telemetry off for every `kedro` command; its project hooks also go.
 # kedro-viz (a dev tool) would otherwise write .viz/ stats on every run.

@@ -1,21 +1,24 @@
 """Checks of a `kedro run`'s inputs, before an MLflow run is opened or a model trained.
 
-`check_run_inputs(pipelines, parameters, project_path)` is what the tracking
-hook calls first in `before_pipeline_run`: for the pipelines about to run, it
-checks the parameters they read (core.validation: budget, seed, the method's
-blocks, every model space, the SEGOR variant grammar, ...), loads their raw
-datasets from data/01_raw and checks them as the data_processing pipeline
-will (core.preparation.validate_dataset: empty file, duplicate columns,
-missing target, a target that is constant or neither numbers nor labels,
-features without values or with infinities, folds and classes too small...),
-checks that the method serves the data's task and its model space fits it,
-and for `posthoc` that the pool it selects from is named properly. The first
-problem raises `InvalidInput`, whose message names the bad value, where it is
-(parameter path or file) and what to do. Nothing is trained: a few CSV reads
-and parameter checks, well under a second for the bundled datasets.
+`InputValidationHook` runs `check_run_inputs(pipelines, parameters,
+project_path)` before any other hook's `before_pipeline_run` (so before the
+tracking hook opens the store or a run): for the pipelines about to run, it
+checks the run's merged parameters (core.validation: budget, seed, the
+method's blocks, every model's search space, the SEGOR variant grammar, ...),
+loads their raw datasets from data/01_raw and checks them as the
+data_processing pipeline will (core.preparation.validate_dataset: empty file,
+duplicate columns, missing target, a target that is constant or neither
+numbers nor labels, features without values or with infinities, folds and
+classes too small...), checks that the method serves the data's task and its
+model's search space fits it, and for `posthoc` that the pool it selects from
+is named properly. The first problem raises `InvalidInput`, whose message
+names the bad value, where it is (parameter path or file) and what to do.
+Nothing is trained: a few CSV reads and parameter checks, well under a second
+for the bundled datasets.
 
 The file locations are the catalog's (conf/base/catalog.yml): raw datasets
-are data/01_raw/<name>.csv; pools are read from MLflow.
+are data/01_raw/<name>.csv; pools are read from MLflow (whether the store
+has the pool is checked by the tracking hook once the store is open).
 """
 
 from __future__ import annotations
@@ -26,6 +29,7 @@ from pathlib import Path
 from typing import Any
 
 import pandas as pd
+from kedro.framework.hooks import hook_impl
 
 from ensemble_bo.core.grid import grid_cells, parse_settings
 from ensemble_bo.core.methods import (
@@ -47,7 +51,7 @@ from ensemble_bo.core.validation import (
 from ensemble_bo.manifest import check_raw_file
 
 RAW_DATA = Path("data") / "01_raw"
-RUNS_PREFIX = "runs:/"  # posthoc_source=runs:/<run id> (tracking.find_pool)
+RUNS_PREFIX = "runs:/"  # posthoc_source=runs:/<run id> (tracking.pools.find_pool)
 # Pipelines that are neither a method nor a saved-pool selection.
 DATA_PROCESSING = "data_processing"
 BENCHMARK = "benchmark"
@@ -146,6 +150,36 @@ def check_raw_dataset(
         raise InvalidInput(f"{error} [{shown_path}]") from None
 
 
+def requested_pipelines(run_params: Mapping[str, Any]) -> str | list[str] | None:
+    """The pipelines a `kedro run` was asked for (Kedro's run_params; None: the
+    default pipeline)."""
+    return run_params.get("pipeline_names") or run_params.get("pipeline_name")
+
+
+class InputValidationHook:
+    """Refuses a run whose inputs are bad, before any other hook opens anything.
+
+    `tryfirst`: pluggy calls the hooks registered last first, so without it
+    the order of settings.HOOKS would decide whether the tracking hook opens
+    its store and run before the inputs are checked.
+    """
+
+    def __init__(self) -> None:
+        self._project_path = Path.cwd()
+
+    @hook_impl
+    def after_context_created(self, context) -> None:
+        self._project_path = Path(context.project_path)
+
+    @hook_impl(tryfirst=True)
+    def before_pipeline_run(self, run_params: dict[str, Any], catalog) -> None:
+        check_run_inputs(
+            requested_pipelines(run_params),
+            catalog.load("parameters"),
+            self._project_path,
+        )
+
+
 def _pipeline_names(pipelines: str | Sequence[str] | None) -> list[str]:
     if pipelines is None:
         names = [DEFAULT]
@@ -180,9 +214,10 @@ def check_run_inputs(
     """Check everything `kedro run --pipelines=<pipelines>` will read, or InvalidInput.
 
     pipelines: the pipeline name(s) being run (None or `__default__`: the
-    default method); parameters: the resolved Kedro parameters, by name (at
-    least those the pipelines read, as `params:<name>` inputs); project_path:
-    the Kedro project's root, where data/ is.
+    default method); parameters: the run's merged Kedro parameters, every
+    top-level key (conf/base, the env's, `--params`), as
+    `catalog.load("parameters")` gives them; project_path: the Kedro
+    project's root, where data/ is.
     """
     project_path = Path(project_path)
     raw_data = project_path / RAW_DATA
@@ -239,7 +274,7 @@ def _check_saved_pool(
     """The pool a selection pipeline reads is named properly: a method or a run.
 
     Whether the tracking store has it is checked by the tracking hook
-    (tracking.check_pool_sources), once the store is open.
+    (tracking.pools.check_pool_sources), once the store is open.
     """
     parameter = f"{name}_source"
     _require(parameters, parameter)

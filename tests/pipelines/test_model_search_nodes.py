@@ -15,6 +15,7 @@ from ensemble_bo.pipelines.model_search.nodes import (
     search_node,
     selection_node,
 )
+from ensemble_bo.reporting import SEARCH_REPORTS
 from tests.support import cheap_parameters
 
 CONF = cheap_parameters()  # the regression searches: the cheap tree
@@ -59,9 +60,9 @@ def test_the_search_node_runs_the_method_and_publishes_each_iteration(heard, tmp
     method = METHODS["smbo_posthoc"]
     data = model_input(VALUES, "regression")
     settings = blocks_of(method, budget=6)
-    checkpoints = JournalFolder(tmp_path)
+    journals = JournalFolder(tmp_path)
     search = search_node(method)
-    result = search(data, 2, checkpoints, True, **settings)
+    result = search(data, 2, journals, True, **settings)
     again = run_method(method, data, settings, 2)
     assert result.members == again.members
     (resumable,) = [e for e in heard if isinstance(e, events.SearchResumable)]
@@ -75,9 +76,9 @@ def test_the_search_node_runs_the_method_and_publishes_each_iteration(heard, tmp
 
     # the journal holds the 6 trials: the same search again trains none of them
     assert len(TrialJournal(resumable.journal).entries()) == 6
-    assert search(data, 2, checkpoints, True, **settings).trials_reused == 6
+    assert search(data, 2, journals, True, **settings).trials_reused == 6
     # resume=False drops them and trains afresh
-    assert search(data, 2, checkpoints, False, **settings).trials_reused == 0
+    assert search(data, 2, journals, False, **settings).trials_reused == 0
 
 
 def test_a_selection_node_names_its_source_when_the_pool_does_not_fit():
@@ -134,9 +135,23 @@ def test_reports_carry_the_labels_of_the_search_and_its_selection():
     data = model_input(VALUES, "regression")
     result = run_method("segor", data, blocks_of(METHODS["segor"], 4), 0)
     report = report_node(("smbo", "posthoc"))
-    history, rungs, composition, convergence, heatmap, diversity = report(
-        result, data, smbo=CONF["smbo"], posthoc=CONF["posthoc"]
+    reports = report(result, data, smbo=CONF["smbo"], posthoc=CONF["posthoc"])
+    history, rungs, composition, convergence = (
+        reports[name]
+        for name in (
+            "trial_history",
+            "rung_history",
+            "ensemble_composition",
+            "convergence_plot",
+        )
     )
     assert convergence.axes[0].get_title() == "SMBO + post-hoc on toy"
     assert len(history) == 4 and rungs.empty  # no fidelity schedule
     assert composition["weight"].sum() == pytest.approx(1.0)
+    # every declared report, the heatmap titled like the convergence plot
+    assert set(reports) == set(SEARCH_REPORTS)
+    assert (
+        reports["diversity_heatmap"].axes[0].get_title()
+        == "Ensemble diversity, SMBO + post-hoc on toy"
+    )
+    assert set(reports["diversity"]) == {"ensemble_mutual_information"}

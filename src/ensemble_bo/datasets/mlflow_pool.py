@@ -6,11 +6,11 @@ from typing import Any
 
 from kedro.io import AbstractDataset
 
-from ensemble_bo.tracking import load_pool
+from ensemble_bo.tracking.pools import load_pool
 
 
 class MlflowPoolDataset(AbstractDataset[None, Any]):
-    """`load()` downloads the pool `source` names (tracking.find_pool) from the
+    """`load()` downloads the pool `source` names (tracking.pools.find_pool) from the
     tracking store of the active run: a method's name or `runs:/<run id>`."""
 
     def __init__(self, source: str, metadata: dict[str, Any] | None = None) -> None:

@@ -11,7 +11,6 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 import pandas as pd
-from matplotlib.figure import Figure
 from sklearn.base import BaseEstimator
 
 import ensemble_bo
@@ -23,13 +22,7 @@ from ensemble_bo.core.results import EnsembleSearchResult
 from ensemble_bo.core.validation import multi_fidelity
 from ensemble_bo.events import SearchResumable, publish, publish_iteration
 from ensemble_bo.pipelines.progress import progress_bar
-from ensemble_bo.reporting import (
-    convergence_plot,
-    diversity_heatmap,
-    ensemble_composition,
-    rung_history,
-    trial_history,
-)
+from ensemble_bo.reporting import search_reports
 
 
 def display_name_blocks(method: Method) -> tuple[str, ...]:
@@ -48,7 +41,7 @@ def _display_name(blocks: Mapping[str, Any], names: tuple[str, ...]) -> str:
 def search_node(method: Method) -> Callable[..., EnsembleSearchResult]:
     """The node function running `method`: model input and parameter blocks in.
 
-    Its trials are journaled under `checkpoints`, keyed by everything that
+    Its trials are journaled in `journals`, keyed by everything that
     makes the search, so rerunning a stopped run resumes it; `resume=False`
     drops the journal and starts afresh.
     """
@@ -56,14 +49,14 @@ def search_node(method: Method) -> Callable[..., EnsembleSearchResult]:
     def search(
         model_input: ModelInput,
         seed: int,
-        checkpoints: JournalFolder,
+        journals: JournalFolder,
         resume: bool,
         **settings: Any,
     ) -> EnsembleSearchResult:
         key = journal_key(
             method.name, settings, seed, model_input, ensemble_bo.__version__
         )
-        journal = checkpoints.journal(key)
+        journal = journals.journal(key)
         if not resume:
             journal.discard()
         publish(SearchResumable(str(journal.directory), len(journal.entries())))
@@ -148,29 +141,14 @@ def refit_and_score(
     return model, metrics
 
 
-def report_node(
-    names: tuple[str, ...],
-) -> Callable[
-    ...,
-    tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame, Figure, Figure, dict[str, float]],
-]:
+def report_node(names: tuple[str, ...]) -> Callable[..., dict[str, Any]]:
     """The node function reporting a search; the parameter blocks `names` give its title."""
 
     def report_search(
         search_result: EnsembleSearchResult, model_input: ModelInput, **blocks: Any
-    ) -> tuple[
-        pd.DataFrame, pd.DataFrame, pd.DataFrame, Figure, Figure, dict[str, float]
-    ]:
-        """Trial history, a multi-fidelity search's rung evaluations, ensemble
-        composition, convergence plot, diversity heatmap, MI."""
+    ) -> dict[str, Any]:
+        """Every declared report of the search (reporting.SEARCH_REPORTS), by name."""
         title = f"{_display_name(blocks, names)} on {model_input.name}"
-        return (
-            trial_history(search_result),
-            rung_history(search_result),
-            ensemble_composition(search_result),
-            convergence_plot(search_result, title),
-            diversity_heatmap(search_result, f"Ensemble diversity, {title}"),
-            search_result.diversity(),
-        )
+        return search_reports(search_result, title)
 
     return report_search

@@ -3,12 +3,14 @@
 `create_pipeline(method)`: the method's search (and selection stage), then the
 refit, the test scores and the reports. `create_selection_pipeline(selection)`:
 a selection stage over the pool an earlier run saved (`<name>_source`). Each
-writes `<name>_*` datasets (see the catalog's dataset factories).
+writes `<name>_*` datasets and its reports, `<name>_<report>#<kind>` for each
+of reporting.SEARCH_REPORTS (see the catalog's dataset factories).
 """
 
 from kedro.pipeline import Node, Pipeline
 
 from ensemble_bo.core.methods import Method, Selection
+from ensemble_bo.reporting import SEARCH_REPORTS, report_dataset
 
 from .nodes import (
     display_name_blocks,
@@ -29,7 +31,7 @@ def create_pipeline(method: Method, **kwargs) -> Pipeline:
         inputs={
             "model_input": "model_input",
             "seed": "params:seed",
-            "checkpoints": "search_checkpoints",
+            "journals": "search_journals",
             "resume": "params:resume",
             **_params(method.params),
         },
@@ -82,14 +84,9 @@ def _refit_and_report(name: str, display_name_blocks: tuple[str, ...]) -> Pipeli
                     "model_input": "model_input",
                     **_params(display_name_blocks),
                 },
-                outputs=[
-                    f"{name}_trial_history",
-                    f"{name}_rung_history",
-                    f"{name}_ensemble_composition",
-                    f"{name}_convergence_plot",
-                    f"{name}_diversity_heatmap",
-                    f"{name}_diversity",
-                ],
+                outputs={
+                    report: report_dataset(name, report) for report in SEARCH_REPORTS
+                },
                 name=f"{name}_report",
             ),
         ]

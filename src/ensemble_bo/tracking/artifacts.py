@@ -1,0 +1,160 @@
+"""Logging node outputs to the active MLflow run, by kind.
+
+The kinds (conf/base/mlflow.yml, `log_outputs`): params, metrics, a CSV table
+under tables/, a PNG figure under plots/, a markdown text under reports/, a
+pickled pool under pools/, an MLflow sklearn model. A mapping of tables,
+figures or texts (a partitioned output) is logged entry by entry. A search
+that stopped early logs what reporting.SEARCH_REPORTS makes for it.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+from collections.abc import Callable, Iterator, Mapping
+from pathlib import Path
+from typing import Any
+
+import mlflow
+import mlflow.sklearn
+import pandas as pd
+from matplotlib.figure import Figure
+
+import ensemble_bo
+from ensemble_bo import provenance
+from ensemble_bo.core.results import EnsembleSearchResult
+from ensemble_bo.reporting import (
+    FIGURE,
+    METRICS,
+    SEARCH_REPORTS,
+    TABLE,
+    search_reports,
+)
+from ensemble_bo.tracking.pools import log_pickle, log_pool
+
+logger = logging.getLogger(__name__)
+
+# MLflow accepts at most this many params per call and this many characters per value.
+_PARAMS_PER_BATCH = 100
+_MAX_PARAM_LENGTH = 6000
+# Packages the logged model needs to load elsewhere (`mlflow models predict`):
+# pinned with everything they depend on, at the versions of this run.
+_MODEL_REQUIREMENTS = ("scikit-learn", "numpy", "pandas", "scipy", "skops")
+# Where a stopped search's reports and pool go, and the title of its figures.
+PARTIAL = "partial"
+STOPPED_TITLE = "stopped search"
+
+
+def flatten(mapping: Mapping[str, Any], prefix: str = "") -> Iterator[tuple[str, Any]]:
+    """Nested mapping -> (dotted.key, leaf value) pairs."""
+    for key, value in mapping.items():
+        name = f"{prefix}{key}"
+        if isinstance(value, Mapping) and value:
+            yield from flatten(value, f"{name}.")
+        else:
+            yield name, value
+
+
+def log_params(parameters: Mapping[str, Any], prefix: str = "") -> None:
+    """Nested parameters as dotted MLflow params, in batches MLflow accepts."""
+    flat = [
+        (f"{prefix}{name}", str(value)[:_MAX_PARAM_LENGTH])
+        for name, value in flatten(parameters)
+    ]
+    for start in range(0, len(flat), _PARAMS_PER_BATCH):
+        mlflow.log_params(dict(flat[start : start + _PARAMS_PER_BATCH]))
+
+
+def _log_table(table: pd.DataFrame, path: str) -> None:
+    mlflow.log_text(table.to_csv(index=False), f"{path}.csv")
+
+
+def _log_figure(figure: Figure, path: str) -> None:
+    mlflow.log_figure(figure, f"{path}.png")
+
+
+def _log_text(text: Any, path: str) -> None:
+    mlflow.log_text(str(text), f"{path}.md")
+
+
+# The kinds logged as files: the folder each goes under, and how it is written.
+FILE_KINDS: dict[str, tuple[str, Callable[[Any, str], None]]] = {
+    TABLE: ("tables", _log_table),
+    FIGURE: ("plots", _log_figure),
+    "text": ("reports", _log_text),
+}
+
+
+def log_output(
+    name: str, data: Any, rule: Mapping[str, Any], input_example: Any = None
+) -> None:
+    """The node output `name` as its rule (mlflow.yml) says; `input_example`: the
+    data a model's example rows come from. An output named `<name>#<kind>` (a
+    search's report, reporting.report_dataset) is logged as <name>."""
+    kind = rule["as"]
+    name = name.removesuffix(f"#{kind}")
+    if kind in FILE_KINDS and isinstance(data, Mapping):
+        # A partitioned output: each entry under a folder named after it.
+        for key, value in sorted(data.items()):
+            log_output(f"{name}/{key}", value, rule)
+        return
+    if kind == "params":
+        log_params(data, prefix=f"{name}.")
+    elif kind == METRICS:
+        mlflow.log_metrics(
+            {key: float(value) for key, value in flatten(data) if math.isfinite(value)}
+        )
+    elif kind in FILE_KINDS:
+        if not (kind == TABLE and rule.get("skip_empty") and data.empty):
+            folder, write = FILE_KINDS[kind]
+            write(data, f"{folder}/{name}")
+    elif kind == "pickle":
+        log_pool(name, data)
+    elif kind == "model":
+        log_model(name, data, input_example)
+    else:
+        raise ValueError(
+            f"conf mlflow.yml: log_outputs.{name}.as={kind!r}; "
+            "expected params, metrics, table, figure, text, pickle or model"
+        )
+
+
+def log_model(name: str, estimator: Any, input_example: Any) -> None:
+    """The fitted ensemble as an MLflow sklearn model that loads and serves anywhere."""
+    # Imported here: skops takes over a second to import, and every `kedro`
+    # command loads this module while only a run that logs a model needs it.
+    import skops.io  # noqa: PLC0415
+
+    mlflow.sklearn.log_model(
+        sk_model=estimator,
+        name=name,
+        # skops refuses types it has not vetted (e.g. sklearn's tree storage).
+        # This estimator was built by this very run, so exactly its types are
+        # trusted when the model is loaded; anything else is still refused.
+        skops_trusted_types=skops.io.get_untrusted_types(
+            data=skops.io.dumps(estimator)
+        ),
+        # Pinned here instead of inferred: inference re-imports the model in a subprocess.
+        pip_requirements=provenance.pinned_requirements(_MODEL_REQUIREMENTS),
+        input_example=None if input_example is None else input_example.head(5),
+        # The ensemble classes are ours: ship the package so the model loads
+        # and serves (`mlflow models predict`) where ensemble_bo is not installed.
+        code_paths=[str(Path(ensemble_bo.__file__).parent)],
+    )
+
+
+def log_stopped_search(result: EnsembleSearchResult) -> None:
+    """What a search that stopped early had, under partial/: the reports made
+    for a stopped search (reporting.SEARCH_REPORTS) and its pool."""
+    mlflow.log_metric("iterations_completed", len(result.history))
+    for name, report in search_reports(result, STOPPED_TITLE, stopped=True).items():
+        _, write = FILE_KINDS[SEARCH_REPORTS[name].kind]
+        write(report, f"{PARTIAL}/{PARTIAL}_{name}")
+    log_pickle(result, PARTIAL, f"{PARTIAL}_search_result.pkl")
+    logger.warning(
+        "%d trained models of the stopped search are saved in MLflow run %s, "
+        "artifacts %s/",
+        len(result.pool),
+        mlflow.active_run().info.run_id,
+        PARTIAL,
+    )

@@ -1,0 +1,280 @@
+"""The tracking store: where runs go, and whether they can be written there.
+
+Resolves the tracking URI (a relative SQLite path is the project's), checks a
+SQLite store and the artifact folder are writable and a server reachable, and
+opens the experiment, one process at a time on a new store. Every failure is
+a TrackingStoreError naming the URI or path, raised before a run is opened.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import hashlib
+import os
+import re
+import sqlite3
+import tempfile
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from urllib.parse import quote, urlparse, urlsplit, urlunsplit
+
+from mlflow.exceptions import MlflowException
+from mlflow.tracking import MlflowClient
+from mlflow.utils.file_utils import local_file_uri_to_path
+from sqlalchemy.engine import make_url
+from sqlalchemy.exc import ArgumentError
+
+
+class TrackingStoreError(RuntimeError):
+    """The tracking store or the artifact folder cannot be used: raised before a run starts."""
+
+
+_SQLITE_PREFIX = "sqlite:///"
+
+
+def sqlite_database(tracking_uri: str) -> Path | None:
+    """The database file of a SQLite tracking URI; None for any other store.
+
+    `sqlite:///mlflow.db` is relative, `sqlite:////abs/mlflow.db` absolute (four
+    slashes); percent-escapes (`%20`) are decoded, as SQLAlchemy does.
+    """
+    if not tracking_uri.startswith(_SQLITE_PREFIX):
+        return None
+    try:
+        database = make_url(tracking_uri).database
+    except ArgumentError:
+        return None
+    if not database or database == ":memory:" or database.startswith("file:"):
+        return None
+    return Path(database)
+
+
+def resolve_tracking_uri(uri: str, project_path: Path) -> str:
+    """A relative SQLite path is taken relative to the project, not the cwd."""
+    database = sqlite_database(uri)
+    if database is not None and not database.is_absolute():
+        absolute = (project_path / database).resolve()
+        query = uri.partition("?")[2]
+        # Escaped so that SQLAlchemy reads back exactly this path (spaces, `%`, `?`).
+        return f"{_SQLITE_PREFIX}{quote(str(absolute), safe='/ ')}" + (
+            f"?{query}" if query else ""
+        )
+    return uri
+
+
+def local_artifact_location(tracking_uri: str) -> str | None:
+    """Artifacts of a SQLite store live beside the database file; a server decides its own.
+
+    A `file:///abs/mlartifacts` URI: three slashes, so that MLflow does not read
+    the first folder as a host name.
+    """
+    database = sqlite_database(tracking_uri)
+    if database is None:
+        return None
+    return (database.absolute().parent / "mlartifacts").as_uri()
+
+
+def display_uri(tracking_uri: str) -> str:
+    """The URI without a password, for messages."""
+    parts = urlsplit(tracking_uri)
+    if parts.password is None:
+        return tracking_uri
+    netloc = parts.netloc.replace(f":{parts.password}@", ":***@", 1)
+    return urlunsplit(parts._replace(netloc=netloc))
+
+
+# How long the first request to a tracking server may take, without retries:
+# MLflow's defaults (7 retries, 120 s timeout) take minutes to report a server
+# that is down. Later requests of the run keep MLflow's retries.
+_SERVER_CHECK_TIMEOUT_SECONDS = 5
+
+
+@contextmanager
+def _no_http_retries() -> Iterator[None]:
+    overrides = {
+        "MLFLOW_HTTP_REQUEST_MAX_RETRIES": "0",
+        "MLFLOW_HTTP_REQUEST_TIMEOUT": str(_SERVER_CHECK_TIMEOUT_SECONDS),
+    }
+    saved = {name: os.environ.get(name) for name in overrides}
+    os.environ.update(overrides)
+    try:
+        yield
+    finally:
+        for name, value in saved.items():
+            if value is None:
+                os.environ.pop(name, None)
+            else:
+                os.environ[name] = value
+
+
+def first_line(error: BaseException) -> str:
+    text = str(error).strip() or type(error).__name__
+    return text.splitlines()[0][:500]
+
+
+def _connection_failure(error: BaseException) -> str:
+    """The cause in MLflow's long request error: `[Errno 111] Connection refused`."""
+    text = str(error)
+    errno = re.search(r"\[Errno -?\d+\] [^'\"()]+", text)
+    if errno:
+        return errno.group(0).strip()
+    if "timed out" in text.lower():
+        return f"no answer within {_SERVER_CHECK_TIMEOUT_SECONDS} s"
+    return first_line(error)
+
+
+def check_sqlite_store_writable(database: Path) -> None:
+    """Raise TrackingStoreError naming the file (or folder) if runs cannot be written.
+
+    An existing database is written in a transaction that is rolled back (SQLite
+    also needs to write a journal beside it); a new one needs a writable folder.
+    """
+    folder = database.parent
+    if not folder.is_dir():
+        raise TrackingStoreError(
+            f"the folder of the MLflow store {database} does not exist: create "
+            f"{folder} or set MLFLOW_TRACKING_URI to another store"
+        )
+    if not database.exists():
+        _check_folder_writable(folder, f"the MLflow store {database} cannot be created")
+        return
+    try:
+        connection = sqlite3.connect(
+            f"{database.absolute().as_uri()}?mode=rw",
+            uri=True,
+            timeout=10,
+            isolation_level=None,
+        )
+        try:
+            connection.execute("BEGIN IMMEDIATE")
+            connection.execute("CREATE TABLE ensemble_bo_write_check (x)")
+            connection.execute("ROLLBACK")
+        finally:
+            connection.close()
+    except sqlite3.Error as error:
+        if "locked" in str(error):  # another run is writing: the store is writable
+            return
+        raise TrackingStoreError(
+            f"the MLflow store {database} cannot be written ({error}): make the "
+            f"file and its folder {folder} writable (SQLite writes a journal "
+            "beside the file), or set MLFLOW_TRACKING_URI to another store"
+        ) from error
+
+
+def _check_folder_writable(folder: Path, what: str) -> None:
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+        handle, probe = tempfile.mkstemp(prefix=".ensemble_bo-write-check-", dir=folder)
+        os.close(handle)
+        os.unlink(probe)
+    except OSError as error:
+        raise TrackingStoreError(
+            f"{what}: {folder} is not writable ({error.strerror or error})"
+        ) from error
+
+
+def check_artifact_location_writable(location: str, experiment_name: str) -> None:
+    """For artifacts stored in a local folder: that folder can be written.
+
+    Remote artifact stores (a server's `mlflow-artifacts:`, s3, ...) are left to
+    the server. An experiment created by an earlier version of this project may
+    hold `file:////abs/...`, which MLflow reads as host `abs`: refused, naming
+    where the artifacts would really go.
+    """
+    parsed = urlparse(location)
+    if parsed.scheme not in ("", "file"):
+        return
+    if parsed.scheme == "file" and (
+        parsed.netloc not in ("", "localhost") or parsed.path.startswith("//")
+    ):
+        host_part = (parsed.netloc or parsed.path.lstrip("/")).split("/")[0]
+        raise TrackingStoreError(
+            f"experiment {experiment_name!r} keeps its artifacts at {location}, "
+            f"which MLflow reads as host {host_part!r} and writes outside the "
+            "store's folder (made by an earlier version of this project). Use a "
+            "new experiment (MLFLOW_EXPERIMENT_NAME=<new name>) or a new store "
+            "(move mlflow.db away); its artifacts will then go beside the store"
+        )
+    _check_folder_writable(
+        Path(local_file_uri_to_path(location)),
+        f"artifacts of experiment {experiment_name!r} cannot be written",
+    )
+
+
+# MLflow 3 marks an experiment's kind with this tag: the MLflow 3 UIs that read
+# it (before 3.17's GenAI / Model training switch) open the experiment on its
+# training runs rather than on GenAI traces; see ui_address for 3.17.
+EXPERIMENT_KIND_TAG = "mlflow.experimentKind"
+EXPERIMENT_KIND = "custom_model_development"
+_EXPLICIT_KINDS = ("custom_model_development", "genai_development")
+
+
+@contextmanager
+def _first_contact_lock(database: Path | None) -> Iterator[None]:
+    """One process at a time opens a SQLite store: MLflow creates or migrates its
+    schema on first contact, and two runs starting together on a new store
+    would both try (alembic then fails one of them). Other stores: no lock."""
+    if database is None:
+        yield
+        return
+    key = hashlib.sha256(str(database.absolute()).encode()).hexdigest()[:16]
+    # per user: a lock file another user made could not be opened for writing
+    lock = Path(tempfile.gettempdir()) / f"ensemble_bo-{os.getuid()}-store-{key}.lock"
+    with open(lock, "a") as handle:
+        fcntl.flock(handle, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(handle, fcntl.LOCK_UN)
+
+
+def open_experiment(tracking_uri: str, experiment_name: str) -> str:
+    """Check the store and the artifact folder, and return the experiment's id.
+
+    Fails fast, before a run is opened: an unreachable server in about
+    _SERVER_CHECK_TIMEOUT_SECONDS (naming the URI), a read-only SQLite store or
+    artifact folder (naming the path). Creates the experiment (artifacts beside
+    a SQLite store) and marks it as a model-training experiment.
+    """
+    shown = display_uri(tracking_uri)
+    database = sqlite_database(tracking_uri)
+    if database is not None:
+        check_sqlite_store_writable(database)
+    with _first_contact_lock(database):
+        client = MlflowClient(tracking_uri)
+        try:
+            with _no_http_retries():
+                experiment = client.get_experiment_by_name(experiment_name)
+        except Exception as error:  # noqa: BLE001 - any failure to reach the store
+            where = (
+                "server"
+                if urlparse(tracking_uri).scheme in ("http", "https")
+                else "store"
+            )
+            raise TrackingStoreError(
+                f"the MLflow tracking {where} {shown} cannot be reached "
+                f"({_connection_failure(error)}): start it, or set MLFLOW_TRACKING_URI to a "
+                "reachable store (unset, runs go to the project's mlflow.db)"
+            ) from error
+        if experiment is None:
+            try:
+                experiment_id = client.create_experiment(
+                    experiment_name,
+                    artifact_location=local_artifact_location(tracking_uri),
+                    tags={EXPERIMENT_KIND_TAG: EXPERIMENT_KIND},
+                )
+            except MlflowException:
+                # another run started at the same time created it first
+                found = client.get_experiment_by_name(experiment_name)
+                if found is None:
+                    raise
+                experiment_id = found.experiment_id
+            experiment = client.get_experiment(experiment_id)
+        elif experiment.tags.get(EXPERIMENT_KIND_TAG) not in _EXPLICIT_KINDS:
+            # unset, or only inferred by the UI
+            client.set_experiment_tag(
+                experiment.experiment_id, EXPERIMENT_KIND_TAG, EXPERIMENT_KIND
+            )
+    check_artifact_location_writable(experiment.artifact_location, experiment_name)
+    return experiment.experiment_id

@@ -1,0 +1,182 @@
+"""A search's reports are declared once (reporting.SEARCH_REPORTS).
+
+From the declaration follow the report node's outputs, the catalog's files,
+the MLflow artifacts, what a stopped search leaves and what a rerun compares:
+a report added there alone is written, logged and compared.
+"""
+
+from fnmatch import fnmatchcase
+from pathlib import Path
+from types import SimpleNamespace
+
+import mlflow
+import numpy as np
+import pandas as pd
+import pytest
+from kedro.framework.session import KedroSession
+from kedro.framework.startup import bootstrap_project
+from matplotlib.backends.backend_agg import FigureCanvasAgg
+from matplotlib.figure import Figure
+from mlflow.tracking import MlflowClient
+
+from ensemble_bo.core.pool import Pool, TrialResult
+from ensemble_bo.core.results import EnsembleSearchResult
+from ensemble_bo.pipeline_registry import register_pipelines
+from ensemble_bo.reporting import (
+    FIGURE,
+    METRICS,
+    SEARCH_REPORTS,
+    TABLE,
+    SearchReport,
+    report_dataset,
+)
+from ensemble_bo.rerun import is_compared
+from ensemble_bo.tracking.artifacts import log_stopped_search
+from ensemble_bo.tracking.hook import MlflowTrackingHook
+
+PROJECT = Path(__file__).resolve().parents[1]
+# What the catalog writes for each kind
+FILES = {
+    TABLE: ("CSVDataset", ".csv"),
+    FIGURE: ("MatplotlibDataset", ".png"),
+    METRICS: ("JSONDataset", ".json"),
+}
+# The artifacts a finished search's reports were logged as before they were
+# declared in one place: a rerun of an older run compares against these.
+LOGGED = {
+    "tables/segor_trial_history.csv",
+    "tables/segor_ensemble_composition.csv",
+    "plots/segor_convergence_plot.png",
+    "plots/segor_diversity_heatmap.png",
+}
+
+
+@pytest.fixture(scope="module")
+def context():
+    bootstrap_project(PROJECT)
+    with KedroSession.create(project_path=PROJECT) as session:
+        yield session.load_context()
+
+
+@pytest.fixture
+def run(tmp_path):
+    mlflow.set_tracking_uri(f"sqlite:///{tmp_path / 'mlflow.db'}")
+    experiment = mlflow.create_experiment(
+        "reports", artifact_location=(tmp_path / "artifacts").as_uri()
+    )
+    with mlflow.start_run(experiment_id=experiment) as active:
+        yield active
+
+
+def finished_search() -> EnsembleSearchResult:
+    """Two trained models, both in the ensemble (no fidelity schedule)."""
+    rng = np.random.default_rng(0)
+    pool = Pool(30)
+    for depth in (2, 5):
+        pool.add(
+            {"max_depth": depth}, np.zeros(1), TrialResult(rng.normal(size=30), 0.1)
+        )
+    return EnsembleSearchResult(pool, [0, 1], np.array([0.4, 0.5]))
+
+
+def artifact_paths(run_id: str, *folders: str) -> set[str]:
+    client = MlflowClient()
+    return {a.path for folder in folders for a in client.list_artifacts(run_id, folder)}
+
+
+def report_node_of(pipeline: str):
+    (node,) = [
+        n for n in register_pipelines()[pipeline].nodes if n.name.endswith("_report")
+    ]
+    return node
+
+
+def log_reports_through_the_hook(context, result: EnsembleSearchResult) -> None:
+    """The segor pipeline's report node, run as Kedro runs it, its outputs
+    handed to the tracking hook configured by the project's mlflow.yml."""
+    node = report_node_of("segor")
+    outputs = node.run(
+        {
+            "segor_search_result": result,
+            "model_input": SimpleNamespace(name="toy"),
+            "params:segor": {"display_name": "SEGOR"},
+        }
+    )
+    hook = MlflowTrackingHook()
+    hook._config = dict(context.config_loader["mlflow"])
+    hook.after_node_run(node, outputs)
+
+
+@pytest.mark.parametrize("name", sorted(SEARCH_REPORTS))
+def test_every_declared_report_is_a_file_of_its_kind_and_logged_as_it(context, name):
+    kind = SEARCH_REPORTS[name].kind
+    dataset = report_dataset("segor", name)
+    assert dataset in report_node_of("segor").outputs
+    assert report_dataset("posthoc", name) in report_node_of("posthoc").outputs
+    resolved = context.catalog.get(dataset)
+    dataset_type, suffix = FILES[kind]
+    assert type(resolved).__name__ == dataset_type
+    assert resolved._describe()["filepath"] == (
+        PROJECT / "data" / "08_reporting" / f"segor_{name}{suffix}"
+    )
+    rules = context.config_loader["mlflow"]["log_outputs"]
+    first = next(
+        rule for pattern, rule in rules.items() if fnmatchcase(dataset, pattern)
+    )
+    assert first["as"] == kind
+
+
+def test_a_search_logs_its_reports_where_it_always_did(context, run):
+    log_reports_through_the_hook(context, finished_search())
+    assert artifact_paths(run.info.run_id, "tables", "plots") == LOGGED
+    metrics = MlflowClient().get_run(run.info.run_id).data.metrics
+    assert set(metrics) == {"ensemble_mutual_information"}
+    # the tables a rerun compares: the reported ones (a benchmark's cells too)
+    assert all(is_compared(path) for path in LOGGED if path.startswith("tables/"))
+    assert is_compared("tables/benchmark_tables/cells.csv")
+    assert not is_compared("tables/benchmark_tables/dt/test_loss.csv")
+
+
+def test_a_report_added_to_the_declaration_is_written_logged_and_compared(
+    context, run, monkeypatch
+):
+    monkeypatch.setitem(
+        SEARCH_REPORTS,
+        "member_losses",
+        SearchReport(
+            TABLE,
+            lambda result, _: pd.DataFrame(
+                {"trial": result.members, "loss": result.single_losses[result.members]}
+            ),
+        ),
+    )
+    assert "segor_member_losses#table" in report_node_of("segor").outputs
+    resolved = context.catalog.get("segor_member_losses#table")
+    assert resolved._describe()["filepath"].name == "segor_member_losses.csv"
+    log_reports_through_the_hook(context, finished_search())
+    added = "tables/segor_member_losses.csv"
+    assert artifact_paths(run.info.run_id, "tables", "plots") == LOGGED | {added}
+    logged = pd.read_csv(MlflowClient().download_artifacts(run.info.run_id, added))
+    assert logged.to_dict("list") == {"trial": [0, 1], "loss": [0.4, 0.5]}
+    assert is_compared(added)
+
+
+def test_a_stopped_search_logs_the_reports_declared_for_it(run, monkeypatch):
+    def members_plot(result, title):
+        figure = Figure()
+        FigureCanvasAgg(figure)
+        figure.add_subplot().bar(range(len(result.members)), 1.0)
+        figure.axes[0].set_title(title)
+        return figure
+
+    monkeypatch.setitem(
+        SEARCH_REPORTS,
+        "members_plot",
+        SearchReport(FIGURE, members_plot, of_stopped_search=True),
+    )
+    log_stopped_search(finished_search())
+    assert artifact_paths(run.info.run_id, "partial") == {
+        "partial/partial_trial_history.csv",
+        "partial/partial_members_plot.png",
+        "partial/partial_search_result.pkl",
+    }
