@@ -735,8 +735,8 @@ def report(results: dict[str, Any]) -> str:
             "mean(sequential)| against the sample std of the sequential seeds; wins: "
             "seeds where the parallel mode's test loss is lower than sequential's "
             "on the same split (ties half). Search s: mean seconds of the search "
-            "(refit excluded) on this 2-core machine, where the trees train in "
-            "milliseconds: nothing to gain from workers there.",
+            f"(refit excluded) on {quality['nproc']} cores, where the trees train "
+            "in milliseconds: nothing to gain from workers there.",
             "",
             quality_table(quality),
             "",
