@@ -167,5 +167,5 @@ def _on_dask(
             cell = futures[future]
             try:
                 yield cell, future.result()
-            except Exception as error:  # noqa: BLE001 - a cell whose worker died: the grid goes on
+            except Exception as error:  # noqa: BLE001 - its worker died; the grid goes on
                 yield cell, cell.failed_record(error)

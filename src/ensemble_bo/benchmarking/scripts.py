@@ -1,4 +1,4 @@
-"""What the benchmark scripts share around their cells: options, data, provenance, the loop.
+"""What the benchmark scripts share around their cells: options, data, provenance.
 
 A script in benchmarks/ builds its cells (core.grid.ToolCell) and a
 module-level function that runs one (usually core.grid.run_tool_cell with the

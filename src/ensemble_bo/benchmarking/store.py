@@ -1,4 +1,4 @@
-"""Where the records of benchmark cells are kept: a folder of JSON files or a JSON lines file.
+"""Where benchmark cells' records are kept: a folder of JSON files, or JSON lines.
 
 Both stores give a cell's latest record by its key. `CellFolder`, the
 pipeline's (data/07_model_output/benchmark_cells/): one `<key>.json` file per
