@@ -198,38 +198,30 @@ def test_a_script_cell_and_a_pipeline_cell_go_through_the_same_runner(tmp_path, 
         settings, {"diabetes": raw}, DATA_PROCESSING, parameters
     )
     tool = tool_cell(task="regression")
-    frames = {"diabetes": raw}
-
-    script_store = CellLines(tmp_path / "tools.jsonl")
-    (ended,) = run_cells(
-        [tool],
-        run_mean,
-        script_store,
-        frames=frames,
-        arguments=(DATA_PROCESSING,),
-        jobs=jobs,
-        stamp={"nproc": 99},
-    )
-    assert ended[0] == tool and ended[1]["status"] == "ok" and ended[1]["nproc"] == 99
-    assert script_store.get(tool.key) == json.loads(json.dumps(ended[1]))
-
-    pipeline_store = CellFolder(tmp_path / "cells")
-    (ended,) = run_cells(
-        [method_cell],
-        run_cell,
-        pipeline_store,
-        frames=frames,
-        arguments=(DATA_PROCESSING,),
-        jobs=jobs,
-    )
-    assert ended[1]["status"] == "ok" and ended[1]["key"] == method_cell.key
-    assert pipeline_store.keys() == [method_cell.key]
-    # run here as the pipeline's node runs it: the same record
+    runs = [
+        (tool, run_mean, CellLines(tmp_path / "tools.jsonl")),
+        (method_cell, run_cell, CellFolder(tmp_path / "cells")),
+    ]
+    ended = {}
+    for cell, run, store in runs:
+        ((done, ended[cell.key]),) = run_cells(
+            [cell],
+            run,
+            store,
+            frames={"diabetes": raw},
+            arguments=(DATA_PROCESSING,),
+            jobs=jobs,
+            stamp={"nproc": 99},
+        )
+        record = ended[cell.key]
+        assert done == cell and record["status"] == "ok" and record["nproc"] == 99
+        assert store.keys() == [cell.key]
+        assert store.get(cell.key) == json.loads(json.dumps(record))
+        assert resume([cell], store) == ({cell.key: store.get(cell.key)}, [])
+    # the pipeline cell's record is the one its node gets running it here
     here = run_cell(method_cell, raw, DATA_PROCESSING)
-    assert here["test_loss"] == ended[1]["test_loss"]
-    assert here["cv_loss_curve"] == ended[1]["cv_loss_curve"]
-    for cell, stored in ((tool, script_store), (method_cell, pipeline_store)):
-        assert resume([cell], stored) == ({cell.key: stored.get(cell.key)}, [])
+    assert here["test_loss"] == ended[method_cell.key]["test_loss"]
+    assert here["cv_loss_curve"] == ended[method_cell.key]["cv_loss_curve"]
 
 
 def test_the_runner_stores_failed_cells_only_where_the_store_keeps_them(tmp_path):
