@@ -24,7 +24,7 @@ from __future__ import annotations
 import os
 
 # Every method runs single-threaded so that proposal times compare algorithms,
-# not how well each library uses the cores of this (2-core) machine.
+# not how well each library uses the machine's cores.
 for _var in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
     os.environ[_var] = "1"
 
@@ -34,21 +34,22 @@ import functools
 import hashlib
 import json
 import math
-import multiprocessing
 import platform
 import subprocess
 import sys
 import time
 import warnings
 from collections.abc import Callable
-from concurrent.futures import ProcessPoolExecutor, as_completed
 from dataclasses import dataclass
-from importlib import metadata
 from pathlib import Path
 
 import numpy as np
 
+from ensemble_bo.benchmarking.runner import run_cells
+from ensemble_bo.benchmarking.scripts import log, package_versions
+from ensemble_bo.benchmarking.tables import markdown_table
 from ensemble_bo.core import optimizer as ours
+from ensemble_bo.core.grid import ToolCell
 from ensemble_bo.core.optimizer_kinds import make_optimizer
 from ensemble_bo.core.space import SearchSpace
 
@@ -255,15 +256,16 @@ def _missing_packages(keys: list[str]) -> list[str]:
     )
 
 
-def run_job(key: str, problem_name: str, seed: int, budget: int) -> dict:
-    """One (method, function, seed) run, in a worker process."""
+def run_job(cell: ToolCell, budget: int) -> dict:
+    """One method (`tool`) on one function (`dataset`) with one seed, in a worker
+    process."""
     warnings.filterwarnings("ignore")  # skopt/optuna chatter, not results
     if optuna is not None:
         optuna.logging.set_verbosity(optuna.logging.WARNING)
-    problem = PROBLEMS[problem_name]
+    problem = PROBLEMS[cell.dataset]
     start = time.perf_counter()
     try:
-        values = METHODS[key].run(problem, seed, budget)
+        values = METHODS[cell.tool].run(problem, cell.seed, budget)
     except Exception as error:  # a competitor crashing is a result to report
         return {"error": f"{type(error).__name__}: {error}"}
     wall = time.perf_counter() - start
@@ -271,26 +273,19 @@ def run_job(key: str, problem_name: str, seed: int, budget: int) -> dict:
     return {"values": values, "regret": regret.tolist(), "wall_s": wall}
 
 
-def run_regret(
-    regret: dict, jobs: list[tuple[str, str, int]], budget: int, workers: int
-) -> None:
-    """Fill regret[problem][method][seed] with the runs of run_job."""
+def run_regret(regret: dict, cells: list[ToolCell], budget: int, workers: int) -> None:
+    """Fill regret[function][method][seed] with the runs of run_job."""
     start = time.perf_counter()
-    # Regret does not depend on timing, so these runs may share the cores.
-    # "spawn": fresh workers that set the thread limits again on import.
-    with ProcessPoolExecutor(
-        workers, mp_context=multiprocessing.get_context("spawn")
-    ) as pool:
-        futures = {pool.submit(run_job, *job, budget): job for job in jobs}
-        for done, future in enumerate(as_completed(futures), 1):
-            key, problem, seed = futures[future]
-            run = future.result()
-            regret[problem][key][str(seed)] = run
-            outcome = run.get("error") or f"{run['wall_s']:.1f} s"
-            _log(
-                f"[{done}/{len(jobs)}] {problem} {key} seed {seed}: {outcome} "
-                f"({time.perf_counter() - start:.0f} s elapsed)"
-            )
+    # Regret does not depend on timing, so these runs may share the cores (the
+    # workers inherit the thread limits through the environment).
+    ended = run_cells(cells, run_job, arguments=(budget,), jobs=workers)
+    for done, (cell, run) in enumerate(ended, 1):
+        regret[cell.dataset][cell.tool][str(cell.seed)] = run
+        outcome = run.get("error") or f"{run['wall_s']:.1f} s"
+        log(
+            f"[{done}/{len(cells)}] {cell.key}: {outcome} "
+            f"({time.perf_counter() - start:.0f} s elapsed)"
+        )
 
 
 # --------------------------------------------------------------------------- timing
@@ -386,25 +381,11 @@ def run_timing(keys: list[str], sizes: list[int], repeats: int = 3) -> dict:
                 # one would start from the first one's fit.
                 times = [TIMERS[key](X, y, seed, in_loop) for seed in range(repeats)]
                 timings[kind][key][str(n)] = times
-                _log(f"timing {kind} n={n} {key}: median {np.median(times):.3f} s")
+                log(f"timing {kind} n={n} {key}: median {np.median(times):.3f} s")
     return timings
 
 
 # --------------------------------------------------------------------------- report
-
-
-def _log(message: str) -> None:
-    print(message, file=sys.stderr, flush=True)  # noqa: T201 - progress
-
-
-def _versions() -> dict[str, str]:
-    versions = {"python": platform.python_version()}
-    for package in ("numpy", "scipy", "optuna", "scikit-optimize", "torch", "greenlet"):
-        try:
-            versions[package] = metadata.version(package)
-        except metadata.PackageNotFoundError:
-            versions[package] = "not installed"
-    return versions
 
 
 def _machine() -> dict[str, str]:
@@ -449,12 +430,6 @@ def _fmt(value: float) -> str:
     return f"{value:.3g}"
 
 
-def _markdown(header: list[str], rows: list[list[str]]) -> str:
-    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
-    lines += ["| " + " | ".join(row) + " |" for row in rows]
-    return "\n".join(lines)
-
-
 def regret_table(results: dict) -> str:
     budget = results["meta"]["budget"]
     checkpoints = [budget // 3, 2 * budget // 3, budget]
@@ -482,7 +457,7 @@ def regret_table(results: dict) -> str:
                 [problem, info["label"], f"{len(runs)}/{len(by_seed)}", *cells]
                 + [f"{wall:.1f}"]
             )
-    text = _markdown(header, rows)
+    text = markdown_table(header, rows)
     return text + ("\n\n" + "\n".join(notes) if notes else "")
 
 
@@ -528,7 +503,7 @@ def timing_table(results: dict) -> str:
         ]
         for n in sizes
     ]
-    return _markdown(header, rows)
+    return markdown_table(header, rows)
 
 
 def report(results: dict) -> str:
@@ -671,7 +646,9 @@ def main() -> None:
         "command": " ".join([".venv/bin/python", *sys.argv]),
         "budget": budget,
         "seeds": seeds,
-        "versions": _versions(),
+        "versions": package_versions(
+            ("numpy", "scipy", "optuna", "scikit-optimize", "torch", "greenlet")
+        ),
         "machine": _machine(),
         "ours_digest": _source_digest(),
     }
@@ -681,10 +658,15 @@ def main() -> None:
         "regret": {p: {key: {} for key in keys} for p in problems},
     }
 
-    jobs = [(key, p, seed) for p in problems for key in keys for seed in seeds]
-    if jobs:
+    cells = [
+        ToolCell(problem, seed, seed, key)
+        for problem in problems
+        for key in keys
+        for seed in seeds
+    ]
+    if cells:
         start = time.perf_counter()
-        run_regret(results["regret"], jobs, budget, args.workers)
+        run_regret(results["regret"], cells, budget, args.workers)
         meta["regret_wall_s"] = time.perf_counter() - start
 
     path_json, path_md = RESULTS / f"{stem}.json", RESULTS / f"{stem}.md"
@@ -704,7 +686,7 @@ def main() -> None:
         meta["timing_wall_s"] = time.perf_counter() - start
         save()
     print(report(results))  # noqa: T201 - a benchmark prints its tables
-    _log(f"wrote {path_md} and {path_json.name}")
+    log(f"wrote {path_md} and {path_json.name}")
 
 
 if __name__ == "__main__":

@@ -23,16 +23,14 @@ from pathlib import Path
 
 import numpy as np
 
-from ensemble_bo.core.optimizer import RandomSearch
+from ensemble_bo.benchmarking.tables import markdown_table
 from ensemble_bo.core.pool import Pool
-from ensemble_bo.core.space import SearchSpace
-from ensemble_bo.core.strategies import EsmboSearch, SegorSearch, SegoSearch
+from ensemble_bo.core.strategies import Esmbo, Sego, Segor
 from ensemble_bo.core.trials import TrialResult
 
 RESULTS = Path(__file__).resolve().parent / "results"
-SPACE = SearchSpace.from_dict({"x": {"type": "float", "low": 0.0, "high": 1.0}})
 TARGET_MS = 50.0
-# SEGO's objectives, timed on pools of K = 10 classes (issue 13's target).
+# SEGO's objectives, timed on pools of K = 10 classes.
 CLASS_LOSSES = ("squared_margin", "error", "log_loss", "brier")
 
 
@@ -67,18 +65,18 @@ def filled_classification_pool(
     return pool, labels
 
 
-def iteration_seconds(search, pool: Pool, iterations: int = 5) -> float:
-    """Median seconds of one strategy iteration's bookkeeping (targets + update)."""
-    search._start()
+def iteration_seconds(strategy, pool: Pool, iterations: int = 5) -> float:
+    """Median seconds of one strategy iteration's bookkeeping (its context, the
+    targets of the whole pool, the update)."""
+    strategy.scorer.forget()
+    strategy.start()
     times = []
     single = [0.0] * len(pool)
     for iteration in range(iterations + 1):
         start = time.perf_counter()
-        search._begin_iteration(iteration, pool)
-        targets = search._targets(pool, slice(None), single)
-        search.optimizer._values = list(targets)  # what retarget stores, without copies
-        search.optimizer._X = [np.zeros(1)] * len(targets)
-        search._update(pool, single)
+        context = strategy.begin(iteration, pool)
+        targets = strategy.targets(context, pool, slice(None), single)
+        strategy.update(context, pool, targets, single)
         if iteration:  # the first fills the ensemble from empty
             times.append(time.perf_counter() - start)
     return float(np.median(times))
@@ -92,27 +90,19 @@ def main() -> None:
             pool, y = filled_pool(t, n, rng)
             folds = np.arange(n) % 5
             strategies = {
-                "SEGOR fixed (m = 12)": SegorSearch(
-                    RandomSearch(SPACE), None, y, folds, 12
-                ),
-                "SEGOR dynamic": SegorSearch(
-                    RandomSearch(SPACE), None, y, folds, sizing="dynamic"
-                ),
-                "ESMBO (N = 10)": EsmboSearch(
-                    RandomSearch(SPACE), None, y, folds, n_replicas=10
-                ),
+                "SEGOR fixed (m = 12)": Segor(y, folds, 12),
+                "SEGOR dynamic": Segor(y, folds, sizing="dynamic"),
+                "ESMBO (N = 10)": Esmbo(y, folds, n_replicas=10),
             }
             pools = {name: pool for name in strategies}
             for n_classes, losses in ((3, ("squared_margin",)), (10, CLASS_LOSSES)):
                 labelled_pool, labels = filled_classification_pool(t, n, rng, n_classes)
                 for loss in losses:
                     name = f"SEGO {loss} (m = 12, K = {n_classes})"
-                    strategies[name] = SegoSearch(
-                        RandomSearch(SPACE), None, labels, folds, 12, loss=loss
-                    )
+                    strategies[name] = Sego(labels, folds, 12, loss=loss)
                     pools[name] = labelled_pool
-            for name, search in strategies.items():
-                ms = 1000 * iteration_seconds(search, pools[name])
+            for name, strategy in strategies.items():
+                ms = 1000 * iteration_seconds(strategy, pools[name])
                 rows.append(
                     {"strategy": name, "pool t": t, "rows n": n, "ms per iteration": ms}
                 )
@@ -123,11 +113,13 @@ def main() -> None:
         f"Machine: {platform.machine()}, numpy {np.__version__}; target < {TARGET_MS:.0f} ms "
         "at t = 1000, n = 10,000.",
         "",
-        "| strategy | pool t | rows n | ms per iteration |",
-        "|---|---|---|---|",
-        *(
-            f"| {r['strategy']} | {r['pool t']} | {r['rows n']} | {r['ms per iteration']:.1f} |"
-            for r in rows
+        markdown_table(
+            ["strategy", "pool t", "rows n", "ms per iteration"],
+            [
+                [r["strategy"], str(r["pool t"]), str(r["rows n"])]
+                + [f"{r['ms per iteration']:.1f}"]
+                for r in rows
+            ],
         ),
         "",
     ]

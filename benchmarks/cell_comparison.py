@@ -1,10 +1,11 @@
 """Methods against baselines, cell by cell, from a benchmark's stored cells.
 
-The benchmark pipeline's report compares methods on per-dataset means; the
-issues' targets are stated over (dataset, repetition) cells: "beats X on >= 70%
-of cells, with a one-sided Wilcoxon p < 0.05 over datasets". This reads the
-cell store the pipeline writes (one JSON record per finished cell), keeps one
-model space and budget, and prints, for every method:
+The benchmark pipeline's report compares methods on per-dataset means; targets
+such as "beats X on >= 70% of cells, with a one-sided Wilcoxon p < 0.05 over
+datasets" are stated over (dataset, repetition) cells. This reads the cell store
+the pipeline writes (ensemble_bo.benchmarking.store.CellFolder: one JSON record
+per finished cell), keeps one model space and budget, and prints, for every
+method:
 
 - its mean test loss (error rate or standardized MSE) and, for
   classification, the ensemble's test log-loss, Brier score and ROC AUC;
@@ -15,7 +16,7 @@ model space and budget, and prints, for every method:
   the per-dataset means (core.comparison.wilcoxon_test, SEGO eq. 10 averaging).
 
     .venv/bin/python benchmarks/cell_comparison.py --model sego_sklearn_paper \\
-        --baselines smbo_posthoc smbo --name issue13_classification
+        --baselines smbo_posthoc smbo --name classification_objectives
 
 Grids run with other settings (which the pipeline stores beside the first, under
 the same method names) are told apart by copying each grid's cells to a folder
@@ -38,6 +39,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from ensemble_bo.benchmarking.store import CellFolder
 from ensemble_bo.core.comparison import wilcoxon_test, win_frequency
 from ensemble_bo.core.comparison_table import markdown_table
 
@@ -59,29 +61,26 @@ def load_cells(
     the suffix appended to its method names; refuses two cells for one
     (dataset, method, repetition), which would make the pairing ambiguous."""
     rows = []
-    paths = [
-        (path, suffix) for folder, suffix in folders for path in folder.glob("*.json")
-    ]
-    for path, suffix in sorted(paths):
-        record = json.loads(path.read_text())
-        if record["model"] != model or record["budget"] != budget:
-            continue
-        rows.append(
-            {
-                "dataset": record["dataset"],
-                "method": record["method"] + suffix,
-                "repetition": record["repetition"],
-                "seed": record["seed"],
-                "task": record["task"],
-                "test_loss": record["test_loss"],
-                "members": record["ensemble_members_distinct"],
-                "seconds": record["wall_seconds"],
-                **{
-                    name: record["test_metrics"].get(metric, np.nan)
-                    for name, metric in CLASSIFICATION_METRICS.items()
-                },
-            }
-        )
+    for folder, suffix in folders:
+        for record in CellFolder(folder).records().values():
+            if record["model"] != model or record["budget"] != budget:
+                continue
+            rows.append(
+                {
+                    "dataset": record["dataset"],
+                    "method": record["method"] + suffix,
+                    "repetition": record["repetition"],
+                    "seed": record["seed"],
+                    "task": record["task"],
+                    "test_loss": record["test_loss"],
+                    "members": record["ensemble_members_distinct"],
+                    "seconds": record["wall_seconds"],
+                    **{
+                        name: record["test_metrics"].get(metric, np.nan)
+                        for name, metric in CLASSIFICATION_METRICS.items()
+                    },
+                }
+            )
     if not rows:
         raise SystemExit(
             f"no finished cell of model {model!r} at budget {budget} in "

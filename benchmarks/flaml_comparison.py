@@ -35,7 +35,7 @@ from __future__ import annotations
 import os
 
 # Single-threaded for every tool (our evaluation worker processes inherit this),
-# so that equal wall time means equal CPU on this shared 2-core machine.
+# so that equal wall time means equal CPU.
 for _var in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
     os.environ[_var] = "1"
 
@@ -46,34 +46,23 @@ import math
 import sys
 import time
 from collections import Counter
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import pandas as pd
-from cell_grid import (
-    RESULTS,
-    add_run_arguments,
-    cell_record,
-    dataset_task,
-    failed_lines,
-    fmt,
-    markdown_table,
-    mean_of,
-    read_records,
-    report_head,
-    run_pending,
-    split_records,
-    tool_setups,
-    wilcoxon_p,
-    wins,
-    write_report,
-)
 
 from ensemble_bo.api import EnsembleSearch, default_parameters
-from ensemble_bo.core.grid import repetition_seed
+from ensemble_bo.benchmarking import scripts, tables
+from ensemble_bo.benchmarking.store import CellLines
+from ensemble_bo.core.grid import (
+    ToolCell,
+    dataset_task,
+    repetition_seed,
+    run_tool_cell,
+)
 
-DEFAULT_OUTPUT = RESULTS / "flaml_comparison.jsonl"
+PROJECT = Path(__file__).resolve().parents[1]
+DEFAULT_OUTPUT = PROJECT / "benchmarks" / "results" / "flaml_comparison.jsonl"
 
 REGRESSION = [
     "auto_mpg",
@@ -125,38 +114,6 @@ PACKAGES = (
 # --------------------------------------------------------------------------- cells
 
 
-@dataclass(frozen=True)
-class Cell:
-    dataset: str
-    task: str
-    repetition: int
-    seed: int
-    tool: str
-    time_budget: float
-    setup: tuple[tuple[str, Any], ...]  # what the tool runs with, checked on resume
-
-    @property
-    def key(self) -> str:
-        return cell_key(self.dataset, self.repetition, self.tool, self.time_budget)
-
-    def coordinates(self) -> dict[str, Any]:
-        """What names the cell in its record."""
-        return {
-            "key": self.key,
-            "dataset": self.dataset,
-            "task": self.task,
-            "repetition": self.repetition,
-            "seed": self.seed,
-            "tool": self.tool,
-            "time_budget": self.time_budget,
-            "setup": dict(self.setup),
-        }
-
-
-def cell_key(dataset: str, repetition: int, tool: str, time_budget: float) -> str:
-    return f"{dataset}/r{repetition}/{tool}/T{time_budget:g}"
-
-
 def tool_setup(tool: str, task: str, args: argparse.Namespace) -> dict[str, Any]:
     """What a tool runs with on a task (method, space, budget); {}: not for the task."""
     if tool == "flaml":
@@ -181,7 +138,9 @@ def tool_setup(tool: str, task: str, args: argparse.Namespace) -> dict[str, Any]
 # --------------------------------------------------------------------------- tools
 
 
-def fit_flaml(cell: Cell, X: pd.DataFrame, y: pd.Series) -> tuple[Any, dict[str, Any]]:
+def fit_flaml(
+    cell: ToolCell, X: pd.DataFrame, y: pd.Series
+) -> tuple[Any, dict[str, Any]]:
     from flaml import AutoML  # noqa: PLC0415 - a dev-only dependency
 
     automl = AutoML()
@@ -218,7 +177,9 @@ def _time_budget_supported() -> bool:
     return "time_budget" in EnsembleSearch().get_params()
 
 
-def fit_ours(cell: Cell, X: pd.DataFrame, y: pd.Series) -> tuple[Any, dict[str, Any]]:
+def fit_ours(
+    cell: ToolCell, X: pd.DataFrame, y: pd.Series
+) -> tuple[Any, dict[str, Any]]:
     setup = dict(cell.setup)
     kwargs: dict[str, Any] = {
         "method": setup["method"],
@@ -264,9 +225,12 @@ def fit_ours(cell: Cell, X: pd.DataFrame, y: pd.Series) -> tuple[Any, dict[str, 
 FITTERS = {"flaml": fit_flaml, "ours": fit_ours, "segor_paper": fit_ours}
 
 
-def run_cell(cell: Cell, data_processing: dict[str, Any]) -> dict[str, Any]:
+def run_cell(
+    cell: ToolCell, raw: pd.DataFrame, data_processing: dict[str, Any]
+) -> dict[str, Any]:
     """Split, fit, score one cell, in a worker process: its JSON record."""
-    return cell_record(cell, cell.task, data_processing, FITTERS[cell.tool], PACKAGES)
+    scripts.quiet_learners()
+    return run_tool_cell(cell, raw, data_processing, FITTERS[cell.tool])
 
 
 # --------------------------------------------------------------------------- report
@@ -292,17 +256,19 @@ def _comparison_rows(frame: pd.DataFrame, tools: list[str]) -> list[list[str]]:
         if paired.empty:
             continue
         x, y = paired[a].to_numpy(), paired[b].to_numpy()
-        won = wins(x, y)
+        won = tables.wins(x, y)
         means = paired.groupby(level="dataset").mean()
-        dataset_wins = wins(means[a], means[b])
+        dataset_wins = tables.wins(means[a], means[b])
         rows.append(
             [
                 f"{TOOL_LABELS[a]} vs {TOOL_LABELS[b]}",
                 str(len(paired)),
                 f"{won / len(paired):.2f} ({won:g}/{len(paired)})",
-                fmt(wilcoxon_p(x, y), 3),
+                tables.fmt(tables.wilcoxon_p(x, y), 3),
                 f"{dataset_wins / len(means):.2f} ({dataset_wins:g}/{len(means)})",
-                fmt(wilcoxon_p(means[a].to_numpy(), means[b].to_numpy()), 3),
+                tables.fmt(
+                    tables.wilcoxon_p(means[a].to_numpy(), means[b].to_numpy()), 3
+                ),
             ]
         )
     return rows
@@ -328,11 +294,11 @@ def _timing_rows(frame: pd.DataFrame, tools: list[str]) -> list[list[str]]:
             [
                 TOOL_LABELS[tool],
                 str(len(part)),
-                fmt(mean_of(fit), 1),
-                fmt(mean_of(search), 1),
-                fmt(mean_of(refit), 1),
-                fmt(mean_of(fit - search - refit), 1),
-                fmt(mean_of(part["n_trials"]), 1),
+                tables.fmt(tables.mean_of(fit), 1),
+                tables.fmt(tables.mean_of(search), 1),
+                tables.fmt(tables.mean_of(refit), 1),
+                tables.fmt(tables.mean_of(fit - search - refit), 1),
+                tables.fmt(tables.mean_of(part["n_trials"]), 1),
                 ", ".join(f"{k} {v}" for k, v in sorted(stopped.items())),
             ]
         )
@@ -344,7 +310,7 @@ def _setup_lines(frame: pd.DataFrame, tools: list[str]) -> list[str]:
     for tool in tools:
         described = "; ".join(
             ", ".join(f"{k} {v}" for k, v in json.loads(setup).items())
-            for setup in tool_setups(frame, tool)
+            for setup in tables.tool_setups(frame, tool)
         )
         lines.append(f"- {TOOL_LABELS[tool]}: {described}")
     return lines
@@ -370,19 +336,19 @@ def _family_lines(frame: pd.DataFrame, tools: list[str]) -> list[str]:
             for name, n in appears.most_common()
         )
         lines.append(
-            f"- {TOOL_LABELS[tool]}: {fmt(mean_of(part['n_families']), 2)} families "
+            f"- {TOOL_LABELS[tool]}: {tables.fmt(tables.mean_of(part['n_families']), 2)} families "
             f"per ensemble on average (max {int(part['n_families'].max())}), "
-            f"{fmt(mean_of(part['ensemble_members_distinct']), 1)} distinct members; "
+            f"{tables.fmt(tables.mean_of(part['ensemble_members_distinct']), 1)} distinct members; "
             f"ensembles using each family (of {len(part)}): {mix}."
         )
     return lines
 
 
 def report(records: dict[str, dict[str, Any]], path: Path) -> str:
-    ok, failed = split_records(records)
-    lines = report_head(
+    ok, failed = tables.split_records(records)
+    lines = tables.report_head(
         "FLAML vs our ensemble searches at equal wall time",
-        path,
+        scripts.shown(path, PROJECT),
         ok,
         failed,
         "Test loss: MSE of the target standardized by the training part's mean and "
@@ -420,7 +386,7 @@ def report(records: dict[str, dict[str, Any]], path: Path) -> str:
             rows = [
                 [dataset]
                 + [
-                    f"{fmt(means.at[dataset, tool])} ({int(counts.at[dataset, tool])})"
+                    f"{tables.fmt(means.at[dataset, tool])} ({int(counts.at[dataset, tool])})"
                     if tool in means and not math.isnan(means.at[dataset, tool])
                     else "-"
                     for tool in here
@@ -434,13 +400,15 @@ def report(records: dict[str, dict[str, Any]], path: Path) -> str:
                 "",
                 "Mean test loss (repetitions):",
                 "",
-                markdown_table(["dataset", *(TOOL_LABELS[t] for t in here)], rows),
+                tables.markdown_table(
+                    ["dataset", *(TOOL_LABELS[t] for t in here)], rows
+                ),
             ]
             comparisons = _comparison_rows(part, here)
             if comparisons:
                 lines += [
                     "",
-                    markdown_table(
+                    tables.markdown_table(
                         [
                             "comparison",
                             "paired cells",
@@ -460,7 +428,7 @@ def report(records: dict[str, dict[str, Any]], path: Path) -> str:
                 "other: fit - search - refit, e.g. our evaluation worker's "
                 "start-up):",
                 "",
-                markdown_table(
+                tables.markdown_table(
                     [
                         "tool",
                         "cells",
@@ -478,7 +446,7 @@ def report(records: dict[str, dict[str, Any]], path: Path) -> str:
                 "",
                 *_family_lines(part, here),
             ]
-    lines += failed_lines(failed)
+    lines += tables.failed_lines(failed)
     return "\n".join([*lines, ""])
 
 
@@ -487,7 +455,7 @@ def report(records: dict[str, dict[str, Any]], path: Path) -> str:
 
 def build_cells(
     args: argparse.Namespace, tasks: dict[str, str], base_seed: int
-) -> list[Cell]:
+) -> list[ToolCell]:
     """Every cell, the cheap budgets first: all T=10 cells, then T=30, then T=120."""
     cells = []
     for budget in sorted(args.time_budgets):
@@ -498,14 +466,14 @@ def build_cells(
                     if not setup:
                         continue
                     cells.append(
-                        Cell(
+                        ToolCell(
                             dataset,
-                            task,
                             repetition,
                             repetition_seed(base_seed, repetition),
                             tool,
-                            float(budget),
                             tuple(sorted(setup.items())),
+                            time_budget=float(budget),
+                            task=task,
                         )
                     )
     return cells
@@ -543,7 +511,7 @@ def main() -> None:
         default=DEFAULT_BUDGET,
         help="our configurations per search; the time budget ends it first",
     )
-    add_run_arguments(parser, DEFAULT_OUTPUT)
+    scripts.add_run_arguments(parser, DEFAULT_OUTPUT)
     args = parser.parse_args()
     output = args.output.resolve()
 
@@ -568,16 +536,24 @@ def main() -> None:
         parameters = default_parameters()
         data_processing = dict(parameters["data_processing"])
         base_seed = int(parameters["benchmark"]["seed"])
-        tasks = {name: dataset_task(name, data_processing) for name in args.datasets}
-        run_pending(
+        frames = scripts.raw_datasets(args.datasets, PROJECT)
+        tasks = {
+            name: dataset_task(frame, name, data_processing)
+            for name, frame in frames.items()
+        }
+        scripts.run_grid(
             build_cells(args, tasks, base_seed),
             run_cell,
-            data_processing,
-            output,
-            args.jobs,
+            CellLines(output),
+            PROJECT,
+            frames=frames,
+            arguments=(data_processing,),
+            jobs=args.jobs,
+            stamp=scripts.provenance(PACKAGES),
         )
 
-    write_report(report(read_records(output), output), output.with_suffix(".md"))
+    records = CellLines(output).records()
+    tables.write_report(report(records, output), output.with_suffix(".md"))
 
 
 if __name__ == "__main__":

@@ -1,4 +1,4 @@
-"""Multi-fidelity SEGOR vs full-fidelity SEGOR vs Optuna Hyperband + Caruana (issue 15 item 5).
+"""Multi-fidelity SEGOR vs full-fidelity SEGOR vs Optuna Hyperband + Caruana.
 
 Every cell is one (dataset, space, repetition r, tool, time budget T): the
 project's own test split of repetition r (the benchmark pipeline's
@@ -43,7 +43,7 @@ from __future__ import annotations
 import os
 
 # Single-threaded for every tool (our evaluation worker processes inherit this),
-# so that equal wall time means equal CPU on this shared 2-core machine.
+# so that equal wall time means equal CPU.
 for _var in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
     os.environ[_var] = "1"
 
@@ -52,39 +52,24 @@ import math
 import sys
 import time
 from collections import Counter
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import optuna
 import pandas as pd
-from cell_grid import (
-    RESULTS,
-    add_run_arguments,
-    cell_record,
-    dataset_task,
-    failed_lines,
-    fmt,
-    git_state,
-    log,
-    markdown_table,
-    mean_of,
-    plain,
-    read_records,
-    report_head,
-    run_pending,
-    split_records,
-    tool_setups,
-    wilcoxon_p,
-    wins,
-    write_report,
-)
 
 from ensemble_bo.api import EnsembleSearch, default_parameters
+from ensemble_bo.benchmarking import scripts, tables
+from ensemble_bo.benchmarking.store import CellLines
 from ensemble_bo.core.estimator import build_ensemble_model
 from ensemble_bo.core.evaluation import out_of_fold_predictions
-from ensemble_bo.core.grid import repetition_seed
+from ensemble_bo.core.grid import (
+    ToolCell,
+    dataset_task,
+    repetition_seed,
+    run_tool_cell,
+)
 from ensemble_bo.core.losses import objective as loss_objective
 from ensemble_bo.core.preparation import (
     assign_folds,
@@ -97,7 +82,8 @@ from ensemble_bo.core.space import CategoricalParameter, ConstantParameter, Sear
 from ensemble_bo.core.tpe import optuna_distributions
 from ensemble_bo.core.zoo import make_model, quiet_iteration_caps
 
-DEFAULT_OUTPUT = RESULTS / "multi_fidelity.jsonl"
+PROJECT = Path(__file__).resolve().parents[1]
+DEFAULT_OUTPUT = PROJECT / "benchmarks" / "results" / "multi_fidelity.jsonl"
 
 DEFAULT_DATASETS = ["concrete", "wage", "boston", "diabetes"]
 DEFAULT_SPACES = ["mlp_regressor", "svr"]
@@ -155,42 +141,6 @@ PACKAGES = ("optuna", "scikit-learn", "numpy", "scipy", "pandas", "ensemble-bo")
 # --------------------------------------------------------------------------- cells
 
 
-@dataclass(frozen=True)
-class Cell:
-    dataset: str
-    space: str
-    repetition: int
-    seed: int
-    tool: str
-    time_budget: float
-    setup: tuple[tuple[str, Any], ...]  # what the tool runs with, checked on resume
-
-    @property
-    def key(self) -> str:
-        return cell_key(
-            self.dataset, self.space, self.repetition, self.tool, self.time_budget
-        )
-
-    def coordinates(self) -> dict[str, Any]:
-        """What names the cell in its record."""
-        return {
-            "key": self.key,
-            "dataset": self.dataset,
-            "space": self.space,
-            "repetition": self.repetition,
-            "seed": self.seed,
-            "tool": self.tool,
-            "time_budget": self.time_budget,
-            "setup": plain(dict(self.setup)),
-        }
-
-
-def cell_key(
-    dataset: str, space: str, repetition: int, tool: str, time_budget: float
-) -> str:
-    return f"{dataset}/{space}/r{repetition}/{tool}/T{time_budget:g}"
-
-
 def tool_setup(tool: str, args: argparse.Namespace, posthoc: dict) -> dict[str, Any]:
     """What a tool runs with (checked against the stored cells on resume)."""
     if tool == "optuna_hb":
@@ -219,7 +169,9 @@ def tool_setup(tool: str, args: argparse.Namespace, posthoc: dict) -> dict[str, 
 # --------------------------------------------------------------------------- tools
 
 
-def fit_segor(cell: Cell, X: pd.DataFrame, y: pd.Series) -> tuple[Any, dict[str, Any]]:
+def fit_segor(
+    cell: ToolCell, X: pd.DataFrame, y: pd.Series
+) -> tuple[Any, dict[str, Any]]:
     setup = dict(cell.setup)
     fidelity = dict(setup["fidelity"])
     search = EnsembleSearch(
@@ -265,7 +217,7 @@ class _CaruanaEnsemble:
         return self.model.predict(X)
 
 
-def _optuna_input(cell: Cell, X: pd.DataFrame, y: pd.Series) -> dict[str, Any]:
+def _optuna_input(cell: ToolCell, X: pd.DataFrame, y: pd.Series) -> dict[str, Any]:
     """The data exactly as EnsembleSearch.fit prepares them: the same encoded
     features, standardized target and folds (cv=5, random_state=r)."""
     features = X.rename(columns=str).reset_index(drop=True)
@@ -425,7 +377,7 @@ def _caruana_refit(
 
 
 def fit_optuna_hb(
-    cell: Cell, X: pd.DataFrame, y: pd.Series
+    cell: ToolCell, X: pd.DataFrame, y: pd.Series
 ) -> tuple[Any, dict[str, Any]]:
     """Optuna TPE + Hyperband pruning on our folds and models, then Caruana + refit."""
     setup = dict(cell.setup)
@@ -479,10 +431,13 @@ def fit_optuna_hb(
     return _CaruanaEnsemble(model), info
 
 
-def run_cell(cell: Cell, data_processing: dict[str, Any]) -> dict[str, Any]:
+def run_cell(
+    cell: ToolCell, raw: pd.DataFrame, data_processing: dict[str, Any]
+) -> dict[str, Any]:
     """Split, fit, score one cell, in a worker process: its JSON record."""
+    scripts.quiet_learners()
     fitter = fit_optuna_hb if cell.tool == "optuna_hb" else fit_segor
-    return cell_record(cell, "regression", data_processing, fitter, PACKAGES)
+    return run_tool_cell(cell, raw, data_processing, fitter)
 
 
 # --------------------------------------------------------------------------- report
@@ -549,7 +504,7 @@ def _target1_rows(
     """Each multi-fidelity tool at T vs full SEGOR at 2T, for every such pair of T."""
     rows = []
     pairs = [(b, 2 * b) for b in budgets if 2 * b in budgets]
-    # T_max / 2 vs T_max first: the issue's target.
+    # T_max / 2 vs T_max first: the target.
     pairs.sort(key=lambda pair: -pair[1])
     for half, full in pairs:
         if ("segor", full) not in wide:
@@ -569,10 +524,10 @@ def _target1_rows(
                     str(len(paired)),
                     f"{x.mean():.4f} / {y.mean():.4f}",
                     f"{share:.2f} ({int(np.sum(x <= y))}/{len(paired)})",
-                    fmt(float(np.mean(x / y)), 3),
-                    fmt(float(np.median(x / y)), 3),
-                    fmt(wilcoxon_p(x, y, "less"), 3),
-                    fmt(wilcoxon_p(x, y, "greater"), 3),
+                    tables.fmt(float(np.mean(x / y)), 3),
+                    tables.fmt(float(np.median(x / y)), 3),
+                    tables.fmt(tables.wilcoxon_p(x, y, "less"), 3),
+                    tables.fmt(tables.wilcoxon_p(x, y, "greater"), 3),
                     met + ("" if full == max(budgets) else " (not T_max)"),
                 ]
             )
@@ -605,7 +560,7 @@ def _target2_rows(
 
 
 def _win_row(label: str, x: np.ndarray, y: np.ndarray, overall=False) -> list[str]:
-    won = wins(x, y)
+    won = tables.wins(x, y)
     rate = won / len(x)
     verdict = "met" if rate >= 0.65 else "**missed**"
     return [
@@ -613,7 +568,7 @@ def _win_row(label: str, x: np.ndarray, y: np.ndarray, overall=False) -> list[st
         str(len(x)),
         f"{rate:.2f} ({won:g}/{len(x)})",
         f"{x.mean():.4f} / {y.mean():.4f}",
-        fmt(wilcoxon_p(x, y, "two-sided"), 3),
+        tables.fmt(tables.wilcoxon_p(x, y, "two-sided"), 3),
         verdict,
     ]
 
@@ -632,16 +587,18 @@ def _cost_rows(frame: pd.DataFrame, tools: list[str]) -> list[list[str]]:
                     TOOL_LABELS[tool],
                     f"{budget:g}",
                     str(len(part)),
-                    fmt(mean_of(part["cell_wall_seconds"]), 1),
-                    fmt(mean_of(part["fit_wall_seconds"]), 1),
-                    fmt(mean_of(part["search_seconds"]), 1),
-                    fmt(mean_of(part["refit_seconds"]), 1),
-                    fmt(mean_of(part["n_trials"]), 1),
-                    fmt(mean_of(part["trials_failed"]), 1),
-                    fmt(mean_of(part["fidelity_configurations"]), 1),
-                    fmt(mean_of(part["optuna_pruned"]), 1) if optuna else "-",
-                    fmt(mean_of(part["fidelity_full_equivalents"]), 1),
-                    fmt(mean_of(part["ensemble_members_distinct"]), 1),
+                    tables.fmt(tables.mean_of(part["cell_wall_seconds"]), 1),
+                    tables.fmt(tables.mean_of(part["fit_wall_seconds"]), 1),
+                    tables.fmt(tables.mean_of(part["search_seconds"]), 1),
+                    tables.fmt(tables.mean_of(part["refit_seconds"]), 1),
+                    tables.fmt(tables.mean_of(part["n_trials"]), 1),
+                    tables.fmt(tables.mean_of(part["trials_failed"]), 1),
+                    tables.fmt(tables.mean_of(part["fidelity_configurations"]), 1),
+                    tables.fmt(tables.mean_of(part["optuna_pruned"]), 1)
+                    if optuna
+                    else "-",
+                    tables.fmt(tables.mean_of(part["fidelity_full_equivalents"]), 1),
+                    tables.fmt(tables.mean_of(part["ensemble_members_distinct"]), 1),
                     ", ".join(f"{k} {v}" for k, v in sorted(stopped.items())),
                 ]
             )
@@ -649,10 +606,10 @@ def _cost_rows(frame: pd.DataFrame, tools: list[str]) -> list[list[str]]:
 
 
 def report(records: dict[str, dict[str, Any]], path: Path) -> str:
-    ok, failed = split_records(records)
-    lines = report_head(
+    ok, failed = tables.split_records(records)
+    lines = tables.report_head(
         "Multi-fidelity SEGOR vs full-fidelity SEGOR vs Optuna Hyperband + Caruana",
-        path,
+        scripts.shown(path, PROJECT),
         ok,
         failed,
         "Test loss: MSE of the target standardized by the training part's mean and "
@@ -691,7 +648,7 @@ def report(records: dict[str, dict[str, Any]], path: Path) -> str:
         "",
         "## Mean test loss per space, tool and T (over datasets and repetitions)",
         "",
-        markdown_table(
+        tables.markdown_table(
             ["space", "tool", *budget_columns],
             _loss_by_budget_table(frame, tools, budgets, ["space"]),
         ),
@@ -699,7 +656,7 @@ def report(records: dict[str, dict[str, Any]], path: Path) -> str:
         "## Test loss against search time, per dataset and space (mean over "
         "repetitions)",
         "",
-        markdown_table(
+        tables.markdown_table(
             ["dataset", "space", "tool", *budget_columns],
             _loss_by_budget_table(frame, tools, budgets, ["dataset", "space"]),
         ),
@@ -720,7 +677,7 @@ def report(records: dict[str, dict[str, Any]], path: Path) -> str:
         "",
     ]
     lines.append(
-        markdown_table(
+        tables.markdown_table(
             TARGET1_COLUMNS,
             target1,
         )
@@ -738,7 +695,7 @@ def report(records: dict[str, dict[str, Any]], path: Path) -> str:
         "",
     ]
     lines.append(
-        markdown_table(
+        tables.markdown_table(
             TARGET2_COLUMNS,
             target2,
         )
@@ -760,7 +717,7 @@ def report(records: dict[str, dict[str, Any]], path: Path) -> str:
         "full equiv.: folds trained / 5 (full SEGOR: its pool); failed: failed "
         "trials.",
         "",
-        markdown_table(
+        tables.markdown_table(
             [
                 "tool",
                 "T",
@@ -784,7 +741,7 @@ def report(records: dict[str, dict[str, Any]], path: Path) -> str:
         "",
         *_setup_lines(frame, tools),
     ]
-    lines += failed_lines(failed)
+    lines += tables.failed_lines(failed)
     return "\n".join([*lines, ""])
 
 
@@ -799,12 +756,12 @@ def _by_space(frame: pd.DataFrame, tools: list[str], budgets: list[float]) -> li
             "",
             f"### {space}",
             "",
-            markdown_table(
+            tables.markdown_table(
                 TARGET1_COLUMNS,
                 _target1_rows(wide, tools, budgets),
             ),
             "",
-            markdown_table(
+            tables.markdown_table(
                 TARGET2_COLUMNS,
                 _target2_rows(wide, tools, budgets),
             ),
@@ -814,7 +771,8 @@ def _by_space(frame: pd.DataFrame, tools: list[str], budgets: list[float]) -> li
 
 def _setup_lines(frame: pd.DataFrame, tools: list[str]) -> list[str]:
     return [
-        f"- {TOOL_LABELS[tool]} (`{tool}`): " + "; ".join(tool_setups(frame, tool))
+        f"- {TOOL_LABELS[tool]} (`{tool}`): "
+        + "; ".join(tables.tool_setups(frame, tool))
         for tool in tools
     ]
 
@@ -822,7 +780,9 @@ def _setup_lines(frame: pd.DataFrame, tools: list[str]) -> list[str]:
 # --------------------------------------------------------------------------- main
 
 
-def build_cells(args: argparse.Namespace, base_seed: int, posthoc: dict) -> list[Cell]:
+def build_cells(
+    args: argparse.Namespace, base_seed: int, posthoc: dict
+) -> list[ToolCell]:
     """Every cell, the cheap budgets first."""
     cells = []
     for budget in sorted(args.time_budgets):
@@ -832,23 +792,25 @@ def build_cells(args: argparse.Namespace, base_seed: int, posthoc: dict) -> list
                     for tool in args.tools:
                         setup = tool_setup(tool, args, posthoc)
                         cells.append(
-                            Cell(
+                            ToolCell(
                                 dataset,
-                                space,
                                 repetition,
                                 repetition_seed(base_seed, repetition),
                                 tool,
-                                float(budget),
                                 tuple(sorted(setup.items())),
+                                time_budget=float(budget),
+                                space=space,
                             )
                         )
     return cells
 
 
-def _check_datasets(names: list[str], data_processing: dict[str, Any]) -> None:
-    """Every dataset loads and is a regression task (as the pipelines decide it)."""
-    for name in names:
-        task = dataset_task(name, data_processing)
+def _check_datasets(
+    frames: dict[str, pd.DataFrame], data_processing: dict[str, Any]
+) -> None:
+    """Every dataset is a regression task (as the pipelines decide it)."""
+    for name, frame in frames.items():
+        task = dataset_task(frame, name, data_processing)
         if task != "regression":
             sys.exit(
                 f"{name} is a {task} dataset; this benchmark is SEGOR's, regression"
@@ -883,7 +845,7 @@ def main() -> None:
         help="our configurations (full-fidelity equivalents) per search; the time "
         "budget ends it first",
     )
-    add_run_arguments(parser, DEFAULT_OUTPUT)
+    scripts.add_run_arguments(parser, DEFAULT_OUTPUT)
     args = parser.parse_args()
     output = args.output.resolve()
 
@@ -896,23 +858,28 @@ def main() -> None:
             sys.exit(f"unknown spaces {unknown}; see conf/base/parameters_models.yml")
         data_processing = dict(parameters["data_processing"])
         if data_processing["n_folds"] != N_FOLDS:
-            log(f"note: the pipelines use {data_processing['n_folds']} folds, here 5")
+            scripts.log(
+                f"note: the pipelines use {data_processing['n_folds']} folds, here 5"
+            )
         base_seed = int(parameters["benchmark"]["seed"])
         posthoc = dict(parameters["posthoc"])
         if posthoc["weighting"] != "counts":
             sys.exit("posthoc.weighting is not counts: the Optuna peer uses counts")
-        _check_datasets(args.datasets, data_processing)
-        run_pending(
+        frames = scripts.raw_datasets(args.datasets, PROJECT)
+        _check_datasets(frames, data_processing)
+        scripts.run_grid(
             build_cells(args, base_seed, posthoc),
             run_cell,
-            data_processing,
-            output,
-            args.jobs,
-            stamp=git_state,
-            cell_seconds=True,
+            CellLines(output),
+            PROJECT,
+            frames=frames,
+            arguments=(data_processing,),
+            jobs=args.jobs,
+            stamp=scripts.provenance(PACKAGES, PROJECT),
         )
 
-    write_report(report(read_records(output), output), output.with_suffix(".md"))
+    records = CellLines(output).records()
+    tables.write_report(report(records, output), output.with_suffix(".md"))
 
 
 if __name__ == "__main__":

@@ -49,40 +49,44 @@ import json
 import math
 import platform
 import statistics
+import sys
 import time
-import warnings
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
 import numpy as np
-from cell_grid import (
-    PROJECT,
-    RAW_DATA,
-    RESULTS,
-    fmt,
-    json_default,
-    log,
-    markdown_table,
-    package_versions,
-)
+import pandas as pd
 from sklearn.base import BaseEstimator, RegressorMixin
 from sklearn.tree import DecisionTreeRegressor
 
 from ensemble_bo.api import EnsembleSearch, default_parameters
-from ensemble_bo.core.evaluation import CrossValidationEvaluator
+from ensemble_bo.benchmarking.runner import run_cells
+from ensemble_bo.benchmarking.scripts import (
+    log,
+    package_versions,
+    quiet_learners,
+    raw_datasets,
+)
+from ensemble_bo.benchmarking.store import json_default
+from ensemble_bo.benchmarking.tables import fmt, markdown_table, wins
+from ensemble_bo.core.evaluation import CrossValidation
+from ensemble_bo.core.grid import ToolCell, dataset_task, run_tool_cell
 from ensemble_bo.core.methods import METHODS
 from ensemble_bo.core.optimizer_kinds import make_optimizer
-from ensemble_bo.core.parallel import ParallelSettings, trial_runner
-from ensemble_bo.core.preparation import ModelInput, prepare, split_dataset
-from ensemble_bo.core.refit import test_sample_losses
+from ensemble_bo.core.preparation import ModelInput, prepare
+from ensemble_bo.core.runners import trial_runner
+from ensemble_bo.core.search import Search
 from ensemble_bo.core.seeding import derive_seed
+from ensemble_bo.core.settings import ParallelSettings
 from ensemble_bo.core.space import SearchSpace
-from ensemble_bo.core.strategies import SegorSearch
-from ensemble_bo.core.trials import TrialResult
-from ensemble_bo.validation import load_raw_dataset
+from ensemble_bo.core.strategies import Segor
+from ensemble_bo.core.trials import TrialRequest, TrialResult
+from ensemble_bo.core.workers import WorkerEvaluator
 
+PROJECT = Path(__file__).resolve().parents[1]
+RESULTS = PROJECT / "benchmarks" / "results"
 DEFAULT_OUTPUT = RESULTS / "scaling"
 
 N_FOLDS = 5
@@ -172,8 +176,8 @@ class TimedRunner:
         self.n_workers = runner.n_workers
         self.waiting = 0.0
 
-    def submit(self, ticket: int, config: dict[str, Any]) -> None:
-        self.runner.submit(ticket, config)
+    def submit(self, request: TrialRequest) -> None:
+        self.runner.submit(request)
 
     def next_finished(self) -> tuple[int, TrialResult]:
         start = time.perf_counter()
@@ -182,7 +186,7 @@ class TimedRunner:
         finally:
             self.waiting += time.perf_counter() - start
 
-    def recorded_trials(self) -> list[tuple[dict[str, Any], TrialResult]]:
+    def recorded_trials(self) -> list[tuple[TrialRequest, TrialResult]]:
         return self.runner.recorded_trials()
 
 
@@ -223,13 +227,13 @@ def _start_workers(runner: Any) -> None:
 
 def scaling_data(seed: int) -> ModelInput:
     parameters = default_parameters()
-    raw = load_raw_dataset("concrete", RAW_DATA, project_path=PROJECT)
+    raw = raw_datasets(["concrete"], PROJECT)["concrete"]
     return prepare(raw, "concrete", parameters["data_processing"], seed)[1]
 
 
 def count_fits_per_trial(data: ModelInput, sleep: float) -> int:
     """Fits of one trial (one configuration's whole k-fold evaluation), in-process."""
-    evaluator = CrossValidationEvaluator(
+    evaluator = CrossValidation(
         SCALING_SPACE,
         data.features,
         data.target,
@@ -237,7 +241,7 @@ def count_fits_per_trial(data: ModelInput, sleep: float) -> int:
         model_factory=sleepy_factory(sleep),
     )
     before = SleepyTreeRegressor.fits
-    result = evaluator({"max_depth": 3})
+    result = evaluator(TrialRequest(0, {"max_depth": 3}))
     if not result.ok:
         raise RuntimeError(f"the sleepy model failed: {result.error}")
     return SleepyTreeRegressor.fits - before
@@ -261,14 +265,16 @@ def scaling_run(
         **options,
     )
     asks = time_asks(optimizer)
-    evaluator = CrossValidationEvaluator(
-        SCALING_SPACE,
-        data.features,
-        data.target,
-        data.fold_ids,
-        random_state=derive_seed(seed, "models"),
+    evaluator = WorkerEvaluator(
+        CrossValidation(
+            SCALING_SPACE,
+            data.features,
+            data.target,
+            data.fold_ids,
+            random_state=derive_seed(seed, "models"),
+            model_factory=sleepy_factory(sleep),
+        ),
         time_limit=None,
-        model_factory=sleepy_factory(sleep),
     )
     settings = ParallelSettings.from_block(
         {"backend": backend, "n_workers": workers, "address": None, "mode": mode}
@@ -278,8 +284,8 @@ def scaling_run(
         _start_workers(runner)
         started = time.perf_counter()
         timed = TimedRunner(runner)
-        search = SegorSearch(
-            optimizer, evaluator, data.target, data.fold_ids, ensemble_size=12
+        search = Search(
+            Segor(data.target, data.fold_ids, ensemble_size=12), optimizer, evaluator
         )
         result = search.run(budget, runner=timed, mode=mode)
         ended = time.perf_counter()
@@ -474,15 +480,13 @@ def scaling_table(part: dict[str, Any]) -> str:
 # --------------------------------------------------------------------------- quality
 
 
-def quality_cell(
-    dataset: str, seed: int, mode: str, budget: int, workers: int
-) -> dict[str, Any]:
-    """One search on the dataset's seeded split; its test loss."""
-    parameters = default_parameters()
-    raw = load_raw_dataset(dataset, RAW_DATA, project_path=PROJECT)
-    split = split_dataset(raw, dataset, parameters["data_processing"], seed)
-    task = split.info["task"]
-    method, model = QUALITY_SETUP[task]
+def fit_quality(
+    cell: ToolCell, X: pd.DataFrame, y: pd.Series
+) -> tuple[Any, dict[str, Any]]:
+    """The cell's search, sequential or with its workers in its mode (`tool`)."""
+    setup = dict(cell.setup)
+    mode = cell.tool
+    workers = 1 if mode == "sequential" else setup["workers"]
     params = None
     if mode != "sequential":
         params = {
@@ -494,33 +498,23 @@ def quality_cell(
             }
         }
     search = EnsembleSearch(
-        method=method,
-        model=model,
-        budget=budget,
+        method=setup["method"],
+        model=setup["model"],
+        budget=setup["budget"],
         cv=N_FOLDS,
-        random_state=seed,
+        random_state=cell.seed,
         params=params,
     )
     start = time.perf_counter()
-    search.fit(split.train_features, split.train_target)
+    search.fit(X, y)
     fit_seconds = time.perf_counter() - start
-    scaling = {"mean": 0.0, "std": 1.0}
-    if task == "regression":
-        scaling["std"] = float(split.train_target.astype(float).std(ddof=0))
-    losses = test_sample_losses(
-        search, split.test_features, split.test_target, task, scaling
-    )
     result = search.result_
-    return {
-        "dataset": dataset,
-        "task": task,
-        "method": method,
-        "model": model,
-        "seed": seed,
+    return search, {
+        "method": setup["method"],
+        "model": setup["model"],
         "mode": mode,
-        "workers": 1 if mode == "sequential" else workers,
-        "budget": budget,
-        "test_loss": float(np.mean(losses)),
+        "workers": workers,
+        "budget": setup["budget"],
         "cv_loss": float(search.cv_loss_),
         "trials": len(result.pool),
         "failed_trials": int(np.sum(~result.pool.ok)),
@@ -529,27 +523,57 @@ def quality_cell(
     }
 
 
+def quality_cell(
+    cell: ToolCell, raw: pd.DataFrame, data_processing: dict[str, Any]
+) -> dict[str, Any]:
+    """One search on the dataset's split of the cell's seed; its test loss."""
+    quiet_learners()
+    return run_tool_cell(cell, raw, data_processing, fit_quality)
+
+
 def quality_part(args: argparse.Namespace) -> dict[str, Any]:
+    data_processing = default_parameters()["data_processing"]
+    frames = raw_datasets(args.datasets, PROJECT)
     cells = []
-    start = time.perf_counter()
-    total = len(args.datasets) * len(args.seeds) * len(QUALITY_MODES)
-    for dataset in args.datasets:
+    for dataset, frame in frames.items():
+        task = dataset_task(frame, dataset, data_processing)
+        method, model = QUALITY_SETUP[task]
+        setup = {"budget": args.quality_budget, "method": method, "model": model}
         for seed in args.seeds:
             for mode in QUALITY_MODES:
-                cell = quality_cell(dataset, seed, mode, args.quality_budget, 4)
-                cells.append(cell)
-                log(
-                    f"[{len(cells)}/{total}] {dataset} seed {seed} {mode}: test loss "
-                    f"{cell['test_loss']:.4f}, search {cell['search_seconds']:.1f} s "
-                    f"({time.perf_counter() - start:.0f} s elapsed)"
+                workers = {"workers": 4} if mode != "sequential" else {}
+                cells.append(
+                    ToolCell(
+                        dataset,
+                        seed,
+                        seed,
+                        mode,
+                        tuple(sorted({**setup, **workers}.items())),
+                        task=task,
+                    )
                 )
+    records = []
+    start = time.perf_counter()
+    # One after the other, in this process: each search's workers get the cores.
+    ended = run_cells(
+        cells, quality_cell, frames=frames, arguments=(data_processing,), jobs=1
+    )
+    for cell, record in ended:
+        if record["status"] != "ok":
+            sys.exit(f"{cell.key}: {record['error']}\n{record.get('traceback', '')}")
+        records.append(record)
+        log(
+            f"[{len(records)}/{len(cells)}] {cell.key}: test loss "
+            f"{record['test_loss']:.4f}, search {record['search_seconds']:.1f} s "
+            f"({time.perf_counter() - start:.0f} s elapsed)"
+        )
     return {
         "datasets": list(args.datasets),
         "seeds": list(args.seeds),
         "budget": args.quality_budget,
         "workers": 4,
         "backend": "local",
-        "cells": cells,
+        "cells": records,
         "part_seconds": time.perf_counter() - start,
         **_environment(),
     }
@@ -600,9 +624,7 @@ def quality_rows(part: dict[str, Any]) -> list[dict[str, Any]]:
                 for b in cells
                 if b["mode"] == "sequential" and b["seed"] == a["seed"]
             ]
-            row[f"{mode}_wins"] = sum(a < b for a, b in pairs) + 0.5 * sum(
-                a == b for a, b in pairs
-            )
+            row[f"{mode}_wins"] = wins([a for a, _ in pairs], [b for _, b in pairs])
         rows.append(row)
     return rows
 
@@ -718,8 +740,8 @@ def report(results: dict[str, Any]) -> str:
             "mean(sequential)| against the sample std of the sequential seeds; wins: "
             "seeds where the parallel mode's test loss is lower than sequential's "
             "on the same split (ties half). Search s: mean seconds of the search "
-            "(refit excluded) on this 2-core machine, where the trees train in "
-            "milliseconds: nothing to gain from workers there.",
+            f"(refit excluded) on {quality['nproc']} cores, where the trees train "
+            "in milliseconds: nothing to gain from workers there.",
             "",
             quality_table(quality),
             "",
@@ -766,8 +788,7 @@ def main() -> None:
     output = args.output or (RESULTS / "scaling_quick" if quick else DEFAULT_OUTPUT)
     output = output.with_suffix("")
     json_path, md_path = output.with_suffix(".json"), output.with_suffix(".md")
-    warnings.filterwarnings("ignore")
-    os.environ["PYTHONWARNINGS"] = "ignore"
+    quiet_learners()
 
     results: dict[str, Any] = {}
     if json_path.exists():

@@ -18,12 +18,16 @@ import pandas as pd
 from kedro.framework.session import KedroSession
 from kedro.framework.startup import bootstrap_project
 
+from ensemble_bo.benchmarking.runner import run_cells
+from ensemble_bo.core.grid import ToolCell
+
 PROJECT = Path(__file__).resolve().parents[1]
 RESULTS = PROJECT / "benchmarks" / "results"
 
 
-def run_segor(dataset: str, seed: int, budget: int | None) -> dict[str, float]:
-    params = {"dataset": dataset, "seed": seed}
+def run_segor(cell: ToolCell, budget: int | None) -> dict[str, float]:
+    """The cell's `kedro run --pipelines=segor`: its test metrics."""
+    params = {"dataset": cell.dataset, "seed": cell.seed}
     if budget is not None:
         params["budget"] = budget
     with KedroSession.create(project_path=PROJECT, runtime_params=params) as session:
@@ -50,10 +54,16 @@ def main() -> None:
     os.environ.setdefault("DO_NOT_TRACK", "true")
     os.environ.setdefault("MLFLOW_EXPERIMENT_NAME", "segor_benchmark")
     bootstrap_project(PROJECT)
-    rows = [
-        {"dataset": dataset, "seed": seed, **run_segor(dataset, seed, args.budget)}
+    cells = [
+        ToolCell(dataset, seed, seed, "segor")
         for dataset in args.datasets
         for seed in args.seeds
+    ]
+    # One after the other, in this process: each is a Kedro session of its own.
+    ended = run_cells(cells, run_segor, arguments=(args.budget,), jobs=1)
+    rows = [
+        {"dataset": cell.dataset, "seed": cell.seed, **metrics}
+        for cell, metrics in ended
     ]
     table = pd.DataFrame(rows)[
         ["dataset", "seed", "test_mse_ensemble", "test_mse_single_best"]

@@ -18,11 +18,11 @@ import pytest
 from sklearn.base import BaseEstimator, RegressorMixin
 from sklearn.tree import DecisionTreeRegressor
 
+from ensemble_bo.benchmarking.store import CellFolder
 from ensemble_bo.core.dask_runner import DaskRunner
 from ensemble_bo.core.journal import JournalFolder
 from ensemble_bo.core.methods import run_method
 from ensemble_bo.core.optimizer import GPEIOptimizer
-from ensemble_bo.datasets.benchmark_cell_store import BenchmarkCellStore
 from ensemble_bo.pipelines.benchmark.nodes import run_benchmark
 from tests.core.test_parallel import DATA, parallel_settings
 from tests.core.test_strategies import SPACE
@@ -206,7 +206,7 @@ def test_benchmark_cells_run_on_the_cluster_and_equal_local_cells(cluster, tmp_p
     }
 
     def run(where, parallel):
-        store = BenchmarkCellStore(tmp_path / where / "cells")
+        store = CellFolder(tmp_path / where / "cells")
         return run_benchmark(
             raw,
             store,

@@ -19,8 +19,9 @@ from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 from mlflow.tracking import MlflowClient
 
-from ensemble_bo.core.pool import Pool, TrialResult
+from ensemble_bo.core.pool import Pool
 from ensemble_bo.core.results import EnsembleSearchResult
+from ensemble_bo.core.trials import TrialResult
 from ensemble_bo.pipeline_registry import register_pipelines
 from ensemble_bo.reporting import (
     FIGURE,

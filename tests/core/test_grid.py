@@ -7,6 +7,7 @@ import pandas as pd
 import pytest
 from kedro.config import OmegaConfigLoader
 
+from ensemble_bo.benchmarking.store import CellFolder
 from ensemble_bo.core.grid import (
     REFIT_PARAMS,
     cell_settings,
@@ -19,7 +20,6 @@ from ensemble_bo.core.grid import (
     run_cell,
 )
 from ensemble_bo.core.methods import METHODS, parse_method
-from ensemble_bo.datasets import BenchmarkCellStore
 
 PROJECT = Path(__file__).resolve().parents[2]
 CONF = OmegaConfigLoader(
@@ -151,7 +151,7 @@ def test_cell_keys_are_stable_unique_and_file_safe():
         "concrete__decision_tree_regressor__segor=f-m__r0__s3__b8__"
     )
     assert len(first[2].key.rsplit("__", 1)[1]) == 12
-    store = BenchmarkCellStore("/nonexistent")
+    store = CellFolder("/nonexistent")
     for cell in first:
         store._file(cell.key)  # a safe file name, or it raises
 

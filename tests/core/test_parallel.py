@@ -7,7 +7,6 @@ import heapq
 import importlib
 import os
 import time
-from types import SimpleNamespace
 
 import numpy as np
 import pandas as pd
@@ -541,20 +540,20 @@ def _end_the_worker(cell, *args):
     os._exit(1)
 
 
-def test_a_benchmark_cell_whose_worker_dies_is_a_failed_cell(
-    local_cluster, monkeypatch, tmp_path
-):
-    from ensemble_bo.pipelines.benchmark import nodes  # noqa: PLC0415
+def test_a_benchmark_cell_whose_worker_dies_is_a_failed_cell(local_cluster, tmp_path):
+    from ensemble_bo.benchmarking.runner import run_cells  # noqa: PLC0415
+    from ensemble_bo.core.grid import MethodCell  # noqa: PLC0415
 
-    monkeypatch.setattr(nodes, "run_cell", _end_the_worker)
-    cell = SimpleNamespace(
-        key="a-cell", dataset="d", coordinates={"key": "a-cell", "method": "smbo"}
-    )
+    cell = MethodCell("a-cell", "d", "regression", "m", "smbo", 0, 0, 1, {})
     on_the_cluster = ParallelSettings(
         "dask", None, local_cluster.scheduler.address, "sync"
     )
-    (record,) = nodes._cells_on_dask(
-        on_the_cluster, [cell], {"d": pd.DataFrame({"x": [1.0]})}, {}, tmp_path
+    ((_, record),) = run_cells(
+        [cell],
+        _end_the_worker,
+        frames={"d": pd.DataFrame({"x": [1.0]})},
+        arguments=({}, tmp_path),
+        cluster=on_the_cluster,
     )
     assert record["status"] == "failed" and "KilledWorker" in record["error"]
     assert record["key"] == "a-cell" and record["cv_loss_curve"] == []

@@ -18,10 +18,11 @@ from kedro.framework.session import KedroSession
 from kedro.framework.startup import bootstrap_project
 
 from ensemble_bo import events
+from ensemble_bo.benchmarking.store import CellFolder
 from ensemble_bo.core.grid import parameter_blocks, parse_settings
 from ensemble_bo.core.journal import JournalFolder
 from ensemble_bo.core.methods import METHODS
-from ensemble_bo.datasets import BenchmarkCellStore, BenchmarkCellStoreDataset
+from ensemble_bo.datasets import BenchmarkCellStoreDataset
 from ensemble_bo.pipeline_registry import register_pipelines
 from ensemble_bo.pipelines.benchmark import nodes
 from ensemble_bo.pipelines.benchmark.nodes import load_datasets, run_benchmark
@@ -135,13 +136,13 @@ def test_errors_come_before_any_cell_runs(tmp_path, monkeypatch):
     raw = {"concrete": lambda: pd.read_csv(PROJECT / "data/01_raw/concrete.csv")}
     grid = {"datasets": ["concrete"], "repetitions": 1, "budget": 3}
     with pytest.raises(ValueError, match="unknown method 'nope'"):
-        run(raw, BenchmarkCellStore(tmp_path), {**grid, "methods": ["smbo", "nope"]})
+        run(raw, CellFolder(tmp_path), {**grid, "methods": ["smbo", "nope"]})
     # a bad block of a later method: refused while the grid expands
     broken = {name: block for name, block in PARAMETERS.items() if name != "ensemble"}
     with pytest.raises(ValueError, match="reads params:ensemble"):
         run(
             raw,
-            BenchmarkCellStore(tmp_path),
+            CellFolder(tmp_path),
             {**grid, "methods": ["smbo", "segor"]},
             broken,
         )
@@ -170,7 +171,7 @@ def test_the_store_round_trips_records_and_skips_temporary_files(tmp_path):
 
 
 def test_a_write_goes_through_a_temporary_file_and_os_replace(tmp_path, monkeypatch):
-    store = BenchmarkCellStore(tmp_path)
+    store = CellFolder(tmp_path)
     store.put("cell", {"v": 1})
     replaced = []
 
@@ -212,7 +213,7 @@ def test_a_tiny_grid_runs_stores_and_reuses_its_cells(tmp_path, cell_events, cap
         "repetitions": 1,
         "budget": 5,
     }
-    store = BenchmarkCellStore(tmp_path)
+    store = CellFolder(tmp_path)
     with caplog.at_level("INFO", logger=nodes.__name__):
         records = run(raw, store, benchmark, parameters)
     assert [r["key"] for r in records] == sorted(r["key"] for r in records)
@@ -259,7 +260,7 @@ def test_a_failed_cell_is_recorded_not_stored_and_the_grid_goes_on(
         "repetitions": 1,
         "budget": 4,
     }
-    store = BenchmarkCellStore(tmp_path)
+    store = CellFolder(tmp_path)
     with caplog.at_level("INFO", logger=nodes.__name__):
         records = run(raw, store, benchmark, parameters)
     by_method = {r["method"]: r for r in records}

@@ -1,11 +1,24 @@
-"""The benchmark's grid: datasets x model spaces x methods x repetitions, and one cell's run.
+"""Benchmark cells: what one is, the pipeline's grid of them, and one cell's run.
 
-A cell is one (dataset, model space, method, repetition). Its data is prepared
-with the repetition's seed (the same test split and folds for every method),
-its method runs with the benchmark's budget on the cell's model space, and the
-ensemble is refit and scored on the test split (design.md s.5). A cell's key
-names its coordinates and hashes everything else that changes its result, so a
-store of finished cells can be reused across runs.
+A cell is one run of a benchmark, named by its coordinates and its key: the
+`Cell` protocol, which the cell store and the runner (ensemble_bo.benchmarking)
+take. Two kinds:
+
+- `MethodCell`, the benchmark pipeline's: one (dataset, model space, method,
+  repetition). Its data are prepared with the repetition's seed (the same test
+  split and folds for every method), its method runs with the benchmark's budget
+  on the cell's model space, and the ensemble is refit and scored on the test
+  split. Its key names its coordinates and hashes everything else that changes
+  its result, so a store of finished cells can be reused across runs.
+- `ToolCell`, the benchmark scripts': one tool (a search of ours, or another
+  library's) fitted on a repetition's training part, with its setup, scored on
+  the same test split as the pipeline's cells.
+
+The evaluation protocol, for both: repetition r holds out a seeded test split
+(`data_processing.test_size`, a third by default; stratified for classes), the
+searches cross-validate on the rest (`n_folds`, 5 by default), and the test
+loss is the MSE of the target standardized on the training part (regression)
+or the error rate (classification).
 
 Pure: no Kedro, no MLflow, no files; the methods come from the registry
 (core/methods.py).
@@ -13,15 +26,18 @@ Pure: no Kedro, no MLflow, no files; the methods come from the registry
 
 from __future__ import annotations
 
+import datetime
 import hashlib
 import json
 import math
 import re
 import time
-from collections.abc import Mapping
+import traceback
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
 
+import numpy as np
 import pandas as pd
 
 from ensemble_bo.core.journal import JournalFolder
@@ -33,8 +49,13 @@ from ensemble_bo.core.methods import (
     parse_method,
     run_method,
 )
-from ensemble_bo.core.preparation import dataset_fingerprint, prepare, validate_dataset
-from ensemble_bo.core.refit import refit_and_score
+from ensemble_bo.core.preparation import (
+    dataset_fingerprint,
+    prepare,
+    split_dataset,
+    validate_dataset,
+)
+from ensemble_bo.core.refit import refit_and_score, test_sample_losses
 from ensemble_bo.core.zoo import model_task
 
 # Parameters every cell reads besides its method's: the final model's combiner.
@@ -43,7 +64,7 @@ REFIT_PARAMS = ("voting",)
 _UNSAFE_KEY_CHARACTERS = re.compile(r"[^A-Za-z0-9_.+=-]")
 # Length of the parameter hash in a cell key (hex digits of sha256).
 _HASH_LENGTH = 12
-# The test metric each task is compared on (design.md s.5).
+# The test metric each task is compared on (the protocol above).
 TEST_LOSS_METRICS = {
     "regression": "test_mse_ensemble",
     "classification": "test_error_ensemble",
@@ -153,9 +174,24 @@ def parse_settings(benchmark: Mapping[str, Any]) -> BenchmarkSettings:
 # --- cells ---------------------------------------------------------------------------
 
 
+class Cell(Protocol):
+    """One run of a benchmark, as the cell store and the runner see it."""
+
+    @property
+    def key(self) -> str:
+        """Unique in its grid; the store's name for the cell's record."""
+
+    @property
+    def coordinates(self) -> dict[str, Any]:
+        """What names the cell in its record, the key included (JSON values)."""
+
+    def failed_record(self, error: BaseException) -> dict[str, Any]:
+        """The record of the cell when its run raised `error`."""
+
+
 @dataclass(frozen=True)
-class Cell:
-    """One run of the grid; `settings` are the parameter blocks it reads (cell_settings)."""
+class MethodCell:
+    """A pipeline cell; `settings` are the parameter blocks it reads (cell_settings)."""
 
     key: str
     dataset: str
@@ -169,7 +205,6 @@ class Cell:
 
     @property
     def coordinates(self) -> dict[str, Any]:
-        """What names the cell in its record: key, dataset, ..., budget."""
         return {
             "key": self.key,
             "dataset": self.dataset,
@@ -181,10 +216,76 @@ class Cell:
             "budget": self.budget,
         }
 
+    def failed_record(self, error: BaseException) -> dict[str, Any]:
+        """Its record (an empty curve for the report's rank curves); not stored, so
+        a rerun tries the cell again."""
+        return {
+            **self.coordinates,
+            "status": "failed",
+            "error": f"{type(error).__name__}: {error}",
+            "cv_loss_curve": [],
+        }
+
+
+def as_json(value: Any) -> Any:
+    """`value` as JSON gives it back (tuples as lists), so stored and new compare."""
+    return json.loads(json.dumps(value))
+
+
+@dataclass(frozen=True)
+class ToolCell:
+    """A script cell: `tool` fitted on repetition r's training part of `dataset`.
+
+    setup: what the tool runs with, as sorted (name, value) pairs (a store
+    holding the cell's record with another setup refuses to resume it);
+    time_budget: seconds of search; task: the dataset's, checked when the data
+    are split; space: the model space, where the tool's grid has several. The
+    fields that are None are left out of the key and the record.
+    """
+
+    dataset: str
+    repetition: int
+    seed: int
+    tool: str
+    setup: tuple[tuple[str, Any], ...] = ()
+    time_budget: float | None = None
+    task: str | None = None
+    space: str | None = None
+
+    @property
+    def key(self) -> str:
+        """`dataset[/space]/r<repetition>/tool[/T<time budget>]`."""
+        parts = [self.dataset, self.space, f"r{self.repetition}", self.tool]
+        if self.time_budget is not None:
+            parts.append(f"T{self.time_budget:g}")
+        return "/".join(part for part in parts if part is not None)
+
+    @property
+    def coordinates(self) -> dict[str, Any]:
+        named = {
+            "key": self.key,
+            "dataset": self.dataset,
+            "task": self.task,
+            "space": self.space,
+            "repetition": self.repetition,
+            "seed": self.seed,
+            "tool": self.tool,
+            "time_budget": self.time_budget,
+            "setup": as_json(dict(self.setup)),
+        }
+        return {name: value for name, value in named.items() if value is not None}
+
+    def failed_record(self, error: BaseException) -> dict[str, Any]:
+        return {
+            **self.coordinates,
+            "status": "failed",
+            "error": f"{type(error).__name__}: {error}",
+        }
+
 
 def repetition_seed(seed: int, repetition: int) -> int:
     """Repetition r runs with seed + r for every method: the same test split and
-    folds for all (design.md s.5), the split and folds that `kedro run
+    folds for all, the split and folds that `kedro run
     --params dataset=D,seed=<seed + r>` gives a single method's pipeline."""
     return seed + repetition
 
@@ -297,7 +398,7 @@ def expand_grid(
     data_sha256: Mapping[str, str],
     data_processing: Mapping[str, Any],
     parameters: Mapping[str, Any],
-) -> list[Cell]:
+) -> list[MethodCell]:
     """Every cell of the grid, in grid order.
 
     tasks, data_sha256: each dataset's task and content hash; parameters: the
@@ -337,7 +438,7 @@ def expand_grid(
                         fingerprint,
                     )
                     cells.append(
-                        Cell(
+                        MethodCell(
                             key,
                             dataset,
                             task,
@@ -357,22 +458,29 @@ def expand_grid(
     return cells
 
 
+def dataset_task(
+    frame: pd.DataFrame, name: str, data_processing: Mapping[str, Any]
+) -> str:
+    """The dataset's task as the pipelines decide it, once the table is validated."""
+    return validate_dataset(
+        frame,
+        data_processing["target"],
+        data_processing["task"],
+        data_processing["test_size"],
+        data_processing["n_folds"],
+        name,
+    )
+
+
 def grid_cells(
     settings: BenchmarkSettings,
     frames: Mapping[str, pd.DataFrame],
     data_processing: Mapping[str, Any],
     parameters: Mapping[str, Any],
-) -> list[Cell]:
+) -> list[MethodCell]:
     """`expand_grid` over the raw tables: each is validated (its task) and hashed."""
     tasks = {
-        name: validate_dataset(
-            frame,
-            data_processing["target"],
-            data_processing["task"],
-            data_processing["test_size"],
-            data_processing["n_folds"],
-            name,
-        )
+        name: dataset_task(frame, name, data_processing)
         for name, frame in frames.items()
     }
     fingerprints = {name: dataset_fingerprint(frame) for name, frame in frames.items()}
@@ -392,7 +500,7 @@ def _finite_or_none(value: float) -> float | None:
 
 
 def run_cell(
-    cell: Cell,
+    cell: MethodCell,
     raw: pd.DataFrame,
     data_processing: Mapping[str, Any],
     journals: JournalFolder | None = None,
@@ -409,22 +517,12 @@ def run_cell(
     try:
         record = _finished_cell(cell, raw, data_processing, journals)
     except Exception as error:  # noqa: BLE001 - one broken cell must not stop the grid
-        record = failed_cell(cell, error)
+        record = cell.failed_record(error)
     return {**record, "wall_seconds": time.perf_counter() - start}
 
 
-def failed_cell(cell: Cell, error: BaseException) -> dict[str, Any]:
-    """The record of a cell that raised `error` (not stored: a rerun tries it again)."""
-    return {
-        **cell.coordinates,
-        "status": "failed",
-        "error": f"{type(error).__name__}: {error}",
-        "cv_loss_curve": [],
-    }
-
-
 def _finished_cell(
-    cell: Cell,
+    cell: MethodCell,
     raw: pd.DataFrame,
     data_processing: Mapping[str, Any],
     journals: JournalFolder | None,
@@ -448,7 +546,7 @@ def _finished_cell(
         **cell.coordinates,
         "status": "ok",
         "test_loss": loss_on_test_split(metrics, cell.task),
-        # For the Poisson-binomial test's per-dataset Pr(A better) (design.md s.4).
+        # For the Poisson-binomial test's per-dataset Pr(A better than B).
         "test_sample_losses": test_losses.tolist(),
         "test_metrics": {name: float(value) for name, value in metrics.items()},
         "cv_loss": curve[-1] if curve else None,
@@ -462,3 +560,58 @@ def _finished_cell(
         "trials_failed": int((~result.pool.ok).sum()),
         "trials_reused": result.trials_reused,
     }
+
+
+# A tool's fit of a cell on the training part: the fitted model (its predict
+# gives the test predictions) and what the record says about the fit.
+ToolFit = Callable[[ToolCell, pd.DataFrame, pd.Series], tuple[Any, dict[str, Any]]]
+
+
+def run_tool_cell(
+    cell: ToolCell,
+    raw: pd.DataFrame,
+    data_processing: Mapping[str, Any],
+    fit: ToolFit,
+) -> dict[str, Any]:
+    """Split with the cell's seed, fit the tool on the training part, score it.
+
+    The split is the pipeline's of the same seed (`split_dataset`); the test
+    loss is the mean of the project's per-sample test losses (`test_sample_losses`:
+    the target standardized by the training part's std, or 0/1 errors). A cell
+    that raises is a record too: status failed, its error and traceback.
+    """
+    record = cell.coordinates
+    start = time.perf_counter()
+    try:
+        split = split_dataset(raw, cell.dataset, data_processing, cell.seed)
+        task = split.info["task"]
+        if cell.task is not None and task != cell.task:
+            raise ValueError(f"{cell.dataset} is not a {cell.task} dataset")
+        model, info = fit(cell, split.train_features, split.train_target)
+        std = 1.0
+        if task == "regression":
+            std = float(split.train_target.astype(float).std(ddof=0))
+        losses = test_sample_losses(
+            model, split.test_features, split.test_target, task, {"std": std}
+        )
+        if losses.shape != (len(split.test_target),):
+            raise ValueError(
+                f"{cell.tool} predicted shape {losses.shape} for "
+                f"{len(split.test_target)} test rows"
+            )
+        record.update(
+            status="ok",
+            test_loss=float(np.mean(losses)),
+            train_rows=len(split.train_target),
+            test_rows=len(split.test_target),
+            **info,
+        )
+    except Exception as error:  # noqa: BLE001 - a failed cell is a result to report
+        record.update(
+            status="failed",
+            error=f"{type(error).__name__}: {error}",
+            traceback=traceback.format_exc(limit=-6),
+        )
+    record["cell_wall_seconds"] = time.perf_counter() - start
+    record["finished"] = datetime.datetime.now().isoformat(timespec="seconds")
+    return record

@@ -1,16 +1,19 @@
 #!/bin/bash
-# Issue 13, items 3 and 4: the GP settings (map, ml2, slice, the paper preset)
-# and the final weights (counts, BFGS) on the bundled grid's tree space and SEGO
-# s.4.2's classification space, 3 repetitions, budget 50. Each setting's cells
-# are moved to a folder of their own (the pipeline stores them under the same
-# method names), then benchmarks/cell_comparison.py compares every setting with
-# the default. Writes benchmarks/results/issue13_{gp_modes,bfgs}_*.{md,json} and
-# *_cells.csv. About 50 minutes on 2 cores.
-#   bash benchmarks/issue13_settings.sh
+# The GP settings (map, ml2, slice, the paper preset) and the final weights
+# (counts, BFGS) on the results grid's tree space and SEGO s.4.2's
+# classification space, 3 repetitions, budget 50 (the grid of
+# conf/classification_objectives with each setting's datasets and methods).
+# Each setting's cells are moved to a folder of their own (the pipeline stores
+# them under the same method names), then benchmarks/cell_comparison.py
+# compares every setting with the default. Writes
+# benchmarks/results/{gp_settings,final_weights}_{trees,classification}.{md,json},
+# classification_targets.{md,json} and their *_cells.csv. About 90 minutes on
+# 2 cores (594 cells).
+#   bash benchmarks/gp_settings_and_weights.sh
 set -euo pipefail
 cd "$(dirname "$0")/.."
 STORE=data/07_model_output/benchmark_cells
-OUT=data/issue13_settings
+OUT=data/gp_settings_and_weights
 REGRESSION="cpu_performance hitters auto_mpg carseats diabetes boston concrete"
 CLASSIFICATION="wine breast_cancer pima german_credit titanic car_good"
 blocks="smbo segor esmbo sego"
@@ -22,7 +25,7 @@ run() {  # setting name, datasets, methods, extra --params
     exit 1
   fi
   echo "=== $name $(date +%T)"
-  .venv/bin/kedro run --pipelines=benchmark --env=issue13 --params \
+  .venv/bin/kedro run --pipelines=benchmark --env=classification_objectives --params \
     "benchmark.repetitions=3,benchmark.datasets=$datasets,benchmark.methods=$methods${extra:+,$extra}"
   mkdir -p "$OUT/$name" && mv "$STORE"/*.json "$OUT/$name/"
 }
@@ -47,23 +50,23 @@ run cls_paper "$CLASSIFICATION" "sego smbo_posthoc" "$(each optimizer.preset=pap
 run cls_bfgs "$CLASSIFICATION" "sego smbo_posthoc" "$BFGS"
 
 compare() { .venv/bin/python benchmarks/cell_comparison.py --against-unsuffixed "$@" > /dev/null; }
-compare --model decision_tree_regressor --name issue13_gp_modes_trees \
+compare --model decision_tree_regressor --name gp_settings_trees \
   --cells $OUT/trees_map --cells $OUT/trees_ml2=+ml2 --cells $OUT/trees_slice=+slice \
   --cells $OUT/trees_paper=+paper --methods smbo+ml2 smbo+slice smbo+paper \
   segor:f-m+ml2 segor:f-m+slice segor:f-m+paper esmbo+ml2 esmbo+slice esmbo+paper
-compare --model sego_sklearn_paper --name issue13_gp_modes_classification \
+compare --model sego_sklearn_paper --name gp_settings_classification \
   --cells $OUT/cls_map --cells $OUT/cls_ml2=+ml2 --cells $OUT/cls_slice=+slice \
   --cells $OUT/cls_paper=+paper --methods sego+ml2 sego+slice sego+paper \
   smbo_posthoc+ml2 smbo_posthoc+slice smbo_posthoc+paper
-compare --model decision_tree_regressor --name issue13_bfgs_trees \
+compare --model decision_tree_regressor --name final_weights_trees \
   --cells $OUT/trees_map --cells $OUT/trees_bfgs=+bfgs \
   --methods segor:f-m+bfgs esmbo+bfgs ers+bfgs smbo_posthoc+bfgs
-compare --model sego_sklearn_paper --name issue13_bfgs_classification \
+compare --model sego_sklearn_paper --name final_weights_classification \
   --cells $OUT/cls_map --cells $OUT/cls_bfgs=+bfgs --methods sego+bfgs smbo_posthoc+bfgs
 # The classification targets: every setting against error-rate post-hoc
 # selection and the single best.
 .venv/bin/python benchmarks/cell_comparison.py --model sego_sklearn_paper \
-  --name issue13_settings_targets --baselines smbo_posthoc:error smbo \
+  --name classification_targets --baselines smbo_posthoc:error smbo \
   --cells $OUT/cls_map --cells $OUT/cls_ml2=+ml2 --cells $OUT/cls_slice=+slice \
   --cells $OUT/cls_paper=+paper --cells $OUT/cls_bfgs=+bfgs > /dev/null
 echo "done $(date +%T)"

@@ -1,0 +1,164 @@
+"""What the benchmark scripts share around their cells: options, data, provenance.
+
+A script in benchmarks/ builds its cells (core.grid.ToolCell) and a
+module-level function that runs one (usually core.grid.run_tool_cell with the
+tool's fit); `run_grid` resumes from the script's store, runs the rest
+`--jobs` at a time with a progress line per cell, and the script then writes
+its report from the store's records.
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import os
+import platform
+import subprocess
+import sys
+import time
+import warnings
+from collections.abc import Iterable, Mapping, Sequence
+from importlib import metadata
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from ensemble_bo.benchmarking.runner import CellRun, resume, run_cells
+from ensemble_bo.benchmarking.store import CellLines
+from ensemble_bo.core.grid import Cell
+from ensemble_bo.validation import load_raw_dataset
+
+
+def log(message: str) -> None:
+    """A progress line on stderr (the report itself goes to stdout)."""
+    print(message, file=sys.stderr, flush=True)  # noqa: T201 - progress
+
+
+def package_versions(packages: Sequence[str]) -> dict[str, str]:
+    """Python's version, then each package's (or "not installed")."""
+    versions = {"python": platform.python_version()}
+    for package in packages:
+        try:
+            versions[package] = metadata.version(package)
+        except metadata.PackageNotFoundError:
+            versions[package] = "not installed"
+    return versions
+
+
+def git_state(project: Path) -> dict[str, Any]:
+    """The commit, whether the tree differs from it, and a digest of the sources."""
+    state: dict[str, Any] = {}
+    try:
+        state["git_commit"] = subprocess.run(
+            ["git", "rev-parse", "HEAD"],
+            cwd=project,
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout.strip()
+        status = subprocess.run(
+            ["git", "status", "--porcelain", "--untracked-files=no"],
+            cwd=project,
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout
+        state["git_dirty"] = bool(status.strip())
+        state["git_dirty_paths"] = [line[3:] for line in status.splitlines()][:20]
+    except (OSError, subprocess.CalledProcessError) as error:
+        state["git_commit"] = f"unknown ({error})"
+    # The tree may be dirty: the sources measured, whatever the commit says.
+    digest = hashlib.sha256()
+    for path in sorted((project / "src" / "ensemble_bo").rglob("*.py")):
+        digest.update(str(path.relative_to(project)).encode())
+        digest.update(path.read_bytes())
+    state["sources_sha256"] = digest.hexdigest()[:16]
+    return state
+
+
+def provenance(packages: Sequence[str], project: Path | None = None) -> dict[str, Any]:
+    """What every record of a run names: package versions, cores, and with
+    `project` its git state."""
+    stamp = {"versions": package_versions(packages), "nproc": os.cpu_count()}
+    return {**stamp, **(git_state(project) if project is not None else {})}
+
+
+def shown(path: Path, project: Path) -> str:
+    """The path relative to the project where it lies inside it."""
+    try:
+        return str(path.resolve().relative_to(project))
+    except ValueError:
+        return str(path)
+
+
+def add_run_arguments(parser: argparse.ArgumentParser, default_output: Path) -> None:
+    """The options every cell-grid script ends with: --jobs, --output, --report."""
+    parser.add_argument(
+        "--jobs", type=int, default=1, help="cells run at once (at most the cores)"
+    )
+    parser.add_argument("--output", type=Path, default=default_output)
+    parser.add_argument(
+        "--report", action="store_true", help="only re-read the results and report"
+    )
+
+
+def quiet_learners() -> None:
+    """Learners' convergence chatter is not a result; PYTHONWARNINGS reaches the
+    evaluation worker processes too."""
+    warnings.filterwarnings("ignore")
+    os.environ["PYTHONWARNINGS"] = "ignore"
+
+
+def raw_datasets(names: Iterable[str], project: Path) -> dict[str, pd.DataFrame]:
+    """data/01_raw/<name>.csv of the project as the pipelines load it, by name."""
+    raw = project / "data" / "01_raw"
+    return {name: load_raw_dataset(name, raw, project_path=project) for name in names}
+
+
+def run_grid(
+    cells: Sequence[Cell],
+    run: CellRun,
+    store: CellLines,
+    project: Path,
+    *,
+    frames: Mapping[str, pd.DataFrame],
+    arguments: tuple = (),
+    jobs: int = 1,
+    stamp: Mapping[str, Any] | None = None,
+) -> None:
+    """Run the cells `store` holds no finished record of, `jobs` at a time.
+
+    run(cell, frames[cell.dataset], *arguments): the script's module-level
+    cell run. stamp: added to every new record (e.g. `provenance`).
+    """
+    try:
+        finished, pending = resume(cells, store)
+    except ValueError as error:  # the store holds another grid: say so, no traceback
+        sys.exit(str(error))
+    log(
+        f"{len(cells)} cells, {len(finished)} already in "
+        f"{shown(store.path, project)}, {len(pending)} to run with {jobs} job(s)"
+    )
+    start = time.perf_counter()
+    ended = run_cells(
+        pending,
+        run,
+        store,
+        frames=frames,
+        arguments=arguments,
+        jobs=jobs,
+        stamp=stamp,
+    )
+    for done, (cell, record) in enumerate(ended, 1):
+        if record["status"] == "ok":
+            outcome = f"test loss {record['test_loss']:.4f}"
+            if "fit_wall_seconds" in record:
+                outcome += f", fit {record['fit_wall_seconds']:.1f} s"
+            outcome += f", cell {record['cell_wall_seconds']:.1f} s"
+        else:
+            outcome = record["error"]
+        log(
+            f"[{done}/{len(pending)}] {cell.key}: {outcome} "
+            f"({time.perf_counter() - start:.0f} s elapsed)"
+        )
