@@ -266,6 +266,46 @@ def test_a_failing_run_prints_its_error_once_at_the_end(
     assert len(lines(output)) < MAX_LINES
 
 
+@pytest.fixture(scope="module")
+def untouched(tmp_path_factory):
+    """A project copy whose runs are all refused: its store is never created."""
+    return project_with_store(tmp_path_factory.mktemp("untouched"))
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(
+    ("params", "fragments"),
+    [
+        (
+            "segor.foo=1",
+            [
+                "segor has no parameter 'foo'",
+                "its parameters are ['display_name', 'model', 'optimizer', "
+                "'time_limit', 'fidelity']",
+            ],
+        ),
+        (
+            "time_budjet=10",
+            ["unknown parameter 'time_budjet'", "'time_budget'", "'segor'"],
+        ),
+    ],
+)
+def test_a_misspelled_parameter_fails_before_anything_is_computed(
+    untouched, trap, params, fragments
+):
+    completed, output = kedro(
+        untouched, trap, "run", "--pipelines=segor", "--params", f"{TINY},{params}"
+    )
+    assert completed.returncode == 1, output[-3000:]
+    (error,) = [line for line in lines(output) if line.startswith("Error: ")]
+    for fragment in fragments:
+        assert fragment in error, error
+    # refused by the input checks: no data split, no MLflow store, no search
+    assert not (untouched / "store" / "mlflow.db").exists()
+    assert not list((untouched / "data" / "06_models").glob("*search_result*"))
+    assert "iter" not in output
+
+
 @pytest.mark.slow
 def test_verbose_shows_the_full_traceback_of_an_error(project, trap):
     completed, output = kedro(

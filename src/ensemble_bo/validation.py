@@ -36,6 +36,7 @@ from ensemble_bo.core.methods import (
     DEFAULT_METHOD,
     METHODS,
     SAVED_POOL_SELECTIONS,
+    check_parameter_names,
     method_settings,
     parse_method,
 )
@@ -222,6 +223,9 @@ def check_run_inputs(
     project_path = Path(project_path)
     raw_data = project_path / RAW_DATA
     names = _pipeline_names(pipelines)
+    # A misspelled parameter (`--params time_budjet=60`, `segor.foo=1`) would
+    # otherwise be ignored and the run go ahead on the defaults.
+    check_parameter_names(parameters)
     if "seed" in parameters:
         check_seed(parameters["seed"])
     if "voting" in parameters:
