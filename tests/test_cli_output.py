@@ -487,3 +487,18 @@ def test_run_summary_for_a_server_links_the_run_and_logs_at_info(caplog):
         "MLflow run r1 failed, experiment 'team'\n"
         "Open http://mlflow.example:5000/#/experiments/7/runs/r1?workflowType=machine_learning"
     )
+
+
+def test_ensemble_bo_help_lists_its_commands():
+    completed = subprocess.run(
+        [sys.executable, "-m", "ensemble_bo", "--help"],
+        cwd=PROJECT,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert completed.returncode == 0, completed.stderr
+    commands = completed.stdout.split("Commands:")[1].split()
+    assert {"rerun", "run", "scheduled"} <= set(commands)
+    assert "without a command is `run`" in completed.stdout

@@ -1,7 +1,8 @@
 """`ensemble-bo` and `python -m ensemble_bo`: the project's commands.
 
 `ensemble-bo rerun ...` and `ensemble-bo scheduled ...` are the commands of
-cli.py; anything else is `kedro run` (`ensemble-bo --pipelines=segor`).
+cli.py; `ensemble-bo --help` lists them; anything else is `kedro run`
+(`ensemble-bo --pipelines=segor`).
 """
 
 import sys
@@ -22,6 +23,8 @@ def main(*args, **kwargs) -> Any:
     from ensemble_bo.cli import cli  # noqa: PLC0415 - after configure_project
 
     arguments = list(args[0]) if args else sys.argv[1:]
+    if arguments[:1] in (["--help"], ["-h"]):
+        return cli.main(["--help"], prog_name="ensemble-bo", **kwargs)
     if arguments and arguments[0] in cli.commands and arguments[0] != "run":
         return cli.main(arguments, prog_name="ensemble-bo", **kwargs)
     run = find_run_command(package_name)

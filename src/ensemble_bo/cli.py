@@ -134,7 +134,11 @@ def _run(verbose: bool, **options: Any) -> Any:
 
 @click.group(name=PACKAGE)
 def cli() -> None:
-    """Ensemble BO's project commands."""
+    """Ensemble BO's project commands.
+
+    `ensemble-bo [OPTIONS]` without a command is `run` (`kedro run`, quiet):
+    `ensemble-bo --pipelines=segor --params budget=60`.
+    """
 
 
 run = click.Command(
