@@ -1,4 +1,4 @@
-"""`kedro viz` shows the project's pipelines (issue 10, item 7).
+"""`kedro viz` shows the project's pipelines.
 
 `kedro viz run` on 127.0.0.1 in a copy of the project, opened in headless Chromium.
 """

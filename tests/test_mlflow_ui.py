@@ -1,4 +1,4 @@
-"""The MLflow UI shows our experiment's training runs (issue 10, item 7).
+"""The MLflow UI shows our experiment's training runs.
 
 A store with runs logged through the tracking hook, served by `mlflow ui` on
 127.0.0.1, opened in headless Chromium at the address the hook logs.

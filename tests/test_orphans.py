@@ -1,4 +1,4 @@
-"""Nothing is left behind by a dead run (issue 10, item 3).
+"""Nothing is left behind by a dead run.
 
 Worker processes exit when the process that started them dies, even by
 SIGKILL; a run whose process is gone is marked KILLED when the store is next

@@ -1,4 +1,4 @@
-"""Where runs are written, and stores that cannot take them (issue 10, items 1 and 4).
+"""Where runs are written, and stores that cannot take them.
 
 Artifacts go beside a SQLite store for relative and absolute paths, with
 spaces and through symlinks; a store that cannot be used is reported, naming

@@ -1,4 +1,4 @@
-"""Probabilities in the pool and the classification objectives (issue 13, item 1).
+"""Probabilities in the pool and the classification objectives.
 
 Every oracle here is computed independently of the code under test: by hand,
 by scikit-learn (log_loss, brier_score_loss, roc_auc_score, cross_val_predict)

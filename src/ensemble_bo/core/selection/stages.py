@@ -130,9 +130,10 @@ def posthoc_selection(
     weights fit the vote's error by the squared margin: that error is piecewise
     constant in the weights.
 
-    "auto" is the log-loss because it measured best on issue 13's grid (6
-    datasets x 5 splits, docs/results.md): test error 0.1274 against the
-    vote's 0.1313, log-loss 0.277 against 3.11, AUC 0.893 against 0.809.
+    "auto" is the log-loss because it measured best on the bundled
+    classification grid (6 datasets x 5 splits, docs/results.md,
+    "Classification objectives"): test error 0.1274 against the vote's 0.1313,
+    log-loss 0.277 against 3.11, AUC 0.893 against 0.809.
     """
     if weighting not in WEIGHTINGS:
         raise ValueError(f"weighting={weighting!r} is not one of {list(WEIGHTINGS)}")

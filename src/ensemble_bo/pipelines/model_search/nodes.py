@@ -125,7 +125,7 @@ def refit_and_score(
     """Refit the ensemble and the single best model on all non-test data and score both.
 
     Regression scores the MSE of the standardized target (SEGOR s.4), classification
-    the error rate (design.md s.5). `voting` is the classifiers' combiner.
+    the error rate. `voting` is the classifiers' combiner.
     """
     model, metrics, _ = refit.refit_and_score(
         search_result,
