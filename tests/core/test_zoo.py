@@ -172,7 +172,7 @@ def estimator_name(setting):
     return setting.partition("__")[2] or setting
 
 
-def test_the_conf_spaces_and_the_factories_name_the_same_algorithms():
+def test_the_conf_spaces_and_the_factories_name_the_same_models():
     assert set(MODELS) == set(MODEL_FACTORIES) == set(MODEL_TASKS)
     assert set(CLASSIFICATION) == {
         "decision_tree_classifier",
