@@ -210,7 +210,7 @@ def test_benchmark_cells_run_on_the_cluster_and_equal_local_cells(cluster, tmp_p
         return run_benchmark(
             raw,
             store,
-            JournalFolder(tmp_path / where / "checkpoints"),
+            JournalFolder(tmp_path / where / "journals"),
             benchmark,
             CONF["data_processing"],
             **{**PARAMETERS, "smbo": smbo, "parallel": parallel},

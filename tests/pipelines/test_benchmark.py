@@ -63,7 +63,7 @@ def run(raw, store, benchmark, parameters=None):
     return run_benchmark(
         raw,
         store,
-        JournalFolder(store.path.parent / "checkpoints"),
+        JournalFolder(store.path.parent / "journals"),
         {**GRID, **benchmark},
         CONF["data_processing"],
         **(parameters or PARAMETERS),

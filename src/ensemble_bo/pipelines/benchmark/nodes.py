@@ -57,7 +57,7 @@ def announce_cell(record: Mapping[str, Any], reused: bool) -> None:
 def run_benchmark(
     raw_datasets: Mapping[str, Callable[[], pd.DataFrame]],
     cell_store: CellFolder,
-    checkpoints: JournalFolder,
+    journals: JournalFolder,
     benchmark: Mapping[str, Any],
     data_processing: Mapping[str, Any],
     **parameters: Any,
@@ -68,7 +68,7 @@ def run_benchmark(
     dask`, as tasks of that Dask cluster (its address, or a LocalCluster of
     `parallel.n_workers`).
 
-    checkpoints: where each running cell journals its trials (dropped once the
+    journals: where each running cell journals its trials (dropped once the
     cell is stored). parameters: the blocks the cells read
     (core.grid.parameter_blocks). Returns
     every cell's record, sorted by key; a failed cell's record is not stored,
@@ -90,14 +90,14 @@ def run_benchmark(
     )
     for key, record in sorted(finished.items()):
         # a kill between storing a cell and dropping its journal leaves one behind
-        checkpoints.journal(key).discard()
+        journals.journal(key).discard()
         announce_cell(record, reused=True)
     ended = run_cells(
         pending,
         run_cell,
         cell_store,
         frames=frames,
-        arguments=(data_processing, checkpoints),
+        arguments=(data_processing, journals),
         jobs=settings.n_jobs,
         cluster=parallel if on_dask else None,
     )
@@ -106,7 +106,7 @@ def run_benchmark(
         if record["status"] == "failed":
             failed[cell.key] = record
         else:
-            checkpoints.journal(cell.key).discard()
+            journals.journal(cell.key).discard()
         announce_cell(record, reused=False)
     return sorted(
         (failed.get(cell.key) or cell_store.get(cell.key) for cell in cells),

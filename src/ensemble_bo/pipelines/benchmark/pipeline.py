@@ -22,7 +22,7 @@ def create_pipeline(**kwargs) -> Pipeline:
                 inputs={
                     "raw_datasets": "raw_datasets",
                     "cell_store": "benchmark_cells",
-                    "checkpoints": "search_journals",
+                    "journals": "search_journals",
                     "benchmark": "params:benchmark",
                     "data_processing": "params:data_processing",
                     **{name: f"params:{name}" for name in parameter_blocks()},
