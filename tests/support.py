@@ -440,25 +440,19 @@ def from_config(evaluate):
     return lambda request: evaluate(dict(request.config))
 
 
-def segor_search(optimizer, evaluate, y, fold_ids, *args, **options) -> Search:
-    return Search(
-        Segor(y, fold_ids, *args, **options), optimizer, from_config(evaluate)
-    )
+def strategy_search(strategy_class):
+    """A function building a Search of `strategy_class` from (optimizer,
+    evaluate: a function of the configuration, y, fold_ids, the strategy's
+    other arguments)."""
+
+    def search(optimizer, evaluate, y, fold_ids, *args, **options) -> Search:
+        strategy = strategy_class(y, fold_ids, *args, **options)
+        return Search(strategy, optimizer, from_config(evaluate))
+
+    return search
 
 
-def sego_search(optimizer, evaluate, labels, fold_ids, *args, **options) -> Search:
-    return Search(
-        Sego(labels, fold_ids, *args, **options), optimizer, from_config(evaluate)
-    )
-
-
-def esmbo_search(optimizer, evaluate, y, fold_ids, *args, **options) -> Search:
-    return Search(
-        Esmbo(y, fold_ids, *args, **options), optimizer, from_config(evaluate)
-    )
-
-
-def single_best_search(optimizer, evaluate, y, fold_ids, *args, **options) -> Search:
-    return Search(
-        SingleBest(y, fold_ids, *args, **options), optimizer, from_config(evaluate)
-    )
+segor_search = strategy_search(Segor)
+sego_search = strategy_search(Sego)
+esmbo_search = strategy_search(Esmbo)
+single_best_search = strategy_search(SingleBest)
