@@ -231,21 +231,26 @@ def _as_method(method: str | Method) -> Method:
 
 def check_settings(
     method: str | Method,
-    settings: Mapping[str, Any],
+    parameters: Mapping[str, Any],
     seed: Any = None,
     task: str | None = None,
 ) -> MethodSettings:
-    """Every parameter `method` reads from `settings`, before anything is
-    trained, parsed into the typed settings the method then reads.
+    """Every parameter `method` reads, before anything is trained, parsed into
+    the typed settings the method then reads.
 
-    Checks `budget` (int >= 1), `time_budget` (seconds > 0 or null), `max_initial_failures` if given (int >= 1 or
-    null), `parallel` (core.runners.ParallelSettings), `seed` if given (int >= 0), every model space of `models`, each of the method's blocks key by key (counts, losses for
-    the method's tasks, `ensemble.variant`'s grammar, posterior, weighting,
-    time_limit), its `model` (a space of `models` for its tasks, or for `task`
-    when the data's task is known; for `auto`, the `default_models` entries it
-    uses) and its `optimizer` (built over that space).
-    Raises InvalidInput naming the first bad value.
+    Checks `budget` (int >= 1; with a fidelity schedule, a number > 0),
+    `time_budget` (seconds > 0 or null), `max_initial_failures` (int >= 1 or
+    null), `parallel` (core.settings.ParallelSettings), `seed` if given (int
+    >= 0), every model of `models` (its search space builds its estimator),
+    each of the method's blocks (Block.parse: unknown keys, counts, losses for
+    the method's tasks or for `task`, `ensemble.variant`'s grammar, posterior,
+    weighting, time_limit), its `model` (a model of `models` for its tasks, or
+    for `task` when the data's task is known; for `auto`, the `default_models`
+    entries it uses), its `optimizer` (built over that model's space) and its
+    `fidelity` when the number of folds is known. Raises InvalidInput naming
+    the first bad value.
     """
+    settings = parameters
     method = _as_method(method)
     missing = [name for name in method.params if name not in settings]
     if missing:
