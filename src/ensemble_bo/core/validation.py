@@ -240,7 +240,7 @@ def check_settings(
 
     Checks `budget` (int >= 1; with a fidelity schedule, a number > 0),
     `time_budget` (seconds > 0 or null), `max_initial_failures` (int >= 1 or
-    null), `parallel` (core.settings.ParallelSettings), `seed` if given (int
+    null), `parallel` (core.parameters.ParallelSettings), `seed` if given (int
     >= 0), every model of `models` (its search space builds its estimator),
     each of the method's blocks (Block.parse: unknown keys, counts, losses for
     the method's tasks or for `task`, `ensemble.variant`'s grammar, posterior,
@@ -250,33 +250,32 @@ def check_settings(
     `fidelity` when the number of folds is known. Raises InvalidInput naming
     the first bad value.
     """
-    settings = parameters
     method = _as_method(method)
-    missing = [name for name in method.params if name not in settings]
+    missing = [name for name in method.params if name not in parameters]
     if missing:
         raise InvalidInput(
             f"method {method.name!r} reads the parameters {missing}, which were not "
-            f"given; given: {sorted(settings)}"
+            f"given; given: {sorted(parameters)}"
         )
     if seed is not None:
         check_seed(seed)
     budget = check_budget(
-        settings["budget"], fractional=multi_fidelity(method, settings)
+        parameters["budget"], fractional=multi_fidelity(method, parameters)
     )
     try:
-        time_budget = check_time_budget(settings["time_budget"])
+        time_budget = check_time_budget(parameters["time_budget"])
     except ValueError as error:
         raise InvalidInput(f"{error}; e.g. --params time_budget=60") from None
     try:
         max_initial_failures = check_max_initial_failures(
-            settings["max_initial_failures"]
+            parameters["max_initial_failures"]
         )
     except ValueError as error:
         raise InvalidInput(str(error)) from None
-    if "voting" in settings:
-        check_voting(settings["voting"])
+    if "voting" in parameters:
+        check_voting(parameters["voting"])
     try:
-        parallel = ParallelSettings.from_block(settings["parallel"])
+        parallel = ParallelSettings.from_block(parameters["parallel"])
     except (TypeError, ValueError) as error:
         raise InvalidInput(str(error)) from None
     if task is not None and task not in method.tasks:
@@ -285,26 +284,26 @@ def check_settings(
             f"the data is a {task} task"
         )
     tasks = (task,) if task is not None else tuple(sorted(method.tasks))
-    spaces = check_model_spaces(settings["models"])
+    spaces = check_model_spaces(parameters["models"])
     blocks = {
-        name: block.parse(name, settings[name], tasks)
+        name: block.parse(name, parameters[name], tasks)
         for name, block in method.blocks.items()
     }
-    _check_search_model(method, settings, tasks, task, spaces)
-    n_folds = settings.get("data_processing", {}).get("n_folds")
+    _check_search_model(method, parameters, tasks, task, spaces)
+    n_folds = parameters.get("data_processing", {}).get("n_folds")
     if isinstance(n_folds, int):  # else the data's folds decide, in run_method
-        model = settings[method.search_params]["model"]
+        model = parameters[method.search_params]["model"]
         if model == "auto":
-            model = settings["default_models"][task] if task is not None else None
-        check_fidelity(method, settings, n_folds, model)
+            model = parameters["default_models"][task] if task is not None else None
+        check_fidelity(method, parameters, n_folds, model)
     return MethodSettings(
         blocks,
         budget,
         time_budget,
         max_initial_failures,
         parallel,
-        settings["models"],
-        settings["default_models"],
+        parameters["models"],
+        parameters["default_models"],
     )
 
 
