@@ -4,7 +4,7 @@ The benchmark pipeline's report compares methods on per-dataset means; targets
 such as "beats X on >= 70% of cells, with a one-sided Wilcoxon p < 0.05 over
 datasets" are stated over (dataset, repetition) cells. This reads the cell store
 the pipeline writes (ensemble_bo.benchmarking.store.CellFolder: one JSON record
-per finished cell), keeps one model space and budget, and prints, for every
+per finished cell), keeps one model and budget, and prints, for every
 method:
 
 - its mean test loss (error rate or standardized MSE) and, for
@@ -156,7 +156,7 @@ def _records(frame: pd.DataFrame) -> list[dict]:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--model", required=True, help="the cells' model space")
+    parser.add_argument("--model", required=True, help="the cells' model")
     parser.add_argument("--baselines", nargs="+", default=[])
     parser.add_argument(
         "--against-unsuffixed",
@@ -204,7 +204,7 @@ def main() -> None:
     comparisons = pd.DataFrame([against(cells, *pair) for pair in pairs])
     table = method_table(cells, compared)
     lines = [
-        f"# {args.name}: model space `{args.model}`, budget {args.budget}",
+        f"# {args.name}: model `{args.model}`, budget {args.budget}",
         "",
         f"Datasets: {', '.join(sorted(cells['dataset'].unique()))}; "
         f"repetitions: {cells['repetition'].nunique()}.",

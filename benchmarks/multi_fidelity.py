@@ -829,7 +829,7 @@ def main() -> None:
         "--spaces",
         nargs="+",
         default=DEFAULT_SPACES,
-        help="model spaces of parameters_models.yml (default: %(default)s)",
+        help="models of parameters_models.yml (default: %(default)s)",
     )
     parser.add_argument(
         "--time-budgets", nargs="+", type=float, default=[10.0, 20.0, 40.0]

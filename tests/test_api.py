@@ -136,7 +136,7 @@ def test_bad_folds_are_named(concrete, cv, message):
         ),
         ({"budget": 2.5}, "budget=2.5 is not an integer >= 1"),
         ({"time_budget": -1}, "time_budget must be a positive finite number"),
-        ({"model": "xgboost"}, "segor.model='xgboost' is not a model space"),
+        ({"model": "xgboost"}, "segor.model='xgboost' is not a model"),
         ({"method": "sego"}, "methods for regression"),
     ],
 )

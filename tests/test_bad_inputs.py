@@ -6,7 +6,7 @@ names the value, where it is and what to do, and no model is trained (the
 evaluator is replaced by one that fails the test). The dataset cases are
 also refused by the data_processing node itself, with the same message.
 Inputs that users expect to work (text and boolean labels, missing feature
-values for every model space, a text target of numbers) run end to end.
+values for every model, a text target of numbers) run end to end.
 """
 
 from __future__ import annotations
@@ -192,7 +192,7 @@ CASES = [
         "segor",
         {"models__svr__C": SVR_C},
         [
-            "models.svr.C in conf/base/parameters_models.yml (model space 'svr')",
+            "models.svr.C in conf/base/parameters_models.yml (model 'svr')",
             "low=1000.0 is greater than high=0.01; swap them",
         ],
     ),
@@ -201,7 +201,7 @@ CASES = [
         "segor",
         {"models__svr__gamma": SVR_LOG},
         [
-            "models.svr.gamma in conf/base/parameters_models.yml (model space 'svr')",
+            "models.svr.gamma in conf/base/parameters_models.yml (model 'svr')",
             "log scale needs low > 0, got low=0.0",
         ],
     ),
@@ -268,7 +268,7 @@ CASES = [
         "segor",
         {"segor__model": "xgboost"},
         [
-            "segor.model='xgboost' is not a model space of `models` "
+            "segor.model='xgboost' is not a model of `models` "
             "(conf/base/parameters_models.yml); available: ["
         ],
     ),
@@ -277,7 +277,7 @@ CASES = [
         "smbo",
         {"smbo__model": "svm"},
         [
-            "smbo.model='svm' is a classification model space but the data is a "
+            "smbo.model='svm' is a classification model but the data is a "
             "regression task; choose one of"
         ],
     ),

@@ -112,7 +112,7 @@ def merged(defaults: Mapping[str, Any], overrides: Mapping[str, Any]) -> dict[st
                 f"params: unknown parameter {key!r}; known here: {sorted(defaults)}"
             )
         if isinstance(value, Mapping) and isinstance(defaults[key], Mapping):
-            if key == "models":  # model spaces may be added, not only changed
+            if key == "models":  # models may be added, not only changed
                 result[key] = {**defaults[key], **value}
             else:
                 result[key] = merged(defaults[key], value)

@@ -376,7 +376,7 @@ def _model_space_report(
     repetitions = sorted(frame["repetition"].unique())
     datasets = list(losses.index)
     lines = [
-        f"# Benchmark: model space `{model}`",
+        f"# Benchmark: model `{model}`",
         "",
         f"Datasets: {', '.join(sorted(frame['dataset'].unique()))}. "
         f"Methods: {', '.join(methods)}. Repetitions: {len(repetitions)}. "
@@ -459,7 +459,7 @@ def _model_space_report(
 
 
 def failures_note(model: str, failed: list[Mapping]) -> str:
-    """The report's list of a model space's failed cells, each with its error."""
+    """The report's list of a model's failed cells, each with its error."""
     lines = [
         f"## Failed cells of `{model}` (left out; a rerun tries them again)",
         "",
@@ -471,7 +471,7 @@ def failures_note(model: str, failed: list[Mapping]) -> str:
 def benchmark_report(
     records: list[Mapping],
 ) -> tuple[dict[str, pd.DataFrame], dict[str, str], dict[str, Figure]]:
-    """Per model space: loss tables, comparison table, tests, CD diagram, rank curves.
+    """Per model: loss tables, comparison table, tests, CD diagram, rank curves.
 
     records: the benchmark's cell records (core/grid.py: `run_cell`). Returns
     (CSV tables, markdown reports, figures), each keyed by `<model

@@ -237,11 +237,11 @@ def test_a_parameter_the_cell_does_not_read_leaves_the_key(change):
         ({"seed": -1}, "seed must be an integer >= 0, got -1"),
         (
             {"models": {"regression": ["forest"]}},
-            "unknown model space 'forest'; available under `models`",
+            "unknown model 'forest'; available under `models`",
         ),
         (
             {"models": {"regression": ["sego_svm"], "classification": ["sego_svm"]}},
-            "'sego_svm' is a classification model space",
+            "'sego_svm' is a classification model",
         ),
         (
             {"models": {"regression": ["decision_tree_regressor"]}},

@@ -145,7 +145,7 @@ def test_sego_refuses_regression():
 def test_a_model_without_a_search_space_is_named():
     with pytest.raises(
         ValueError,
-        match=r"segor.model='xgboost' is not a model space of `models` "
+        match=r"segor.model='xgboost' is not a model of `models` "
         r"\(conf/base/parameters_models.yml\)",
     ):
         run_method("segor", REGRESSION, settings(segor={"model": "xgboost"}), 0)
@@ -154,7 +154,7 @@ def test_a_model_without_a_search_space_is_named():
 def test_a_model_space_of_the_other_task_is_named_with_the_fitting_ones():
     with pytest.raises(
         ValueError,
-        match=r"smbo.model='svr' is a regression model space but the data is a "
+        match=r"smbo.model='svr' is a regression model but the data is a "
         r"classification task; choose one of \[.*'sego_sklearn'",
     ):
         run_method("smbo", CLASSES, settings(smbo={"model": "svr"}), 0)

@@ -204,7 +204,7 @@ def test_sego_runs_bohb_on_a_classification_task():
                 "segor", "hyperband", min_resource=1, resource="iterations"
             ),
             # the default space mixes in families without iterations (trees, kNN)
-            "the model space 'decision_tree_regressor' has no setting that counts "
+            "the model 'decision_tree_regressor' has no setting that counts "
             "training iterations for every configuration",
         ),
         (
@@ -219,7 +219,7 @@ def test_sego_runs_bohb_on_a_classification_task():
                 ),
                 "default_models": {"regression": "gradient_boosting_regressor"},
             },
-            "max_resource=50 iterations, but the model space's n_estimators is 100",
+            "max_resource=50 iterations, but the model's n_estimators is 100",
         ),
         (
             "segor",

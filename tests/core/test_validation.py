@@ -56,14 +56,14 @@ def test_the_shipped_parameters_pass_for_every_method(method):
             "segor",
             "segor.model",
             "nosuch",
-            "segor.model='nosuch' is not a model space of `models` "
+            "segor.model='nosuch' is not a model of `models` "
             "(conf/base/parameters_models.yml); available: [",
         ),
         (
             "segor",
             "segor.model",
             "svm",
-            "segor.model='svm' is a classification model space but the data is a "
+            "segor.model='svm' is a classification model but the data is a "
             "regression task; choose one of ['decision_tree_regressor',",
         ),
         (
@@ -118,7 +118,7 @@ def test_the_shipped_parameters_pass_for_every_method(method):
             "smbo",
             "default_models.regression",
             "svm",
-            "default_models.regression='svm' is a classification model space but the "
+            "default_models.regression='svm' is a classification model but the "
             "data is a regression task",
         ),
     ],
@@ -142,7 +142,7 @@ def test_the_data_s_task_narrows_the_model_and_loss_checks():
         check_settings("smbo", huber, task="classification")
     with pytest.raises(
         InvalidInput,
-        match="segor.model='svm' is a classification model space and segor builds "
+        match="segor.model='svm' is a classification model and segor builds "
         "regression ensembles",
     ):
         check_settings("segor", changed("segor.model", "svm"))
@@ -167,7 +167,7 @@ def test_seeds_are_non_negative_integers(seed):
         check_seed(seed)
 
 
-# --- model spaces --------------------------------------------------------------------
+# --- models --------------------------------------------------------------------
 
 
 @pytest.mark.parametrize(
@@ -177,14 +177,14 @@ def test_seeds_are_non_negative_integers(seed):
             "svr",
             "C",
             {"type": "float", "low": 1.0e3, "high": 1.0e-2, "log": True},
-            "models.svr.C in conf/base/parameters_models.yml (model space 'svr'): "
+            "models.svr.C in conf/base/parameters_models.yml (model 'svr'): "
             "parameter 'C': low=1000.0 is greater than high=0.01; swap them",
         ),
         (
             "elastic_net",
             "alpha",
             {"type": "float", "low": 0.0, "high": 10.0, "log": True},
-            "models.elastic_net.alpha in conf/base/parameters_models.yml (model space "
+            "models.elastic_net.alpha in conf/base/parameters_models.yml (model "
             "'elastic_net'): parameter 'alpha': log scale needs low > 0, got low=0.0; "
             "give a positive low or drop `log: true`",
         ),
@@ -204,7 +204,7 @@ def test_seeds_are_non_negative_integers(seed):
             "svr",
             "Cc",
             {"type": "float", "low": 1, "high": 2},
-            "models.svr in conf/base/parameters_models.yml (model space 'svr'): the "
+            "models.svr in conf/base/parameters_models.yml (model 'svr'): the "
             "configuration",
         ),
         (
@@ -230,7 +230,7 @@ def test_bad_model_spaces_name_the_space_the_parameter_and_the_file(
 def test_default_models_must_name_a_space_of_their_task():
     with pytest.raises(
         InvalidInput,
-        match="default_models.classification='svr' is a regression model space",
+        match="default_models.classification='svr' is a regression model",
     ):
         check_default_models(
             {"regression": "svr", "classification": "svr"}, PARAMETERS["models"]

@@ -342,7 +342,7 @@ def test_esmbo_classifiers_share_the_regression_spaces_and_factories():
 
 # --- settings fixed in conf (constants of the spaces) ----------------------
 
-# (model space, choice of a conditional space or None, setting, estimator class,
+# (model, choice of a conditional space or None, setting, estimator class,
 # value in conf). The values of the papers' spaces are those the factories had in
 # code before they moved to conf: results for a configuration stay what they were.
 CONF_SETTINGS = [

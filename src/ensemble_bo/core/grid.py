@@ -4,10 +4,10 @@ A cell is one run of a benchmark, named by its coordinates and its key: the
 `Cell` protocol, which the cell store and the runner (ensemble_bo.benchmarking)
 take. Two kinds:
 
-- `MethodCell`, the benchmark pipeline's: one (dataset, model space, method,
+- `MethodCell`, the benchmark pipeline's: one (dataset, model, method,
   repetition). Its data are prepared with the repetition's seed (the same test
   split and folds for every method), its method runs with the benchmark's budget
-  on the cell's model space, and the ensemble is refit and scored on the test
+  on the cell's model, and the ensemble is refit and scored on the test
   split. Its key names its coordinates and hashes everything else that changes
   its result, so a store of finished cells can be reused across runs.
 - `ToolCell`, the benchmark scripts': one tool (a search of ours, or another
@@ -85,7 +85,7 @@ def parameter_blocks() -> tuple[str, ...]:
 @dataclass(frozen=True)
 class BenchmarkSettings:
     datasets: list[str]
-    models: dict[str, list[str]]  # task -> model spaces
+    models: dict[str, list[str]]  # task -> models
     methods: list[str]  # method specs, `name` or `name:variant`
     repetitions: int
     budget: int
@@ -142,7 +142,7 @@ def parse_settings(benchmark: Mapping[str, Any]) -> BenchmarkSettings:
     if not isinstance(models, Mapping) or set(models) - ANY_TASK:
         raise ValueError(
             f"benchmark.models must map a task ({sorted(ANY_TASK)}) to a list of "
-            f"model spaces, got {models!r}"
+            f"models, got {models!r}"
         )
     methods = [
         _method_spec(spec) for spec in _names(benchmark.get("methods"), "methods")
@@ -239,7 +239,7 @@ class ToolCell:
     setup: what the tool runs with, as sorted (name, value) pairs (a store
     holding the cell's record with another setup refuses to resume it);
     time_budget: seconds of search; task: the dataset's, checked when the data
-    are split; space: the model space, where the tool's grid has several. The
+    are split; space: the model, where the tool's grid has several. The
     fields that are None are left out of the key and the record.
     """
 
@@ -300,7 +300,7 @@ def cell_settings(
     """The parameter blocks a cell reads, as `run_method` takes them.
 
     The blocks its method reads (`method_settings`), with the search block's
-    `model` set to the cell's model space, its `time_limit` set when given,
+    `model` set to the cell's model, its `time_limit` set when given,
     `budget` the benchmark's, `models` narrowed to the cell's space, the
     method's variant applied and `parallel` serial; plus the refit's blocks
     (REFIT_PARAMS).
@@ -359,7 +359,7 @@ def cell_fingerprint(
     data_sha256: str,
 ) -> dict[str, Any]:
     """What the key hashes besides its readable part: the cell's parameter blocks
-    (but `models`, `default_models` and `budget`), the model space, the
+    (but `models`, `default_models` and `budget`), the model, the
     data_processing parameters and the data's sha256; and the time budget when
     one is set (left out otherwise, so the keys of cells run before it existed
     still match)."""
@@ -382,13 +382,12 @@ def _check_model_spaces(
         for model in settings.models.get(task, []):
             if model not in models:
                 raise ValueError(
-                    f"benchmark.models.{task}: unknown model space {model!r}; "
+                    f"benchmark.models.{task}: unknown model {model!r}; "
                     f"available under `models`: {sorted(models)}"
                 )
             if model_task(model) != task:
                 raise ValueError(
-                    f"benchmark.models.{task}: {model!r} is a {model_task(model)} "
-                    "model space"
+                    f"benchmark.models.{task}: {model!r} is a {model_task(model)} model"
                 )
 
 
@@ -414,7 +413,7 @@ def expand_grid(
         if not spaces:
             raise ValueError(
                 f"dataset {dataset!r} is a {task} task but benchmark.models.{task} "
-                "lists no model space"
+                "lists no model"
             )
         for model in spaces:
             for spec in settings.methods:

@@ -8,7 +8,7 @@ pipelines, the benchmark's method list and the Python API derive from it, so
 adding a method is one entry here plus its parameters file.
 
 `run_method` is where a method runs, for every caller: it checks the task,
-resolves the model space, seeds the optimizer, the models and the strategy
+resolves the model, seeds the optimizer, the models and the strategy
 from the run's seed, runs the search and its selection stage.
 """
 

@@ -198,9 +198,9 @@ def check_table(data: pd.DataFrame, name: str = "dataset") -> None:
 
 
 def validate_features(features: pd.DataFrame, name: str = "dataset") -> None:
-    """Features the model spaces can take, or ValueError naming the columns.
+    """Features the models can take, or ValueError naming the columns.
 
-    Missing values are allowed (every model space imputes them or splits on
+    Missing values are allowed (every model imputes them or splits on
     them, see zoo.py), but not a column with no value at all, nor infinities.
     """
     empty = [column for column in features.columns if features[column].isna().all()]

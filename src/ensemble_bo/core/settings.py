@@ -204,7 +204,7 @@ class MethodSettings:
     budget: configurations trained (with a fidelity schedule, full-fidelity
     equivalents); time_budget: seconds or None; max_initial_failures: failed
     first trials that stop the search, None: never; parallel: where the trials
-    train; models: the model spaces by name; default_models: the model each
+    train; models: the models by name; default_models: the model each
     task's `auto` takes.
     """
 
@@ -250,7 +250,7 @@ def _resource_range(
             high = full
         elif high != full:
             raise ValueError(
-                f"fidelity.max_resource={high!r} iterations, but the model space's "
+                f"fidelity.max_resource={high!r} iterations, but the model's "
                 f"{name} is {full}: the pool's models are the space's, so set "
                 f"{name} there (or leave max_resource null)"
             )
@@ -323,7 +323,7 @@ class FidelitySettings:
         max_resource defaults to `n_folds` for folds (and must equal it: the
         pool needs every fold's out-of-fold predictions), to 1.0 for rows, and
         for iterations to the count of `iteration_setting`, (name, count): the
-        model space's constant n_estimators or max_iter, which it must equal.
+        model's constant n_estimators or max_iter, which it must equal.
         min_resource defaults to 1 for folds. With scheduler none the other
         values are not checked.
         """

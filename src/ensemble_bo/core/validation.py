@@ -40,7 +40,7 @@ from ensemble_bo.core.zoo import (
 if TYPE_CHECKING:
     from ensemble_bo.core.methods import Method
 
-# Where the model spaces are declared, for messages.
+# Where the models are declared, for messages.
 MODELS_FILE = "conf/base/parameters_models.yml"
 
 
@@ -107,18 +107,18 @@ def check_voting(voting: Any) -> None:
         )
 
 
-# --- model spaces ------------------------------------------------------------------
+# --- models ------------------------------------------------------------------
 
 
 def _space_error(space: str, where: str, error: Exception) -> InvalidInput:
     return InvalidInput(
-        f"{where} in {MODELS_FILE} (model space {space!r}): {error}; fix it there, or "
+        f"{where} in {MODELS_FILE} (model {space!r}): {error}; fix it there, or "
         "in the `models` you override"
     )
 
 
 def check_model_space(name: str, specs: Any) -> SearchSpace:
-    """One model space of `models`: every parameter's spec, the space as a whole,
+    """One model of `models`: every parameter's spec, the space as a whole,
     and (for a space the zoo knows) one configuration of each branch builds its
     estimator, so a misspelt hyperparameter is caught before any training."""
     if not isinstance(specs, Mapping) or not specs:
@@ -152,20 +152,20 @@ def check_model_space(name: str, specs: Any) -> SearchSpace:
 
 
 def check_model_spaces(models: Any) -> dict[str, SearchSpace]:
-    """Every model space of `models` (all of them, used by this run or not)."""
+    """Every model of `models` (all of them, used by this run or not)."""
     if not isinstance(models, Mapping) or not models:
         raise InvalidInput(
-            f"models must map model space names to search spaces ({MODELS_FILE}), "
+            f"models must map model names to search spaces ({MODELS_FILE}), "
             f"got {models!r}"
         )
     return {name: check_model_space(str(name), specs) for name, specs in models.items()}
 
 
 def check_default_models(default_models: Any, models: Mapping[str, Any]) -> None:
-    """`default_models`: for each task, a model space of `models` for that task."""
+    """`default_models`: for each task, a model of `models` for that task."""
     if not isinstance(default_models, Mapping):
         raise InvalidInput(
-            f"default_models must map a task to a model space ({MODELS_FILE}), got "
+            f"default_models must map a task to a model ({MODELS_FILE}), got "
             f"{default_models!r}"
         )
     for task, model in default_models.items():
@@ -181,7 +181,7 @@ def _check_model_name(
 ) -> None:
     if not isinstance(model, str) or model not in models:
         raise InvalidInput(
-            f"{path}={model!r} is not a model space of `models` ({MODELS_FILE}); "
+            f"{path}={model!r} is not a model of `models` ({MODELS_FILE}); "
             f"available: {sorted(models)}"
         )
     if model not in MODEL_FACTORIES:
@@ -192,7 +192,7 @@ def _check_model_name(
     if task is not None and model_task(model) != task:
         fitting = sorted(name for name in models if model_task(name) == task)
         raise InvalidInput(
-            f"{path}={model!r} is a {model_task(model)} model space but the data is a "
+            f"{path}={model!r} is a {model_task(model)} model but the data is a "
             f"{task} task; choose one of {fitting}"
         )
 
@@ -317,7 +317,7 @@ def check_fidelity(
     method: Method, settings: Mapping[str, Any], n_folds: int, model: str | None
 ) -> FidelitySettings | None:
     """`<search block>.fidelity` (core.fidelity), for a search on `n_folds` folds
-    of the model space `model`.
+    of the model `model`.
 
     The iterations resource needs the space (its n_estimators or max_iter):
     with `model` None (`auto` before the task is known) such a block is left
@@ -347,7 +347,7 @@ def _iteration_setting(
     name = ITERATION_SETTINGS.get(model)
     if name is None:
         raise InvalidInput(
-            f"{path}.resource='iterations': the model space {model!r} has no setting "
+            f"{path}.resource='iterations': the model {model!r} has no setting "
             "that counts training iterations for every configuration; it applies to "
             f"{', '.join(sorted(ITERATION_SETTINGS))} (their n_estimators or "
             f"max_iter). For {model!r} use resource folds or rows"
@@ -404,7 +404,7 @@ def _check_search_model(
         _check_model_name(path, model, settings["models"], task)
         if task is None and model_task(model) not in method.tasks:
             raise InvalidInput(
-                f"{path}={model!r} is a {model_task(model)} model space and "
+                f"{path}={model!r} is a {model_task(model)} model and "
                 f"{method.name} builds {' or '.join(sorted(method.tasks))} ensembles"
             )
     try:

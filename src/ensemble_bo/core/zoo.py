@@ -15,7 +15,7 @@ Every model is a regressor or a classifier (`model_task`); classifiers are
 given integer class codes 0..K-1 and predict labels, and their probabilities
 where they have `predict_proba` (evaluation.out_of_fold_predictions).
 
-Missing feature values (NaN) are taken by every model space: an estimator
+Missing feature values (NaN) are taken by every model: an estimator
 whose scikit-learn tags say it accepts them (decision trees, random forests,
 extra trees and histogram gradient boosting, which send missing values down
 the side that fits best) gets them as they are; every other one gets a median
@@ -322,7 +322,7 @@ MODEL_TASKS: dict[str, Task] = {
     **dict.fromkeys(_CLASSIFIERS, "classification"),
 }
 
-# The setting that counts a model's training iterations, by model space: the
+# The setting that counts a model's training iterations, by model: the
 # trees of a forest, the stages of boosting, the MLP's epochs. The
 # `iterations` resource of a multi-fidelity search fits a configuration with
 # fewer of them. Only spaces whose every configuration has one: in the mixed
