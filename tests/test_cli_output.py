@@ -468,6 +468,14 @@ def test_run_summary_for_a_sqlite_store_names_the_command_and_the_page():
     assert timed.split("\n")[2] == (
         "  37 trials searched in 60.8 s (its time budget ended it), refit in 2.3 s"
     )
+    one = run_summary(
+        run_id="abc123",
+        tracking_uri="http://mlflow.example:5000",
+        experiment_id="1",
+        experiment_name="ensemble_bo",
+        metrics={"trials": 1.0, "search_seconds": 3.0, "refit_seconds": 0.5},
+    )
+    assert one.split("\n")[1] == "  1 trial searched in 3.0 s, refit in 0.5 s"
 
 
 def test_run_summary_for_a_server_links_the_run_and_logs_at_info(caplog):

@@ -103,8 +103,9 @@ def run_summary(
         ended = (
             " (its time budget ended it)" if metrics.get("time_budget_reached") else ""
         )
+        trials = round(metrics.get("trials", 0))
         lines.append(
-            f"  {metrics.get('trials', 0):.0f} trials searched in "
+            f"  {trials} trial{'' if trials == 1 else 's'} searched in "
             f"{metrics['search_seconds']:.1f} s{ended}, refit in "
             f"{metrics['refit_seconds']:.1f} s"
         )
