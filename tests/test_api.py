@@ -153,20 +153,28 @@ def test_params_override_the_project_s_defaults_key_by_key():
     assert chosen["segor"] == defaults["segor"]
 
 
-def test_the_readme_s_python_api_example_runs(monkeypatch):
-    # the example's model="auto": the cheap tree, not segor_sklearn
-    cheap = cheap_parameters()
-    monkeypatch.setattr(ensemble_bo.api, "default_parameters", lambda: cheap)
-    readme = (PROJECT / "README.md").read_text()
-    section = readme.split("## Python API", 1)[1]
+def run_example(page: str, heading: str) -> dict:
+    """The namespace after the first Python block under `heading` of `page` ran."""
+    text = (PROJECT / page).read_text()
+    section = text.split(f"\n{heading}\n", 1)[1]
     code = re.search(r"```python\n(.*?)```", section, re.DOTALL).group(1)
     namespace: dict = {}
-    exec(compile(code, "README.md", "exec"), namespace)  # noqa: S102 - our own docs
-    assert np.isfinite(namespace["test_mse"])
+    exec(compile(code, page, "exec"), namespace)  # noqa: S102 - our own docs
+    return namespace
 
 
-def test_the_readme_lists_every_method_with_its_summary():
-    readme = (PROJECT / "README.md").read_text()
+def test_the_python_api_examples_of_the_readme_and_the_usage_page_run(monkeypatch):
+    # the examples' model="auto": the cheap tree, not segor_sklearn
+    cheap = cheap_parameters()
+    monkeypatch.setattr(ensemble_bo.api, "default_parameters", lambda: cheap)
+    assert np.isfinite(run_example("docs/usage.md", "## The Python API")["test_mse"])
+    readme = run_example("README.md", "## Python API")
+    for search in (readme["search"], readme["single"]):
+        assert search.score(readme["X_test"], readme["y_test"]) > 0.5
+
+
+def test_the_usage_page_lists_every_method_with_its_summary():
+    readme = (PROJECT / "docs" / "usage.md").read_text()
     rows = {
         line.split("|")[1].strip().strip("`"): line
         for line in readme.splitlines()

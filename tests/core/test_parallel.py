@@ -545,6 +545,7 @@ def test_a_benchmark_cell_whose_worker_dies_is_a_failed_cell(local_cluster, tmp_
     from ensemble_bo.core.grid import MethodCell  # noqa: PLC0415
 
     cell = MethodCell("a-cell", "d", "regression", "m", "smbo", 0, 0, 1, {})
+    local_cluster.wait_for_workers(2, timeout=120)  # settled after the last test
     on_the_cluster = ParallelSettings(
         "dask", None, local_cluster.scheduler.address, "sync"
     )
