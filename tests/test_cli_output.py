@@ -286,7 +286,17 @@ def untouched(tmp_path_factory):
         ),
         (
             "time_budjet=10",
-            ["unknown parameter 'time_budjet'", "'time_budget'", "'segor'"],
+            [
+                "unknown parameter 'time_budjet' (did you mean 'time_budget'?)",
+                "'segor'",
+            ],
+        ),
+        (
+            "ensemble.varient=d-h",
+            [
+                "ensemble has no parameter 'varient' (did you mean 'variant'?)",
+                "its parameters are ['size', 'variant', 'weighting']",
+            ],
         ),
     ],
 )

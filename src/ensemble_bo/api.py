@@ -59,6 +59,7 @@ from ensemble_bo.core.preparation import (
 from ensemble_bo.core.refit import ensemble_estimator
 from ensemble_bo.core.results import EnsembleSearchResult
 from ensemble_bo.core.seeding import derive_seed
+from ensemble_bo.core.settings import did_you_mean
 from ensemble_bo.core.zoo import quiet_iteration_caps
 
 DEFAULTS = Path(__file__).resolve().parent / "defaults"
@@ -109,7 +110,8 @@ def merged(defaults: Mapping[str, Any], overrides: Mapping[str, Any]) -> dict[st
     for key, value in overrides.items():
         if key not in defaults:
             raise ValueError(
-                f"params: unknown parameter {key!r}; known here: {sorted(defaults)}"
+                f"params: unknown parameter {key!r}{did_you_mean([key], defaults)}; "
+                f"known here: {sorted(defaults)}"
             )
         if isinstance(value, Mapping) and isinstance(defaults[key], Mapping):
             if key == "models":  # models may be added, not only changed

@@ -411,7 +411,7 @@ HYPERBAND = {"scheduler": "hyperband"}
         ([1, 2], "fidelity must be a mapping, got [1, 2]"),
         (
             {"scheduler": "bohb", "etaa": 3},
-            "fidelity has unknown keys ['etaa']; known: scheduler, resource, "
+            "fidelity has unknown keys ['etaa'] (did you mean 'eta'?); known: scheduler, resource, "
             "min_resource, max_resource, eta",
         ),
         ({"scheduler": "asha"}, "fidelity.scheduler='asha' is not one of"),

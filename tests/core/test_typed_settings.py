@@ -13,7 +13,7 @@ from ensemble_bo.core.methods import (
     parameter_names,
     run_method,
 )
-from ensemble_bo.core.settings import InvalidInput
+from ensemble_bo.core.settings import InvalidInput, did_you_mean
 from ensemble_bo.core.strategies import EnsembleSettings, SegoSettings
 from ensemble_bo.core.validation import check_data_processing, check_settings
 from tests.core.test_journal import DATA
@@ -50,8 +50,9 @@ def test_the_typed_blocks_are_the_blocks_the_parameter_files_declare():
         (
             "ensemble",
             {"varient": "d-h"},
-            "ensemble has no parameter 'varient'; its parameters are ['size', "
-            "'variant', 'weighting'] (conf/base/parameters_segor.yml)",
+            "ensemble has no parameter 'varient' (did you mean 'variant'?); its "
+            "parameters are ['size', 'variant', 'weighting'] "
+            "(conf/base/parameters_segor.yml)",
         ),
         ("sego", {"ensemble_size": 0}, "sego.ensemble_size=0 is not an integer >= 1"),
         ("sego", {"loss": "mse"}, "sego.loss='mse': loss 'mse' does not apply"),
@@ -100,7 +101,7 @@ def test_a_parsed_block_is_typed_and_frozen():
     [
         (
             {**PARAMETERS, "time_budjet": 10},
-            "unknown parameter 'time_budjet'; the "
+            "unknown parameter 'time_budjet' (did you mean 'time_budget'?); the "
             "parameters are ['benchmark', 'budget', ",
         ),
         (
@@ -139,8 +140,24 @@ def test_a_misspelled_data_processing_key_is_refused():
     with pytest.raises(
         InvalidInput,
         match=re.escape(
-            "data_processing has no parameter 'tsk'; its parameters are ['target', "
-            "'task', 'test_size', 'n_folds']"
+            "data_processing has no parameter 'tsk' (did you mean 'task'?); its "
+            "parameters are ['target', 'task', 'test_size', 'n_folds']"
         ),
     ):
         check_data_processing(options)
+
+
+@pytest.mark.parametrize(
+    ("given", "known", "hint"),
+    [
+        (["time_budjet"], ["time_budget", "budget"], " (did you mean 'time_budget'?)"),
+        (["foo"], ["display_name", "model"], ""),
+        (
+            ["ensembel"],
+            ["ensemble", "esmbo", "segor"],
+            " (did you mean 'ensemble' or 'esmbo'?)",
+        ),
+    ],
+)
+def test_an_unknown_name_comes_with_its_close_matches(given, known, hint):
+    assert did_you_mean(given, known) == hint

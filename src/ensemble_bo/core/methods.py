@@ -42,6 +42,7 @@ from ensemble_bo.core.settings import (
     InvalidInput,
     MethodSettings,
     SearchSettings,
+    did_you_mean,
 )
 from ensemble_bo.core.space import SearchSpace
 from ensemble_bo.core.strategies import (
@@ -429,8 +430,9 @@ def check_parameter_names(parameters: Mapping[str, Any]) -> None:
     unknown = sorted(str(name) for name in parameters if name not in known)
     if unknown:
         raise InvalidInput(
-            f"unknown parameter {' and '.join(map(repr, unknown))}; the parameters "
-            f"are {sorted(known)} (conf/base/parameters*.yml)"
+            f"unknown parameter {' and '.join(map(repr, unknown))}"
+            f"{did_you_mean(unknown, known)}; the parameters are {sorted(known)} "
+            "(conf/base/parameters*.yml)"
         )
     for name, settings in parameter_blocks().items():
         if name in parameters:

@@ -22,6 +22,7 @@ Pure: no Kedro, no MLflow, no files.
 
 from __future__ import annotations
 
+import difflib
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field, fields
 from fractions import Fraction
@@ -56,6 +57,18 @@ class InvalidInput(ValueError):
 # A field's check: (its path, e.g. "sego.loss", its value, the tasks a loss
 # must apply to: the method's, or the data's once it is known).
 Check = Callable[[str, Any, tuple[str, ...]], None]
+
+
+def did_you_mean(names: Iterable[Any], known: Iterable[str]) -> str:
+    """ " (did you mean 'variant'?)" for the known names close to `names` (difflib's
+    ratio, as Python's own suggestions); "" when none is close."""
+    known = list(known)
+    matches: list[str] = []
+    for name in names:
+        for match in difflib.get_close_matches(str(name), known, n=2):
+            if match not in matches:
+                matches.append(match)
+    return f" (did you mean {' or '.join(map(repr, matches))}?)" if matches else ""
 
 
 def setting(check: Check) -> Any:
@@ -155,8 +168,8 @@ class Block:
         unknown = sorted(str(key) for key in block if key not in known)
         if unknown:
             raise InvalidInput(
-                f"{name} has no parameter {' or '.join(map(repr, unknown))}; its "
-                f"parameters are {known} ({where})"
+                f"{name} has no parameter {' or '.join(map(repr, unknown))}"
+                f"{did_you_mean(unknown, known)}; its parameters are {known} ({where})"
             )
         missing = [key for key in known if key not in block]
         if missing:
@@ -334,7 +347,9 @@ class FidelitySettings:
         unknown = sorted(set(block) - set(FIDELITY_KEYS))
         if unknown:
             raise ValueError(
-                f"fidelity has unknown keys {unknown}; known: {', '.join(FIDELITY_KEYS)}"
+                f"fidelity has unknown keys {unknown}"
+                f"{did_you_mean(unknown, FIDELITY_KEYS)}; known: "
+                f"{', '.join(FIDELITY_KEYS)}"
             )
         scheduler = _choice(block, "scheduler", "none", SCHEDULERS)
         if scheduler == "none":
@@ -427,10 +442,12 @@ class ParallelSettings:
             return cls()
         if not isinstance(block, Mapping):
             raise ValueError(f"parallel must be a mapping, got {block!r}")
-        unknown = sorted(set(block) - {"backend", "n_workers", "address", "mode"})
+        known = ("backend", "n_workers", "address", "mode")
+        unknown = sorted(set(block) - set(known))
         if unknown:
             raise ValueError(
-                f"parallel has unknown keys {unknown}; known: backend, n_workers, "
+                f"parallel has unknown keys {unknown}{did_you_mean(unknown, known)}; "
+                "known: backend, n_workers, "
                 "address, mode"
             )
         settings = cls(**block)

@@ -27,6 +27,7 @@ from ensemble_bo.core.settings import (
     MethodSettings,
     ParallelSettings,
     check_count,
+    did_you_mean,
 )
 from ensemble_bo.core.space import SearchSpace, parameter_from_spec
 from ensemble_bo.core.time_budget import check_time_budget, is_seconds
@@ -76,7 +77,8 @@ def check_data_processing(options: Any) -> None:
     unknown = sorted(str(key) for key in options if key not in known)
     if unknown:
         raise InvalidInput(
-            f"data_processing has no parameter {' or '.join(map(repr, unknown))}; "
+            f"data_processing has no parameter {' or '.join(map(repr, unknown))}"
+            f"{did_you_mean(unknown, known)}; "
             f"its parameters are {list(known)} "
             "(conf/base/parameters_data_processing.yml)"
         )
