@@ -161,8 +161,8 @@ def test_the_store_check_says_to_set_the_credentials(team):
         open_experiment(team.server.uri, EXPERIMENT)
     assert str(anonymous.value) == (
         f"the MLflow tracking server {team.server.uri} refused the request without "
-        "credentials: set MLFLOW_TRACKING_USERNAME and MLFLOW_TRACKING_PASSWORD to "
-        "your user on that server (its admin creates users)"
+        "credentials: set MLFLOW_TRACKING_USERNAME and MLFLOW_TRACKING_PASSWORD (or "
+        "~/.mlflow/credentials) to your user on that server (its admin creates users)"
     )
     # as `kedro run` prints it, before anything is computed
     completed = subprocess.run(

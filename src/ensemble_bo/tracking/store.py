@@ -21,6 +21,7 @@ from urllib.parse import quote, urlparse, urlsplit, urlunsplit
 
 from mlflow.exceptions import MlflowException
 from mlflow.tracking import MlflowClient
+from mlflow.utils.credentials import read_mlflow_creds
 from mlflow.utils.file_utils import local_file_uri_to_path
 from sqlalchemy.engine import make_url
 from sqlalchemy.exc import ArgumentError
@@ -134,7 +135,7 @@ def _refusal(error: BaseException, shown: str, experiment_name: str) -> str | No
         return None
     status = error.get_http_status_code()
     if status == 401:
-        user = os.environ.get("MLFLOW_TRACKING_USERNAME")
+        user = read_mlflow_creds().username
         refused = (
             f"refused the credentials of user {user!r}"
             if user
@@ -142,8 +143,9 @@ def _refusal(error: BaseException, shown: str, experiment_name: str) -> str | No
         )
         return (
             f"the MLflow tracking server {shown} {refused}: set "
-            "MLFLOW_TRACKING_USERNAME and MLFLOW_TRACKING_PASSWORD to your user "
-            "on that server (its admin creates users)"
+            "MLFLOW_TRACKING_USERNAME and MLFLOW_TRACKING_PASSWORD (or "
+            "~/.mlflow/credentials) to your user on that server (its admin "
+            "creates users)"
         )
     if status == 403 and "host header" in str(error).lower():
         host = urlsplit(shown).netloc.rpartition("@")[2]
@@ -159,7 +161,7 @@ def _refusal(error: BaseException, shown: str, experiment_name: str) -> str | No
 
 
 def _permission_refusal(shown: str, experiment_name: str, action: str) -> str:
-    user = os.environ.get("MLFLOW_TRACKING_USERNAME")
+    user = read_mlflow_creds().username
     who = f"user {user!r}" if user else "you"
     return (
         f"the MLflow tracking server {shown} does not let {who} {action} "
