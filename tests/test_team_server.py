@@ -110,14 +110,11 @@ def team(tmp_path_factory) -> Iterator[Team]:
         )
         assert completed.returncode == 0, completed.stderr[-3000:]
         with signed_in(ALICE):
-            [run] = MlflowClient(server.uri).search_runs(
-                [
-                    MlflowClient(server.uri)
-                    .get_experiment_by_name(EXPERIMENT)
-                    .experiment_id
-                ]
-            )
+            client = MlflowClient(server.uri)
+            experiment = client.get_experiment_by_name(EXPERIMENT)
+            [run] = client.search_runs([experiment.experiment_id])
         yield Team(server, project, run.info.run_id)
+    assert server.group_is_gone(), "make, mlflow and its workers are stopped"
 
 
 def test_the_makefile_wrote_the_auth_settings_beside_the_store(team):
