@@ -13,6 +13,17 @@ export UV_PYTHON_DOWNLOADS := never
 MLFLOW_HOST ?= 127.0.0.1
 MLFLOW_PORT ?= 5000
 SERVER_DIR ?= mlflow-server
+# Who may use it: basic (MLflow's basic-auth app, a user name and password for
+# every request) or none (anyone who reaches the port reads and changes every
+# run). Unset, a server on a loopback host is open and any other host must choose.
+MLFLOW_AUTH ?=
+# basic: what a signed-in user may do in an experiment nobody granted them.
+# READ: the whole team sees and compares every run, while only the experiment's
+# creator (MANAGE) and those they or an admin grant EDIT change runs or artifacts.
+MLFLOW_AUTH_DEFAULT_PERMISSION ?= READ
+# The Host headers it answers, comma-separated, as clients write the server in
+# their URI (mlflow.team:5000); unset: MLflow's default, localhost and private IPs.
+MLFLOW_ALLOWED_HOSTS ?=
 
 .PHONY: run test lint lock server rerun scheduled clean-venv
 
@@ -58,11 +69,53 @@ lock: | $(BIN)/uv
 # A team MLflow server: runs in $(SERVER_DIR)/mlflow.db, artifacts uploaded
 # through the server (proxied) into $(SERVER_DIR)/artifacts. Point runs at it
 # with MLFLOW_TRACKING_URI=http://$(MLFLOW_HOST):$(MLFLOW_PORT).
+# MLFLOW_AUTH=basic: users in $(SERVER_DIR)/basic_auth.db; the first start creates
+# the admin, MLFLOW_AUTH_ADMIN_USERNAME (admin) with MLFLOW_AUTH_ADMIN_PASSWORD
+# (MLflow reads both from the environment). MLflow's auth settings are written
+# to $(SERVER_DIR)/basic_auth.ini at each start (no password in it), unless
+# MLFLOW_AUTH_CONFIG_PATH names your own file. The key that signs the forms of
+# MLflow's user pages is MLFLOW_FLASK_SERVER_SECRET_KEY, or a new random one.
+# The choices are checked before anything is installed.
+ifneq ($(filter server,$(MAKECMDGOALS)),)
+ifneq ($(filter-out basic none,$(MLFLOW_AUTH)),)
+$(error MLFLOW_AUTH=$(MLFLOW_AUTH) is not a choice: basic (a user name and password for every request) or none (an open server))
+endif
+ifeq ($(strip $(MLFLOW_AUTH))$(filter 127.% localhost ::1,$(MLFLOW_HOST)),)
+$(error make server MLFLOW_HOST=$(MLFLOW_HOST) lets other machines in, and nobody would be asked for a password. Add MLFLOW_AUTH=basic for MLflow's user logins (the first start needs MLFLOW_AUTH_ADMIN_PASSWORD; docs/usage.md, "A team server"), or MLFLOW_AUTH=none to accept an open server)
+endif
+ifeq ($(MLFLOW_AUTH),basic)
+ifneq ($(MLFLOW_AUTH_CONFIG_PATH),)
+ifeq ($(wildcard $(MLFLOW_AUTH_CONFIG_PATH)),)
+$(error MLFLOW_AUTH_CONFIG_PATH=$(MLFLOW_AUTH_CONFIG_PATH): no such file; name your MLflow auth settings (an ini with an [mlflow] section), or unset it to use $(SERVER_DIR)/basic_auth.ini)
+endif
+else
+# exactly one word, and a permission MLflow knows
+ifneq ($(strip $(MLFLOW_AUTH_DEFAULT_PERMISSION)),$(or $(filter READ USE EDIT MANAGE NO_PERMISSIONS,$(MLFLOW_AUTH_DEFAULT_PERMISSION)),-))
+$(error MLFLOW_AUTH_DEFAULT_PERMISSION=$(MLFLOW_AUTH_DEFAULT_PERMISSION) is not a permission: READ, USE, EDIT, MANAGE or NO_PERMISSIONS)
+endif
+ifeq ($(wildcard $(SERVER_DIR)/basic_auth.db)$(MLFLOW_AUTH_ADMIN_PASSWORD),)
+$(error MLFLOW_AUTH=basic: the first start creates the server's admin user and needs its password in MLFLOW_AUTH_ADMIN_PASSWORD (12 characters or more; read -rs MLFLOW_AUTH_ADMIN_PASSWORD && export MLFLOW_AUTH_ADMIN_PASSWORD))
+endif
+AUTH_CONFIG := $(abspath $(SERVER_DIR))/basic_auth.ini
+WRITE_AUTH_CONFIG := printf '%s\n' '; written by make server at each start' '[mlflow]' \
+	'default_permission = $(MLFLOW_AUTH_DEFAULT_PERMISSION)' \
+	'database_uri = sqlite:///$(abspath $(SERVER_DIR))/basic_auth.db' \
+	'admin_username = admin' > $(AUTH_CONFIG)
+MLFLOW_AUTH_CONFIG_PATH := $(AUTH_CONFIG)
+endif
+# recursive (=): $$ stays a shell $ until the recipe runs
+AUTH_ENV = MLFLOW_AUTH_CONFIG_PATH=$(MLFLOW_AUTH_CONFIG_PATH) \
+	MLFLOW_FLASK_SERVER_SECRET_KEY="$${MLFLOW_FLASK_SERVER_SECRET_KEY:-$$($(BIN)/python -c 'import secrets; print(secrets.token_hex(32))')}"
+AUTH_APP := --app-name basic-auth
+endif
+endif
+SERVER_OPTIONS = $(if $(MLFLOW_ALLOWED_HOSTS), --allowed-hosts '$(MLFLOW_ALLOWED_HOSTS)')$(if $(AUTH_APP), $(AUTH_APP))
 server: $(VENV)/.installed
 	mkdir -p $(SERVER_DIR)/artifacts
-	$(BIN)/mlflow server --host $(MLFLOW_HOST) --port $(MLFLOW_PORT) \
+	$(WRITE_AUTH_CONFIG)
+	$(AUTH_ENV) $(BIN)/mlflow server --host $(MLFLOW_HOST) --port $(MLFLOW_PORT) \
 		--backend-store-uri sqlite:///$(abspath $(SERVER_DIR))/mlflow.db \
-		--serve-artifacts --artifacts-destination $(abspath $(SERVER_DIR))/artifacts
+		--serve-artifacts --artifacts-destination $(abspath $(SERVER_DIR))/artifacts$(SERVER_OPTIONS)
 
 # Run an earlier MLflow run again with its recorded parameters:
 # make rerun RUN=<run id> (or ARGS=--last ...; ARGS is passed on). Without

@@ -35,6 +35,11 @@ CHEAP_SEGOR = f"segor.model={CHEAP_MODEL}"
 # ... and for the methods whose `model` is auto (smbo, esmbo, ers,
 # random_search), which take default_models.regression (and still log "auto").
 CHEAP_AUTO = f"default_models.regression={CHEAP_MODEL}"
+# The smallest segor run through `kedro run --params`: 3 trials, an ensemble of 2.
+TINY_SEGOR = (
+    "budget=3,ensemble.size=2,segor.optimizer.n_initial=3,segor.optimizer.gp_restarts=1,"
+    + CHEAP_SEGOR
+)
 
 
 def cheap_parameters() -> dict:

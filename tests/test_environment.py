@@ -32,6 +32,11 @@ MAKE_ENV = (
     "MLFLOW_HOST",
     "MLFLOW_PORT",
     "SERVER_DIR",
+    "MLFLOW_AUTH",
+    "MLFLOW_AUTH_DEFAULT_PERMISSION",
+    "MLFLOW_AUTH_CONFIG_PATH",
+    "MLFLOW_AUTH_ADMIN_PASSWORD",
+    "MLFLOW_ALLOWED_HOSTS",
 )
 
 pytestmark = pytest.mark.skipif(shutil.which("make") is None, reason="needs make")
@@ -144,6 +149,7 @@ def test_server_target_overrides(tmp_path):
             MLFLOW_HOST="0.0.0.0",
             MLFLOW_PORT="5999",
             SERVER_DIR=str(server_dir),
+            MLFLOW_AUTH="none",
         )
     )
     assert f"mkdir -p {server_dir}/artifacts" in out
@@ -153,6 +159,112 @@ def test_server_target_overrides(tmp_path):
         f" --serve-artifacts --artifacts-destination {server_dir}/artifacts"
     ) in out
     assert not server_dir.exists(), "a dry run creates nothing"
+
+
+@pytest.mark.parametrize("host", ["0.0.0.0", "192.168.1.20", "mlflow.team"])
+def test_server_refuses_an_open_server_on_another_host(host):
+    # Even with the lock newer than the venv, it stops before reinstalling.
+    out = make("-W", "requirements.lock", "server", installed=False, MLFLOW_HOST=host)
+    assert out.returncode != 0
+    assert (
+        f"make server MLFLOW_HOST={host} lets other machines in, and nobody would "
+        "be asked for a password. Add MLFLOW_AUTH=basic for MLflow's user logins"
+    ) in out.stderr
+    assert "or MLFLOW_AUTH=none to accept an open server" in out.stderr
+    assert "uv pip" not in out.stdout
+    assert "mlflow server" not in out.stdout
+
+
+@pytest.mark.parametrize("host", ["127.0.0.1", "127.0.1.1", "localhost", "::1"])
+def test_server_on_a_loopback_host_is_open_without_asking(host):
+    out = commands(make("server", MLFLOW_HOST=host))
+    assert f".venv/bin/mlflow server --host {host} --port 5000" in out
+    assert "--app-name" not in out
+    assert "--allowed-hosts" not in out
+
+
+def test_server_with_logins_and_the_allowed_hosts(tmp_path):
+    server_dir = tmp_path / "team"
+    settings = server_dir / "basic_auth.ini"
+    out = commands(
+        make(
+            "server",
+            MLFLOW_HOST="0.0.0.0",
+            SERVER_DIR=str(server_dir),
+            MLFLOW_AUTH="basic",
+            MLFLOW_ALLOWED_HOSTS="mlflow.team:5000,10.0.0.7:5000",
+            MLFLOW_AUTH_ADMIN_PASSWORD="the-admin-s-first-password",
+        )
+    )
+    # MLflow's auth settings, beside the store and without a password
+    assert (
+        "printf '%s\\n' '; written by make server at each start' '[mlflow]'"
+        " 'default_permission = READ'"
+        f" 'database_uri = sqlite:///{server_dir}/basic_auth.db'"
+        f" 'admin_username = admin' > {settings}"
+    ) in out
+    assert f"MLFLOW_AUTH_CONFIG_PATH={settings} MLFLOW_FLASK_SERVER_SECRET_KEY=" in out
+    assert out.endswith(
+        f"--artifacts-destination {server_dir}/artifacts"
+        " --allowed-hosts 'mlflow.team:5000,10.0.0.7:5000' --app-name basic-auth"
+    )
+    assert "the-admin-s-first-password" not in out
+    assert not server_dir.exists(), "a dry run creates nothing"
+
+
+def test_server_with_logins_from_the_user_s_own_auth_settings(tmp_path):
+    own = tmp_path / "auth.ini"
+    own.write_text("[mlflow]\ndefault_permission = READ\n")
+    out = commands(
+        make("server", MLFLOW_AUTH="basic", MLFLOW_AUTH_CONFIG_PATH=str(own))
+    )
+    assert f"MLFLOW_AUTH_CONFIG_PATH={own} MLFLOW_FLASK_SERVER_SECRET_KEY=" in out
+    assert "basic_auth.ini" not in out
+    assert out.endswith("--app-name basic-auth")
+
+
+def test_server_with_logins_restarts_without_the_admin_s_password(tmp_path):
+    (tmp_path / "basic_auth.db").touch()  # the admin was created at the first start
+    out = commands(make("server", MLFLOW_AUTH="basic", SERVER_DIR=str(tmp_path)))
+    assert out.endswith("--app-name basic-auth")
+
+
+@pytest.mark.parametrize(
+    ("variables", "message"),
+    [
+        (
+            {"MLFLOW_AUTH": "bsic"},
+            "MLFLOW_AUTH=bsic is not a choice: basic (a user name and password for "
+            "every request) or none (an open server)",
+        ),
+        (
+            {"MLFLOW_AUTH": "basic"},
+            "MLFLOW_AUTH=basic: the first start creates the server's admin user and "
+            "needs its password in MLFLOW_AUTH_ADMIN_PASSWORD",
+        ),
+        (
+            {
+                "MLFLOW_AUTH": "basic",
+                "MLFLOW_AUTH_ADMIN_PASSWORD": "the-admin-s-first-password",
+                "MLFLOW_AUTH_DEFAULT_PERMISSION": "read",
+            },
+            "MLFLOW_AUTH_DEFAULT_PERMISSION=read is not a permission: READ, USE, "
+            "EDIT, MANAGE or NO_PERMISSIONS",
+        ),
+        (
+            {
+                "MLFLOW_AUTH": "basic",
+                "MLFLOW_AUTH_CONFIG_PATH": "/nonexistent/auth.ini",
+            },
+            "MLFLOW_AUTH_CONFIG_PATH=/nonexistent/auth.ini: no such file",
+        ),
+    ],
+)
+def test_server_refuses_unclear_auth_settings(tmp_path, variables, message):
+    out = make("server", SERVER_DIR=str(tmp_path / "team"), **variables)
+    assert out.returncode != 0
+    assert message in out.stderr
+    assert "mlflow server" not in out.stdout
 
 
 def test_rerun_target():

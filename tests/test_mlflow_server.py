@@ -27,15 +27,10 @@ from mlflow.tracking import MlflowClient
 from mlflow.tracking._tracking_service.utils import _use_tracking_uri
 
 from tests.mlflow_server import MlflowServer, mlflow_server  # noqa: F401 - fixture
-from tests.support import CHEAP_MODEL, CHEAP_SEGOR, KEDRO, git_project, kedro_env
+from tests.support import CHEAP_MODEL, KEDRO, TINY_SEGOR, git_project, kedro_env
 
 pytestmark = pytest.mark.slow
 
-# As small as tests/test_tracking_store.py's runs.
-TINY = (
-    "budget=3,ensemble.size=2,segor.optimizer.n_initial=3,segor.optimizer.gp_restarts=1,"
-    + CHEAP_SEGOR
-)
 MODEL = "segor_model"  # conf/base/mlflow.yml: "*_model" is logged as a model
 SCHEDULE = "conf/scheduled/tiny.yml"
 SCHEDULE_TEXT = f"""
@@ -66,7 +61,7 @@ def served_run(mlflow_server, tmp_path_factory) -> ServedRun:  # noqa: F811
         files={SCHEDULE: SCHEDULE_TEXT},
     )
     completed = subprocess.run(
-        [*KEDRO, "run", "--pipelines=segor", "--params", TINY],
+        [*KEDRO, "run", "--pipelines=segor", "--params", TINY_SEGOR],
         cwd=project,
         env=kedro_env(
             mlflow_server.uri, ENSEMBLE_BO_RUN_TAGS='{"scheduled.job": "tiny_segor"}'

@@ -29,16 +29,11 @@ from ensemble_bo.tracking.store import (
     sqlite_database,
 )
 from tests.support import (
-    CHEAP_SEGOR,
+    TINY_SEGOR,
     copy_project,
     kedro,
     read_only_files_are_enforced,
     respect_file_permissions,
-)
-
-TINY = (
-    "budget=3,ensemble.size=2,segor.optimizer.n_initial=3,segor.optimizer.gp_restarts=1,"
-    + CHEAP_SEGOR
 )
 
 
@@ -292,7 +287,7 @@ def test_a_run_writes_every_artifact_inside_the_project_by_default(tmp_path):
     before_parent = listing(real.parent)
 
     completed = kedro(
-        link, "run", "--pipelines=segor", "--params", TINY, tracking_uri=None
+        link, "run", "--pipelines=segor", "--params", TINY_SEGOR, tracking_uri=None
     )
     assert completed.returncode == 0, completed.stderr[-3000:]
 

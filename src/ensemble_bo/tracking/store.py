@@ -21,6 +21,7 @@ from urllib.parse import quote, urlparse, urlsplit, urlunsplit
 
 from mlflow.exceptions import MlflowException
 from mlflow.tracking import MlflowClient
+from mlflow.utils.credentials import read_mlflow_creds
 from mlflow.utils.file_utils import local_file_uri_to_path
 from sqlalchemy.engine import make_url
 from sqlalchemy.exc import ArgumentError
@@ -122,6 +123,52 @@ def _connection_failure(error: BaseException) -> str:
     if "timed out" in text.lower():
         return f"no answer within {_SERVER_CHECK_TIMEOUT_SECONDS} s"
     return first_line(error)
+
+
+def _refusal(error: BaseException, shown: str, experiment_name: str) -> str | None:
+    """What to fix when the server answered but refused the request (HTTP 401/403).
+
+    A 403 is MLflow's host check (the name in the URI is not one the server
+    allows) or its basic-auth app (the user may not read the experiment).
+    """
+    if not isinstance(error, MlflowException):
+        return None
+    status = error.get_http_status_code()
+    if status == 401:
+        user = read_mlflow_creds().username
+        refused = (
+            f"refused the credentials of user {user!r}"
+            if user
+            else "refused the request without credentials"
+        )
+        return (
+            f"the MLflow tracking server {shown} {refused}: set "
+            "MLFLOW_TRACKING_USERNAME and MLFLOW_TRACKING_PASSWORD (or "
+            "~/.mlflow/credentials) to your user on that server (its admin "
+            "creates users)"
+        )
+    if status == 403 and "host header" in str(error).lower():
+        host = urlsplit(shown).netloc.rpartition("@")[2]
+        return (
+            f"the MLflow tracking server {shown} does not answer to the name "
+            f"{host!r} (403 Invalid Host header): its allowed hosts must include it "
+            f"(make server MLFLOW_ALLOWED_HOSTS={host},...), or use a name it "
+            "allows in MLFLOW_TRACKING_URI"
+        )
+    if status == 403:
+        return _permission_refusal(shown, experiment_name, "read")
+    return None
+
+
+def _permission_refusal(shown: str, experiment_name: str, action: str) -> str:
+    user = read_mlflow_creds().username
+    who = f"user {user!r}" if user else "you"
+    return (
+        f"the MLflow tracking server {shown} does not let {who} {action} "
+        f"experiment {experiment_name!r}: ask its creator or an admin for EDIT "
+        "on it (a run writes there), or set MLFLOW_EXPERIMENT_NAME to an "
+        "experiment of your own"
+    )
 
 
 def check_sqlite_store_writable(database: Path) -> None:
@@ -233,9 +280,11 @@ def open_experiment(tracking_uri: str, experiment_name: str) -> str:
     """Check the store and the artifact folder, and return the experiment's id.
 
     Fails fast, before a run is opened: an unreachable server in about
-    _SERVER_CHECK_TIMEOUT_SECONDS (naming the URI), a read-only SQLite store or
-    artifact folder (naming the path). Creates the experiment (artifacts beside
-    a SQLite store) and marks it as a model-training experiment.
+    _SERVER_CHECK_TIMEOUT_SECONDS (naming the URI), a server that refuses the
+    credentials, the host name or the experiment (saying what to set), a
+    read-only SQLite store or artifact folder (naming the path). Creates the
+    experiment (artifacts beside a SQLite store) and marks it as a
+    model-training experiment.
     """
     shown = display_uri(tracking_uri)
     database = sqlite_database(tracking_uri)
@@ -247,6 +296,9 @@ def open_experiment(tracking_uri: str, experiment_name: str) -> str:
             with _no_http_retries():
                 experiment = client.get_experiment_by_name(experiment_name)
         except Exception as error:  # noqa: BLE001 - any failure to reach the store
+            refusal = _refusal(error, shown, experiment_name)
+            if refusal is not None:
+                raise TrackingStoreError(refusal) from error
             where = (
                 "server"
                 if urlparse(tracking_uri).scheme in ("http", "https")
@@ -271,10 +323,22 @@ def open_experiment(tracking_uri: str, experiment_name: str) -> str:
                     raise
                 experiment_id = found.experiment_id
             experiment = client.get_experiment(experiment_id)
-        elif experiment.tags.get(EXPERIMENT_KIND_TAG) not in _EXPLICIT_KINDS:
-            # unset, or only inferred by the UI
-            client.set_experiment_tag(
-                experiment.experiment_id, EXPERIMENT_KIND_TAG, EXPERIMENT_KIND
-            )
+        else:
+            kind = experiment.tags.get(EXPERIMENT_KIND_TAG)
+            # Set when unset or only inferred by the UI, else written back as it
+            # is: on a server with MLflow's auth app, a user who may read an
+            # experiment may not write runs to it, and this write finds out.
+            try:
+                client.set_experiment_tag(
+                    experiment.experiment_id,
+                    EXPERIMENT_KIND_TAG,
+                    kind if kind in _EXPLICIT_KINDS else EXPERIMENT_KIND,
+                )
+            except MlflowException as error:
+                if error.get_http_status_code() != 403:
+                    raise
+                raise TrackingStoreError(
+                    _permission_refusal(shown, experiment_name, "write runs to")
+                ) from error
     check_artifact_location_writable(experiment.artifact_location, experiment_name)
     return experiment.experiment_id
