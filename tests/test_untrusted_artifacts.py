@@ -15,6 +15,8 @@ import os
 import pickle
 import re
 import shutil
+import subprocess
+import sys
 from pathlib import Path
 
 import mlflow
@@ -31,10 +33,17 @@ from ensemble_bo.core.result_files import ResultFileError, read_result, write_re
 from ensemble_bo.datasets import MlflowPoolDataset
 from ensemble_bo.tracking.artifacts import log_model
 from ensemble_bo.tracking.model_integrity import digest_tag, verify_model
-from ensemble_bo.tracking.pools import PoolNotFound, load_pool, log_pool
+from ensemble_bo.tracking.pools import PoolNotFound, find_pool, load_pool, log_pool
 from ensemble_bo.tracking.store import open_experiment
 from tests.core.test_result_files import every_field_result
-from tests.support import PROJECT, copy_project, kedro
+from tests.support import (
+    CHEAP_AUTO,
+    PROJECT,
+    copy_project,
+    git_project,
+    kedro,
+    kedro_env,
+)
 
 MODEL = "tree_model"
 
@@ -117,6 +126,16 @@ def test_a_crafted_pickle_in_place_of_a_pool_s_files_is_refused(store, tmp_path)
     assert not marker.exists()
 
 
+@pytest.mark.parametrize("path", ["../../../etc", "/etc/passwd"])
+def test_a_pool_path_out_of_the_run_s_artifacts_is_refused(store, path):
+    uri, client, experiment = store
+    run_id = client.create_run(experiment).info.run_id
+    client.set_tag(run_id, "pool.smbo_search_result", path)
+    client.set_terminated(run_id, "FINISHED")
+    with pytest.raises(PoolNotFound, match="which is not a path inside its artifacts"):
+        find_pool("smbo", client, experiment)
+
+
 def test_a_pool_logged_as_data_is_read_back_and_tagged_where_it_came_from(
     store, tmp_path
 ):
@@ -161,6 +180,44 @@ def test_kedro_run_posthoc_refuses_a_crafted_pickle_before_anything_runs(tmp_pat
     ) in " ".join(completed.stderr.split())
     # refused before a run opened: the crafted run is the experiment's only one
     assert [run.info.run_id for run in client.search_runs([experiment])] == [run_id]
+
+
+@pytest.mark.slow
+def test_a_posthoc_run_reads_a_logged_pool_as_data_and_its_rerun_reproduces_it(
+    tmp_path,
+):
+    project = git_project(tmp_path / "project", ("concrete",))
+    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    searched = kedro(
+        project,
+        "run",
+        "--pipelines=smbo",
+        "--params",
+        f"budget=6,{CHEAP_AUTO}",
+        tracking_uri=uri,
+    )
+    assert searched.returncode == 0, searched.stderr[-3000:]
+    selected = kedro(project, "run", "--pipelines=posthoc", tracking_uri=uri)
+    assert selected.returncode == 0, selected.stderr[-3000:]
+    client = MlflowClient(uri)
+    posthoc, smbo = client.search_runs(
+        [client.get_experiment_by_name("ensemble_bo").experiment_id],
+        order_by=["attributes.start_time DESC"],
+    )
+    assert posthoc.data.tags["pool_source"] == (
+        f"runs:/{smbo.info.run_id}/pools/smbo_search_result"
+    )
+    rerun = subprocess.run(
+        [sys.executable, "-m", "ensemble_bo", "rerun", posthoc.info.run_id],
+        cwd=project,
+        env=kedro_env(uri),
+        capture_output=True,
+        text=True,
+        timeout=600,
+        check=False,
+    )
+    assert rerun.returncode == 0, rerun.stdout[-3000:] + rerun.stderr[-3000:]
+    assert f"(rerun of {posthoc.info.run_id}) has the same" in rerun.stdout
 
 
 def test_convert_pool_reads_a_local_pickle_only_when_the_user_trusts_it(tmp_path):

@@ -18,12 +18,16 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 import tempfile
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import mlflow
 import yaml
+from mlflow.environment_variables import MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR
 from mlflow.tracking import MlflowClient
 
 from ensemble_bo.provenance import file_sha256s
@@ -57,7 +61,7 @@ def model_files(folder: Path) -> dict[str, str]:
 
 def record_model(name: str, model_uri: str, trusted_types: list[str]) -> None:
     """The active run's record of its model `name` at `model_uri`, as stored."""
-    with tempfile.TemporaryDirectory() as directory:
+    with tempfile.TemporaryDirectory() as directory, _without_progress_bar():
         folder = mlflow.artifacts.download_artifacts(
             artifact_uri=model_uri, dst_path=directory
         )
@@ -69,6 +73,21 @@ def record_model(name: str, model_uri: str, trusted_types: list[str]) -> None:
     text = json.dumps(record, indent=1, sort_keys=True)
     mlflow.log_text(text, f"{INTEGRITY}/{name}.json")
     mlflow.set_tag(digest_tag(name), hashlib.sha256(text.encode()).hexdigest())
+
+
+@contextmanager
+def _without_progress_bar() -> Iterator[None]:
+    """MLflow's download bar off, in a run's output (a verification's own
+    command turns it off for good)."""
+    before = os.environ.get(MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR.name)
+    os.environ[MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR.name] = "false"
+    try:
+        yield
+    finally:
+        if before is None:
+            del os.environ[MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR.name]
+        else:
+            os.environ[MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR.name] = before
 
 
 @dataclass
