@@ -26,6 +26,7 @@ from mlflow.models import Model
 from mlflow.tracking import MlflowClient
 from mlflow.tracking._tracking_service.utils import _use_tracking_uri
 
+from ensemble_bo.tracking.model_integrity import verify_model
 from tests.mlflow_server import MlflowServer, mlflow_server  # noqa: F401 - fixture
 from tests.support import CHEAP_MODEL, KEDRO, TINY_SEGOR, git_project, kedro_env
 
@@ -106,7 +107,8 @@ def test_the_run_is_finished_on_the_server_and_its_artifacts_went_through_it(
     assert {
         "tables/segor_trial_history.csv",
         "plots/segor_convergence_plot.png",
-        "pools/segor_search_result.pkl",
+        "pools/segor_search_result/result.json",
+        "pools/segor_search_result/arrays.npz",
     } <= files_under(stored)
     # MLflow 3 keeps the logged model beside the runs, under models/
     (model,) = (server.artifacts / run.info.experiment_id).glob(
@@ -132,6 +134,8 @@ def test_the_logged_model_loads_through_runs_and_predicts_as_the_pickled_one(
 ):
     server, project, run_id, _ = served_run
     with _use_tracking_uri(server.uri):
+        check = verify_model(f"runs:/{run_id}/{MODEL}")
+        assert check.matches, check.report()
         loaded = mlflow.sklearn.load_model(f"runs:/{run_id}/{MODEL}")
         local = mlflow.artifacts.download_artifacts(
             f"runs:/{run_id}/{MODEL}", dst_path=str(tmp_path)

@@ -10,7 +10,6 @@ run in-process on runs recorded by hand, without training anything.
 from __future__ import annotations
 
 import json
-import pickle
 import subprocess
 import sys
 from pathlib import Path
@@ -23,6 +22,7 @@ from mlflow.tracking import MlflowClient
 
 from ensemble_bo import provenance
 from ensemble_bo.cli import cli
+from ensemble_bo.core.result_files import read_result
 from ensemble_bo.reporting import trial_history
 from ensemble_bo.rerun import (
     REFUSED,
@@ -112,14 +112,12 @@ def test_concurrent_runs_keep_their_own_outputs(project, concurrent_runs, tmp_pa
     histories = {}
     for seed, run in concurrent_runs.items():
         session = sessions[seed]
-        saved = project / "data" / "06_models" / "segor_search_result.pkl" / session
-        local = pickle.loads((saved / "segor_search_result.pkl").read_bytes())
-        logged = pickle.loads(
-            Path(
-                client.download_artifacts(
-                    run.info.run_id, "pools/segor_search_result.pkl", str(tmp_path)
-                )
-            ).read_bytes()
+        saved = project / "data" / "06_models" / "segor_search_result" / session
+        local = read_result(saved / "segor_search_result")
+        logged = read_result(
+            client.download_artifacts(
+                run.info.run_id, "pools/segor_search_result", str(tmp_path)
+            )
         )
         # the run's own file under data/ is the pool it logged
         pd.testing.assert_frame_equal(trial_history(local), trial_history(logged))
@@ -390,7 +388,7 @@ def test_the_comparison_covers_metrics_tables_of_any_depth_and_parameters(
 
 
 def test_a_posthoc_run_is_rerun_on_the_pool_it_read(in_project):
-    pool = "runs:/abc/pools/smbo_search_result.pkl"
+    pool = "runs:/abc/pools/smbo_search_result"
     run_id = recorded_run(
         in_project, **{"kedro.pipeline": "posthoc", "pool_source": pool}
     )

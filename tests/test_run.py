@@ -3,7 +3,6 @@
 import hashlib
 import json
 import os
-import pickle
 import platform
 import subprocess
 import sys
@@ -20,6 +19,8 @@ from mlflow.tracking import MlflowClient
 from ensemble_bo import EnsembleSearch, provenance
 from ensemble_bo.api import default_parameters
 from ensemble_bo.core.preparation import split_dataset
+from ensemble_bo.core.result_files import read_result
+from ensemble_bo.tracking.model_integrity import verify_model
 from tests.support import CHEAP_AUTO, CHEAP_MODEL, git, git_project
 
 # End to end: real `kedro run`s (deselect locally with -m 'not slow').
@@ -60,6 +61,13 @@ def client_for(project):
     uri = f"sqlite:///{project / 'store' / 'mlflow.db'}"
     mlflow.set_tracking_uri(uri)
     return MlflowClient(uri)
+
+
+def verified_model(uri):
+    """The logged model at `uri`, loaded once its files match its run's record."""
+    check = verify_model(uri)
+    assert check.matches, check.report()
+    return mlflow.pyfunc.load_model(uri)
 
 
 def latest_run(client):
@@ -175,7 +183,7 @@ def test_run_logs_stepped_metrics_for_every_iteration(project, concrete_run):
     assert final["trials_failed"] == 0
 
 
-def test_run_logs_artifacts_and_a_loadable_model(project, concrete_run):
+def test_run_logs_artifacts_and_a_loadable_model(project, concrete_run, tmp_path):
     client = client_for(project)
     run_id = concrete_run.info.run_id
     artifacts = {a.path for a in client.list_artifacts(run_id, "tables")} | {
@@ -196,13 +204,12 @@ def test_run_logs_artifacts_and_a_loadable_model(project, concrete_run):
     assert set(history["regressor"]) <= set(families)
     assert history["regressor"].nunique() > 1 and (history["status"] == "ok").all()
     # the pool, with every model's out-of-fold predictions, for a later posthoc run
-    with open(
-        client.download_artifacts(run_id, "pools/segor_search_result.pkl"), "rb"
-    ) as pickled:
-        pool = pickle.load(pickled).pool  # noqa: S301 - written by this test's run
+    pool = read_result(
+        client.download_artifacts(run_id, "pools/segor_search_result", str(tmp_path))
+    ).pool
     assert len(pool) == 12 and pool.predictions.shape[0] == 12
 
-    model = mlflow.pyfunc.load_model(f"runs:/{run_id}/segor_model")
+    model = verified_model(f"runs:/{run_id}/segor_model")
     features = pd.read_csv(project / "data" / "01_raw" / "concrete.csv").drop(
         columns="target"
     )
@@ -249,7 +256,7 @@ def test_sego_on_a_classification_dataset_logs_a_voting_model(project):
     assert 0.0 <= metrics["ensemble_disagreement"] <= 1.0
     assert len(client.get_metric_history(run.info.run_id, "cv_loss_ensemble")) == 8
     raw = pd.read_csv(project / "data" / "01_raw" / "wine.csv")
-    model = mlflow.pyfunc.load_model(f"runs:/{run.info.run_id}/sego_model")
+    model = verified_model(f"runs:/{run.info.run_id}/sego_model")
     predicted = np.asarray(model.predict(raw.drop(columns="target").head(20)))
     assert set(predicted) <= set(raw["target"])
     # the package ships with the model, so it loads where ensemble_bo is not installed
@@ -309,7 +316,7 @@ def test_the_logged_model_serves_with_mlflow_models_predict(
     )
     assert completed.returncode == 0, completed.stderr[-3000:]
     served = json.loads(completed.stdout.strip().splitlines()[-1])["predictions"]
-    loaded = mlflow.pyfunc.load_model(f"runs:/{concrete_run.info.run_id}/segor_model")
+    loaded = verified_model(f"runs:/{concrete_run.info.run_id}/segor_model")
     np.testing.assert_allclose(served, loaded.predict(features.head(5)), rtol=1e-12)
 
 
@@ -342,7 +349,7 @@ def test_single_best_pipelines_log_their_own_run(project, method):
     assert f"tables/{method}_trial_history.csv" in tables
     # no fidelity schedule: no rung evaluations to log
     assert f"tables/{method}_rung_history.csv" not in tables
-    model = mlflow.pyfunc.load_model(f"runs:/{run.info.run_id}/{method}_model")
+    model = verified_model(f"runs:/{run.info.run_id}/{method}_model")
     features = pd.read_csv(project / "data" / "01_raw" / "concrete.csv").drop(
         columns="target"
     )
@@ -405,7 +412,7 @@ def test_posthoc_selects_from_the_pool_an_earlier_run_saved(project):
     assert run.data.params["posthoc_source"] == "smbo"
     # the latest finished smbo run's pool, downloaded from the store
     assert run.data.tags["pool_source"] == (
-        f"runs:/{source.info.run_id}/pools/smbo_search_result.pkl"
+        f"runs:/{source.info.run_id}/pools/smbo_search_result"
     )
     assert run.data.params["posthoc.weighting"] == "bfgs"
     # the same single best model as the smbo run, refit the same way
@@ -428,7 +435,9 @@ def test_posthoc_selects_from_the_pool_an_earlier_run_saved(project):
     assert by_step[8] <= min(by_step[step] for step in range(2, 8)) + 1e-12
 
 
-def test_the_python_api_gives_the_ensemble_kedro_run_gave(project, concrete_run):
+def test_the_python_api_gives_the_ensemble_kedro_run_gave(
+    project, concrete_run, tmp_path
+):
     raw = pd.read_csv(project / "data" / "01_raw" / "concrete.csv")
     split = split_dataset(raw, "concrete", default_parameters()["data_processing"], 0)
     search = EnsembleSearch(
@@ -443,11 +452,12 @@ def test_the_python_api_gives_the_ensemble_kedro_run_gave(project, concrete_run)
     ).fit(split.train_features, split.train_target)
     client = client_for(project)
     run_id = concrete_run.info.run_id
-    pool_file = client.download_artifacts(run_id, "pools/segor_search_result.pkl")
-    saved = pickle.loads(Path(pool_file).read_bytes())  # noqa: S301 - this test's run
+    saved = read_result(
+        client.download_artifacts(run_id, "pools/segor_search_result", str(tmp_path))
+    )
     assert search.result_.pool.configs == saved.pool.configs
     assert search.result_.members == saved.members
-    model = mlflow.pyfunc.load_model(f"runs:/{run_id}/segor_model")
+    model = verified_model(f"runs:/{run_id}/segor_model")
     np.testing.assert_allclose(
         search.predict(split.test_features), model.predict(split.test_features)
     )

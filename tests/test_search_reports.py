@@ -179,5 +179,5 @@ def test_a_stopped_search_logs_the_reports_declared_for_it(run, monkeypatch):
     assert artifact_paths(run.info.run_id, "partial") == {
         "partial/partial_trial_history.csv",
         "partial/partial_members_plot.png",
-        "partial/partial_search_result.pkl",
+        "partial/partial_search_result",
     }

@@ -2,7 +2,6 @@
 
 import json
 import os
-import pickle
 import re
 import socket
 import subprocess
@@ -19,6 +18,7 @@ from mlflow.tracking import MlflowClient
 
 from ensemble_bo import events, settings, validation
 from ensemble_bo.core.pool import Pool
+from ensemble_bo.core.result_files import read_result
 from ensemble_bo.core.results import (
     EnsembleSearchResult,
     IterationRecord,
@@ -73,16 +73,13 @@ def test_an_interrupted_search_leaves_its_models_in_the_run(store, tmp_path):
     paths = {a.path for a in client.list_artifacts(run.info.run_id, "partial")}
     assert paths == {
         "partial/partial_trial_history.csv",
-        "partial/partial_search_result.pkl",
+        "partial/partial_search_result",
     }
-    restored = pickle.loads(
-        open(
-            # into tmp_path: without dst_path MLflow leaves a folder in /tmp
-            client.download_artifacts(
-                run.info.run_id, "partial/partial_search_result.pkl", str(tmp_path)
-            ),
-            "rb",
-        ).read()
+    restored = read_result(
+        # into tmp_path: without dst_path MLflow leaves a folder in /tmp
+        client.download_artifacts(
+            run.info.run_id, "partial/partial_search_result", str(tmp_path)
+        )
     )
     np.testing.assert_array_equal(restored.pool.predictions[0], [1.0, 2.0, 3.0])
     assert restored.pool.errors[1] == "ValueError: boom"
@@ -353,9 +350,7 @@ def test_a_pool_source_names_the_latest_finished_runs_pool_or_a_given_run(tmp_pa
     experiment = open_experiment(uri, "ensemble_bo")
 
     def logged(start, status, *methods):
-        tags = {
-            f"pool.{m}_search_result": f"pools/{m}_search_result.pkl" for m in methods
-        }
+        tags = {f"pool.{m}_search_result": f"pools/{m}_search_result" for m in methods}
         run = client.create_run(experiment, start_time=start, tags=tags)
         client.set_terminated(run.info.run_id, status)
         return run.info.run_id
@@ -366,16 +361,16 @@ def test_a_pool_source_names_the_latest_finished_runs_pool_or_a_given_run(tmp_pa
     logged(4000, "FAILED", "smbo")
     logged(5000, "FINISHED", "segor")
     none = logged(6000, "FINISHED")
-    smbo_pool = "pools/smbo_search_result.pkl"
+    smbo_pool = "pools/smbo_search_result"
     assert find_pool("smbo", client, experiment) == (newer, smbo_pool)
     assert find_pool(f"runs:/{older}", client, experiment) == (older, smbo_pool)
-    segor_pool = f"runs:/{both}/pools/segor_search_result.pkl"
+    segor_pool = f"runs:/{both}/pools/segor_search_result"
     assert find_pool(segor_pool, client, experiment) == (
         both,
-        "pools/segor_search_result.pkl",
+        "pools/segor_search_result",
     )
     for source, message in [
-        (f"runs:/{both}", f"name one as runs:/{both}/pools/<method>_search_result.pkl"),
+        (f"runs:/{both}", f"name one as runs:/{both}/pools/<method>_search_result"),
         (f"runs:/{none}", f"run {none} logged no pool"),
         ("runs:/nosuch", "no MLflow run 'nosuch'"),
         ("esmbo", "no finished run in this experiment saved a `esmbo` pool"),

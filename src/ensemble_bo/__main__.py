@@ -1,7 +1,8 @@
 """`ensemble-bo` and `python -m ensemble_bo`: the project's commands.
 
-`ensemble-bo rerun ...` and `ensemble-bo scheduled ...` are the commands of
-cli.py; `ensemble-bo --help` lists them; anything else is `kedro run`
+`ensemble-bo rerun ...`, `ensemble-bo scheduled ...`, `ensemble-bo verify-model
+...` and `ensemble-bo convert-pool ...` are the commands of cli.py;
+`ensemble-bo --help` lists them; anything else is `kedro run`
 (`ensemble-bo --pipelines=segor`).
 """
 

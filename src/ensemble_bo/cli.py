@@ -1,4 +1,5 @@
-"""The project's `kedro` commands: Kedro's own `run`, quiet by default.
+"""The project's `kedro` commands: Kedro's own `run`, quiet by default, and
+`rerun`, `scheduled`, `verify-model` and `convert-pool`.
 
 Kedro loads this module for every `kedro` command run in the project (and
 `python -m ensemble_bo`); its `run` replaces Kedro's, with the same options plus:
@@ -15,10 +16,12 @@ from __future__ import annotations
 
 import copy
 import os
+import pickle
 from pathlib import Path
 from typing import Any
 
 import click
+import mlflow
 import yaml
 from kedro.framework.cli.project import run as kedro_run
 from kedro.framework.cli.utils import KedroCliError
@@ -26,6 +29,8 @@ from kedro.framework.project import LOGGING, configure_logging
 from kedro.utils import find_config_file, find_kedro_project
 from mlflow.tracking import MlflowClient
 
+from ensemble_bo.core.result_files import write_result
+from ensemble_bo.core.results import EnsembleSearchResult
 from ensemble_bo.rerun import (
     DIFFERENT,
     REFUSED,
@@ -35,7 +40,9 @@ from ensemble_bo.rerun import (
     tracking_store,
 )
 from ensemble_bo.scheduled import SCHEDULE, read_schedule, run_schedule
+from ensemble_bo.tracking.model_integrity import ModelNotVerifiable, verify_model
 from ensemble_bo.tracking.store import display_uri
+from ensemble_bo.validation import FILE_PREFIX
 
 PACKAGE = __name__.rpartition(".")[0]
 LOGGING_FILE = Path("conf") / "logging.yml"
@@ -243,6 +250,87 @@ def scheduled_command(schedule_file: Path) -> None:
     click.echo(f"Scheduled jobs of {schedule_file} -> {display_uri(tracking_uri)}")
     if not run_schedule(jobs, project, tracking_uri, experiment_name, click.echo):
         raise click.exceptions.Exit(DIFFERENT)
+
+
+@cli.command(name="verify-model")
+@click.argument("model_uri")
+@click.option(
+    "--expected-sha256",
+    help="The run's model.<name>.sha256 tag as you noted it when you trusted the "
+    "run: then the run's own record is checked too.",
+)
+@click.option(
+    "--download-to",
+    type=click.Path(file_okay=False, path_type=Path),
+    help="Keep the verified copy in this folder, and load the model from there: "
+    "what was checked is what loads.",
+)
+def verify_model_command(
+    model_uri: str, expected_sha256: str | None, download_to: Path | None
+) -> None:
+    """Check a logged model against what its run recorded: exit 0 if it matches.
+
+    MODEL_URI: runs:/<run id>/<model name> or models:/<model id>. Downloads the
+    model, computes the sha256 of each of its files (model.skops, MLmodel, the
+    shipped code, ...) and compares them, and the types skops is told to trust,
+    with the record the run made when it logged the model. Prints what differs
+    and exits 1, or that it matches (exit 0).
+    """
+    if download_to is not None and download_to.exists() and any(download_to.iterdir()):
+        raise click.UsageError(
+            f"--download-to={download_to} is not empty: name a new folder, so that "
+            "it holds the verified copy alone"
+        )
+    tracking_uri, _ = tracking_store(_project())
+    mlflow.set_tracking_uri(tracking_uri)
+    try:
+        check = verify_model(model_uri, expected_sha256, download_to)
+    except ModelNotVerifiable as error:
+        raise click.ClickException(f"cannot verify: {error}") from None
+    click.echo(check.report())
+    if not check.matches:
+        raise click.exceptions.Exit(DIFFERENT)
+
+
+@cli.command(name="convert-pool")
+@click.argument("pickled", type=click.Path(exists=True, dir_okay=False, path_type=Path))
+@click.argument("folder", required=False, type=click.Path(path_type=Path))
+@click.option(
+    "--trust-pickle",
+    is_flag=True,
+    help="Confirm that PICKLED is a file you trust: unpickling it runs whatever "
+    "code it holds.",
+)
+def convert_pool_command(
+    pickled: Path, folder: Path | None, trust_pickle: bool
+) -> None:
+    """Convert a pool pickled by an earlier version into the data-only format.
+
+    PICKLED: a local file, e.g. data/06_models/smbo_search_result.pkl/<version>/
+    smbo_search_result.pkl, or a pool downloaded from an older run. Unpickling
+    runs whatever code the file holds, so only a file you trust (your own
+    runs wrote it) is converted, and only with --trust-pickle. FOLDER (by
+    default PICKLED without .pkl) then holds result.json and arrays.npz; the
+    posthoc pipeline reads it with --params posthoc_source=file:FOLDER.
+    """
+    if not trust_pickle:
+        raise click.UsageError(
+            f"unpickling {pickled} runs whatever code it holds: if you trust the "
+            "file (your own runs wrote it), add --trust-pickle"
+        )
+    folder = folder or pickled.with_suffix("")
+    if folder.exists():
+        raise click.ClickException(f"{folder} exists already: name another FOLDER")
+    result = pickle.loads(pickled.read_bytes())  # noqa: S301 - trusted by the user
+    if not isinstance(result, EnsembleSearchResult):
+        raise click.ClickException(
+            f"{pickled} holds a {type(result).__name__}, not a search result"
+        )
+    write_result(result, folder)
+    click.echo(
+        f"Wrote {folder} ({len(result.pool)} trials); the posthoc pipeline reads "
+        f"it with --params posthoc_source={FILE_PREFIX}{folder}"
+    )
 
 
 use_project_logging()

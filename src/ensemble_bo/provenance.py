@@ -115,20 +115,25 @@ def git_tags(project_path: Path) -> dict[str, str]:
     return tags
 
 
-def folder_sha256(folder: Path) -> str:
-    """sha256 over a folder's files: their paths (relative) and bytes, in order.
-    An empty or missing folder has the hash of nothing."""
-    digest = hashlib.sha256()
+def file_sha256s(folder: Path) -> dict[str, str]:
+    """Each file under `folder` (its path relative to it, in order) -> its sha256."""
     files = (
         sorted(path for path in folder.rglob("*") if path.is_file())
         if folder.is_dir()
         else []
     )
-    for path in files:
-        if path.name == ".gitkeep":
+    return {path.relative_to(folder).as_posix(): file_sha256(path) for path in files}
+
+
+def folder_sha256(folder: Path) -> str:
+    """sha256 over a folder's files: their paths (relative) and bytes, in order.
+    An empty or missing folder has the hash of nothing."""
+    digest = hashlib.sha256()
+    for name, file_digest in file_sha256s(folder).items():
+        if Path(name).name == ".gitkeep":
             continue
-        digest.update(path.relative_to(folder).as_posix().encode() + b"\0")
-        digest.update(file_sha256(path).encode())
+        digest.update(name.encode() + b"\0")
+        digest.update(file_digest.encode())
     return digest.hexdigest()
 
 

@@ -53,6 +53,7 @@ from ensemble_bo.manifest import check_raw_file
 
 RAW_DATA = Path("data") / "01_raw"
 RUNS_PREFIX = "runs:/"  # posthoc_source=runs:/<run id> (tracking.pools.find_pool)
+FILE_PREFIX = "file:"  # posthoc_source=file:<a local result folder> (core.result_files)
 # Pipelines that are neither a method nor a saved-pool selection.
 DATA_PROCESSING = "data_processing"
 BENCHMARK = "benchmark"
@@ -287,10 +288,18 @@ def _check_saved_pool(
         if not source.removeprefix(RUNS_PREFIX).strip("/"):
             raise InvalidInput(f"{parameter}={source!r}: name a run, runs:/<run id>")
         return
+    if source.startswith(FILE_PREFIX):
+        if not Path(source.removeprefix(FILE_PREFIX)).is_dir():
+            raise InvalidInput(
+                f"{parameter}={source!r} is not a folder: name a search result's "
+                "folder (data/06_models/<method>_search_result/<version>/"
+                "<method>_search_result, or one `ensemble-bo convert-pool` wrote)"
+            )
+        return
     if source not in METHODS:
         raise InvalidInput(
             f"{parameter}={source!r} is not a method whose pool could be saved; "
-            f"methods: {sorted(METHODS)}, or runs:/<run id>"
+            f"methods: {sorted(METHODS)}, runs:/<run id>, or file:<result folder>"
         )
     if source in pipelines:
         raise InvalidInput(

@@ -6,18 +6,20 @@ from typing import Any
 
 from kedro.io import AbstractDataset
 
+from ensemble_bo.core.results import EnsembleSearchResult
 from ensemble_bo.tracking.pools import load_pool
 
 
-class MlflowPoolDataset(AbstractDataset[None, Any]):
-    """`load()` downloads the pool `source` names (tracking.pools.find_pool) from the
-    tracking store of the active run: a method's name or `runs:/<run id>`."""
+class MlflowPoolDataset(AbstractDataset[None, EnsembleSearchResult]):
+    """`load()` reads the pool `source` names, as data only (tracking.pools.load_pool):
+    a method's name or `runs:/<run id>`, from the tracking store of the active
+    run, or `file:<folder>`, a result folder on this machine."""
 
     def __init__(self, source: str, metadata: dict[str, Any] | None = None) -> None:
         self._source = str(source)
         self.metadata = metadata
 
-    def load(self) -> Any:
+    def load(self) -> EnsembleSearchResult:
         return load_pool(self._source)
 
     def save(self, data: None) -> None:

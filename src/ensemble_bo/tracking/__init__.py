@@ -4,7 +4,9 @@
   the experiment;
 - liveness: process tags, and the sweep that marks runs of dead processes KILLED;
 - run_tags: what a run records about how it was started (what a rerun reads);
-- pools: logging a search's pool, finding the one a selection pipeline reads;
+- pools: logging a search's pool as data, finding and reading the one a
+  selection pipeline reads;
+- model_integrity: the logged model's files' sha256, recorded and verified;
 - benchmark_runs: a benchmark cell as a nested child run;
 - artifacts: node outputs logged by kind, the MLflow model, a stopped search;
 - hook: MlflowTrackingHook, which wires them into a `kedro run`.

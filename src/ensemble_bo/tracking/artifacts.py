@@ -2,9 +2,10 @@
 
 The kinds (conf/base/mlflow.yml, `log_outputs`): params, metrics, a CSV table
 under tables/, a PNG figure under plots/, a markdown text under reports/, a
-pickled pool under pools/, an MLflow sklearn model. A mapping of tables,
-figures or texts (a partitioned output) is logged entry by entry. A search
-that stopped early logs what reporting.SEARCH_REPORTS makes for it.
+pool (a search result, data only) under pools/, an MLflow sklearn model (with
+its files' sha256, tracking.model_integrity). A mapping of tables, figures or
+texts (a partitioned output) is logged entry by entry. A search that stopped
+early logs what reporting.SEARCH_REPORTS makes for it, and its pool.
 """
 
 from __future__ import annotations
@@ -30,7 +31,8 @@ from ensemble_bo.reporting import (
     TABLE,
     search_reports,
 )
-from ensemble_bo.tracking.pools import log_pickle, log_pool
+from ensemble_bo.tracking.model_integrity import record_model
+from ensemble_bo.tracking.pools import log_pool, log_result
 
 logger = logging.getLogger(__name__)
 
@@ -40,6 +42,8 @@ _MAX_PARAM_LENGTH = 6000
 # Packages the logged model needs to load elsewhere (`mlflow models predict`):
 # pinned with everything they depend on, at the versions of this run.
 _MODEL_REQUIREMENTS = ("scikit-learn", "numpy", "pandas", "scipy", "skops")
+# The kind of a search result (mlflow.yml): logged as a pool, under pools/.
+POOL = "pool"
 # Where a stopped search's reports and pool go, and the title of its figures.
 PARTIAL = "partial"
 STOPPED_TITLE = "stopped search"
@@ -108,14 +112,14 @@ def log_output(
         if not (kind == TABLE and rule.get("skip_empty") and data.empty):
             folder, write = FILE_KINDS[kind]
             write(data, f"{folder}/{name}")
-    elif kind == "pickle":
+    elif kind == POOL:
         log_pool(name, data)
     elif kind == "model":
         log_model(name, data, input_example)
     else:
         raise ValueError(
             f"conf mlflow.yml: log_outputs.{name}.as={kind!r}; "
-            "expected params, metrics, table, figure, text, pickle or model"
+            f"expected params, metrics, table, figure, text, {POOL} or model"
         )
 
 
@@ -125,15 +129,14 @@ def log_model(name: str, estimator: Any, input_example: Any) -> None:
     # command loads this module while only a run that logs a model needs it.
     import skops.io  # noqa: PLC0415
 
-    mlflow.sklearn.log_model(
+    # skops refuses types it has not vetted (e.g. sklearn's tree storage). This
+    # estimator was built by this very run, so exactly its types are trusted
+    # when the model is loaded; anything else is still refused.
+    trusted_types = skops.io.get_untrusted_types(data=skops.io.dumps(estimator))
+    logged = mlflow.sklearn.log_model(
         sk_model=estimator,
         name=name,
-        # skops refuses types it has not vetted (e.g. sklearn's tree storage).
-        # This estimator was built by this very run, so exactly its types are
-        # trusted when the model is loaded; anything else is still refused.
-        skops_trusted_types=skops.io.get_untrusted_types(
-            data=skops.io.dumps(estimator)
-        ),
+        skops_trusted_types=trusted_types,
         # Pinned here instead of inferred: inference re-imports the model in a subprocess.
         pip_requirements=provenance.pinned_requirements(_MODEL_REQUIREMENTS),
         input_example=None if input_example is None else input_example.head(5),
@@ -141,6 +144,7 @@ def log_model(name: str, estimator: Any, input_example: Any) -> None:
         # and serves (`mlflow models predict`) where ensemble_bo is not installed.
         code_paths=[str(Path(ensemble_bo.__file__).parent)],
     )
+    record_model(name, logged.model_uri, trusted_types)
 
 
 def log_stopped_search(result: EnsembleSearchResult) -> None:
@@ -150,7 +154,7 @@ def log_stopped_search(result: EnsembleSearchResult) -> None:
     for name, report in search_reports(result, STOPPED_TITLE, stopped=True).items():
         _, write = FILE_KINDS[SEARCH_REPORTS[name].kind]
         write(report, f"{PARTIAL}/{PARTIAL}_{name}")
-    log_pickle(result, PARTIAL, f"{PARTIAL}_search_result.pkl")
+    log_result(result, PARTIAL, f"{PARTIAL}_search_result")
     logger.warning(
         "%d trained models of the stopped search are saved in MLflow run %s, "
         "artifacts %s/",
