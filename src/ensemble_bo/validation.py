@@ -5,11 +5,13 @@ project_path)` before any other hook's `before_pipeline_run` (so before the
 tracking hook opens the store or a run): for the pipelines about to run, it
 checks the run's merged parameters (core.validation: budget, seed, the
 method's blocks, every model's search space, the SEGOR variant grammar, ...),
-loads their raw datasets from data/01_raw and checks them as the
-data_processing pipeline will (core.preparation.validate_dataset: empty file,
-duplicate columns, missing target, a target that is constant or neither
-numbers nor labels, features without values or with infinities, folds and
-classes too small...), checks that the method serves the data's task and its
+loads their raw datasets from data/01_raw (refusing a file separated by
+anything but commas) and checks them as the data_processing pipeline will
+(core.preparation.validate_dataset: empty file, duplicate columns, missing
+target, a target that is constant or neither numbers nor labels, a
+regression target whose scale a few values set or beyond float64, features
+without values or with infinities, date or identifier-like columns, folds
+and classes too small...), checks that the method serves the data's task and its
 model's search space fits it, and for `posthoc` that the pool it selects from
 is named properly. The first problem raises `InvalidInput`, whose message
 names the bad value, where it is (parameter path or file) and what to do.

@@ -200,7 +200,8 @@ def validate_features(features: pd.DataFrame, name: str = "dataset") -> None:
     """Features the models can take, or ValueError naming the columns.
 
     Missing values are allowed (every model imputes them or splits on
-    them, see zoo.py), but not a column with no value at all, nor infinities.
+    them, see zoo.py), but not a column with no value at all, nor infinities,
+    nor a date or identifier-like column (core.column_checks).
     """
     empty = [column for column in features.columns if features[column].isna().all()]
     if empty:
@@ -231,7 +232,8 @@ def validate_target(y: pd.Series, task: str = "auto", name: str = "dataset") -> 
     """The task (auto decided by `infer_task`) of a usable target, or ValueError.
 
     A usable target has no missing value, more than one distinct value and,
-    for regression, finite numbers (numeric text such as "79.9" included).
+    for regression, finite numbers (numeric text such as "79.9" included)
+    whose scale no few values set (core.column_checks.check_target_scale).
     """
     column = f"{name}: target column {y.name!r}"
     missing = y.isna().to_numpy()
@@ -285,9 +287,10 @@ def validate_dataset(
     Raises ValueError naming the offending option, column, value or rows, and
     what to do, if `data` can't be used: options out of range, an empty table,
     duplicate column names, no target column or no feature column, a target
-    with missing values, one value or (regression) non-numbers or infinities,
-    a feature column without any value or with infinities, too few rows for the
-    folds, a class too small for stratified folds.
+    with missing values, one value or (regression) non-numbers, infinities or
+    a scale set by a few values (core.column_checks), a feature column without
+    any value, with infinities, of dates or of identifiers, too few rows for
+    the folds, a class too small for stratified folds.
     """
     check_split_options(task, test_size, n_folds)
     check_table(data, name)
