@@ -3,12 +3,6 @@ empty, like any numeric column (its signature types integer columns Any)."""
 
 from __future__ import annotations
 
-import json
-import os
-import subprocess
-import sys
-from pathlib import Path
-
 import mlflow
 import numpy as np
 import pandas as pd
@@ -17,7 +11,7 @@ from sklearn.tree import DecisionTreeRegressor
 
 from ensemble_bo.core.estimator import build_ensemble_model
 from ensemble_bo.tracking.artifacts import log_model
-from tests.support import PROJECT
+from tests.support import PROJECT, serve_csv
 
 CONCRETE = pd.read_csv(PROJECT / "data" / "01_raw" / "concrete.csv")
 FEATURES = CONCRETE.drop(columns="target")
@@ -77,26 +71,5 @@ def test_mlflow_models_predict_serves_a_csv_with_28_0_and_an_empty_age(
     path = tmp_path / "rows.csv"
     rows.to_csv(path, index=False)
     assert "28.0" in path.read_text()
-    completed = subprocess.run(
-        [
-            str(Path(sys.executable).parent / "mlflow"),
-            "models",
-            "predict",
-            "-m",
-            uri,
-            "-i",
-            str(path),
-            "-t",
-            "csv",
-            "--env-manager",
-            "local",
-        ],
-        env={**os.environ, "MLFLOW_TRACKING_URI": f"sqlite:///{folder / 'mlflow.db'}"},
-        capture_output=True,
-        text=True,
-        timeout=300,
-        check=False,
-    )
-    assert completed.returncode == 0, completed.stderr[-3000:]
-    served = json.loads(completed.stdout.strip().splitlines()[-1])["predictions"]
+    served = serve_csv(uri, path, f"sqlite:///{folder / 'mlflow.db'}")
     assert len(served) == 3 and np.isfinite(served).all()

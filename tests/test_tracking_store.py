@@ -30,10 +30,8 @@ from ensemble_bo.tracking.store import (
 )
 from tests.support import (
     CHEAP_SEGOR,
-    KEDRO,
     copy_project,
     kedro,
-    kedro_env,
     read_only_files_are_enforced,
     respect_file_permissions,
 )
@@ -369,16 +367,13 @@ def test_a_folder_as_the_store_is_refused_naming_the_forms_a_store_takes(
 def test_kedro_run_with_a_folder_as_the_store_creates_nothing(tmp_path):
     project = copy_project(tmp_path / "project")
     folder = tmp_path / "nonexistent" / "dir"
-    # MLflow's own way out of its refusal, which created the folder
-    env = kedro_env(str(folder), MLFLOW_ALLOW_FILE_STORE="true")
-    completed = subprocess.run(
-        [*KEDRO, "run", "--pipelines=segor"],
-        cwd=project,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=300,
-        check=False,
+    completed = kedro(
+        project,
+        "run",
+        "--pipelines=segor",
+        tracking_uri=str(folder),
+        # MLflow's own way out of its refusal, which created the folder
+        MLFLOW_ALLOW_FILE_STORE="true",
     )
     assert completed.returncode != 0
     assert squeezed(
