@@ -11,9 +11,9 @@ import warnings
 # MLflow 3 starts its telemetry client (an installation id written under
 # ~/.config/mlflow, usage events sent to MLflow's servers) when `mlflow` is
 # first imported, reading its opt-out then: so it is set here, before the
-# hooks below import MLflow. Kedro loads these settings before anything else of
-# the project, for `kedro run` and `ensemble-bo` alike. Setting
-# MLFLOW_DISABLE_TELEMETRY=false in the environment opts back in.
+# hooks below import MLflow. Kedro loads these settings before any other module
+# of the project that imports MLflow, for `kedro run` and `ensemble-bo` alike.
+# Setting MLFLOW_DISABLE_TELEMETRY=false in the environment opts back in.
 os.environ.setdefault("MLFLOW_DISABLE_TELEMETRY", "true")
 
 from kedro.config import OmegaConfigLoader

@@ -85,8 +85,9 @@ def check_text_features(features: pd.DataFrame, name: str = "dataset") -> None:
     if dates:
         first = [str(plain(features[column].dropna().iloc[0])) for column in dates]
         raise ValueError(
-            f"{name}: feature column(s) {dates} hold dates (e.g. {first}); as text, every date would "
-            "be a category of its own, useless for a date not seen in training. "
+            f"{name}: feature column(s) {dates} hold dates (e.g. {first}); as "
+            "text, every date would be a category of its own, useless for a date "
+            "not seen in training. "
             "Turn each into numbers (e.g. days since the first date; year, month "
             "and day of the week as columns), or drop it"
         )
