@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import ctypes
 import inspect
+import json
 import os
 import shutil
 import signal
@@ -126,17 +127,45 @@ def kedro(
     tracking_uri: str | None,
     timeout: float = 600,
     preexec_fn=None,
+    **extra_env: str,
 ) -> subprocess.CompletedProcess:
     return subprocess.run(
         [*KEDRO, *args],
         cwd=project,
-        env=kedro_env(tracking_uri),
+        env=kedro_env(tracking_uri, **extra_env),
         capture_output=True,
         text=True,
         timeout=timeout,
         check=False,
         preexec_fn=preexec_fn,
     )
+
+
+def serve_csv(model_uri: str, csv: Path, tracking_uri: str) -> list:
+    """The predictions of `mlflow models predict -t csv --env-manager local` for
+    the rows of `csv`, as a user serves a logged model (a failure raises)."""
+    completed = subprocess.run(
+        [
+            str(Path(sys.executable).with_name("mlflow")),
+            "models",
+            "predict",
+            "-m",
+            model_uri,
+            "-i",
+            str(csv),
+            "-t",
+            "csv",
+            "--env-manager",
+            "local",
+        ],
+        env={**os.environ, "MLFLOW_TRACKING_URI": tracking_uri},
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+    assert completed.returncode == 0, completed.stderr[-3000:]
+    return json.loads(completed.stdout.strip().splitlines()[-1])["predictions"]
 
 
 # ---------------------------------------------------------------- process trees

@@ -81,6 +81,21 @@ DATASETS = {
     "nan_target": regression().assign(target=[np.nan] + [1.5] * (ROWS - 1)),
     "no_target": regression().rename(columns={"target": "price"}),
     "rare_class": labelled(["a"] * (ROWS - 4) + ["b"] * 4),
+    # one value of 1e12 in a target of tens: its scale would be that value's
+    "target_outlier": regression().assign(
+        target=[*RNG.uniform(2, 80, size=7), 1e12, *RNG.uniform(2, 80, size=ROWS - 8)]
+    ),
+    # float64 cannot square and sum these over the rows
+    "target_too_large": regression().assign(
+        target=RNG.uniform(2, 80, size=ROWS) * 1e298
+    ),
+    "feature_dates": regression().assign(
+        date=pd.date_range("2021-03-04", periods=ROWS).strftime("%Y-%m-%d")
+    ),
+    "feature_ids": regression().assign(
+        customer=[f"cust_{number:06d}" for number in RNG.permutation(ROWS) + 100]
+    ),
+    "semicolons": regression().to_csv(index=False, sep=";"),
 }
 
 
@@ -311,6 +326,59 @@ CASES = [
         "smbo",
         {"dataset": "rare_class"},
         ["class 'b' of 'target' has only 4 rows, too few for 5 stratified folds"],
+    ),
+    (
+        "a-target-value-1e6-iqrs-from-the-median",
+        "segor",
+        {"dataset": "target_outlier"},
+        [
+            "target_outlier: target column 'target' has 1 value(s) more than 1e+06 "
+            "times its spread (interquartile range",
+            "row(s) [7] (value(s) [1000000000000.0])",
+            "fix or drop those rows, or take the target's logarithm",
+        ],
+    ),
+    (
+        "target-values-float64-cannot-square",
+        "smbo",
+        {"dataset": "target_too_large"},
+        [
+            "target column 'target' has 90 value(s) beyond 7.07e+152 in magnitude, "
+            "too large for float64 to square and average over 90 rows: row(s) "
+            "[0, 1, 2, 3, 4] and 85 more (value(s) [",
+            "rescale the column",
+        ],
+    ),
+    (
+        "a-date-column",
+        "segor",
+        {"dataset": "feature_dates"},
+        [
+            "feature_dates: feature column(s) ['date'] hold dates (e.g. "
+            "['2021-03-04'])",
+            "Turn each into numbers (e.g. days since the first date",
+        ],
+    ),
+    (
+        "an-identifier-column",
+        "segor",
+        {"dataset": "feature_ids"},
+        [
+            "feature_ids: feature column(s) ['customer'] look like identifiers or "
+            "free text ('customer': 90 distinct values in 90 rows, e.g. ['cust_",
+            "Drop the column(s)",
+        ],
+    ),
+    (
+        "semicolon-separated-csv",
+        "segor",
+        {"dataset": "semicolons"},
+        [
+            "data/01_raw/semicolons.csv is separated by ';', not by commas (its "
+            "header: 'x1;x2;colour;target')",
+            "pd.read_csv('data/01_raw/semicolons.csv', sep=';').to_csv("
+            "'data/01_raw/semicolons.csv', index=False)",
+        ],
     ),
     (
         "bad-max-initial-failures",

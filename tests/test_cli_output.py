@@ -1,9 +1,11 @@
 """What `kedro` prints in this project: quiet runs, errors once, no telemetry.
 
 The end-to-end tests run the real `kedro` CLI in a copy of the project (its
-conf/logging.yml and .telemetry included) with DO_NOT_TRACK and
-KEDRO_DISABLE_TELEMETRY unset, as after `source .venv/bin/activate`, and with
-every HTTP(S) request sent to a local trap that counts connection attempts.
+conf/logging.yml and .telemetry included) with DO_NOT_TRACK,
+KEDRO_DISABLE_TELEMETRY, MLFLOW_DISABLE_TELEMETRY and the variables by which
+MLflow recognizes a test or CI run unset, as after `source .venv/bin/activate`
+on a user's machine, and with every HTTP(S) request sent to a local trap that
+counts connection attempts.
 """
 
 from __future__ import annotations
@@ -41,6 +43,30 @@ TINY = (
     + CHEAP_SEGOR
 )
 MAX_LINES = 60
+# The opt-outs of telemetry, and the variables by which MLflow's telemetry
+# recognizes a test or CI run and stays off (mlflow.telemetry.utils): all unset
+# where a user's run is imitated, so that only the project's own opt-out counts.
+TELEMETRY_SWITCHES = (
+    "DO_NOT_TRACK",
+    "KEDRO_DISABLE_TELEMETRY",
+    "MLFLOW_DISABLE_TELEMETRY",
+    "PYTEST_CURRENT_TEST",
+    "CI",
+    "GITHUB_ACTIONS",
+    "CIRCLECI",
+    "GITLAB_CI",
+    "JENKINS_URL",
+    "TRAVIS",
+    "TF_BUILD",
+    "BITBUCKET_BUILD_NUMBER",
+    "CODEBUILD_BUILD_ARN",
+    "BUILDKITE",
+    "TEAMCITY_VERSION",
+    "CLOUD_RUN_EXECUTION",
+    "RUNBOT_HOST_URL",
+    "RUNBOT_BUILD_NAME",
+    "RUNBOT_WORKER_ID",
+)
 BOX = ("╭", "╰", "│", "─")
 
 
@@ -85,28 +111,30 @@ def project(tmp_path_factory):
     return project_with_store(tmp_path_factory.mktemp("project"))
 
 
-def kedro(project: Path, trap: Trap, *args: str, cwd: Path | None = None):
-    """`kedro ARGS` as a user types it in the activated venv; stdout + stderr."""
+def user_env(project: Path, trap: Trap) -> dict[str, str]:
+    """The environment of a command a user types in the activated venv: no
+    telemetry switch, this project's store, requests sent to the trap."""
     env = {
         name: value
         for name, value in os.environ.items()
         if name
-        not in (
-            "DO_NOT_TRACK",
-            "KEDRO_DISABLE_TELEMETRY",
-            "KEDRO_LOGGING_CONFIG",
-            "NO_PROXY",
-            "no_proxy",
-        )
+        not in (*TELEMETRY_SWITCHES, "KEDRO_LOGGING_CONFIG", "NO_PROXY", "no_proxy")
     }
     env.update(
         PATH=f"{Path(sys.executable).parent}{os.pathsep}{env.get('PATH', '')}",
         MLFLOW_TRACKING_URI=f"sqlite:///{project / 'store' / 'mlflow.db'}",
-        # kedro-telemetry keeps a user id there: not in the user's home.
+        # kedro-telemetry keeps a user id there, MLflow's telemetry its
+        # installation id (mlflow/telemetry.json): not in the user's home.
         XDG_CONFIG_HOME=str(project / "xdg"),
         **{name: trap.address for name in ("HTTP_PROXY", "HTTPS_PROXY")},
         **{name.lower(): trap.address for name in ("HTTP_PROXY", "HTTPS_PROXY")},
     )
+    return env
+
+
+def kedro(project: Path, trap: Trap, *args: str, cwd: Path | None = None):
+    """`kedro ARGS` as a user types it in the activated venv; stdout + stderr."""
+    env = user_env(project, trap)
     completed = subprocess.run(
         [sys.executable, "-m", "kedro", *args],
         check=False,
@@ -168,6 +196,63 @@ def test_kedro_commands_make_no_telemetry_attempt(project, trap, tmp_path):
     assert trap.connections > before
 
 
+def test_the_project_switches_mlflow_telemetry_off_before_mlflow_starts_it(
+    tmp_path,
+):
+    """MLflow starts its telemetry client when imported: the project's settings
+    (loaded first by `kedro run` and `ensemble-bo`) must opt out before that."""
+    trap = Trap()
+    env = user_env(tmp_path, trap)
+    script = (
+        "import ensemble_bo.settings, mlflow.telemetry;"
+        "print(mlflow.telemetry.get_telemetry_client())"
+    )
+    try:
+        completed = subprocess.run(
+            [sys.executable, "-c", script],
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=120,
+            check=False,
+        )
+        assert completed.returncode == 0, completed.stderr[-3000:]
+        assert completed.stdout.strip() == "None"
+        assert not (tmp_path / "xdg" / "mlflow").exists()
+        # the same import without the project's settings starts it, here
+        bare = subprocess.run(
+            [sys.executable, "-c", script.replace("ensemble_bo.settings, ", "")],
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=120,
+            check=False,
+        )
+        assert bare.stdout.startswith("<mlflow.telemetry.client.TelemetryClient")
+        assert (tmp_path / "xdg" / "mlflow" / "telemetry.json").is_file()
+    finally:
+        trap.close()
+
+
+def test_ensemble_bo_writes_no_mlflow_telemetry_id(tmp_path):
+    trap = Trap()
+    try:
+        completed = subprocess.run(
+            [sys.executable, "-m", "ensemble_bo", "--help"],
+            cwd=PROJECT,
+            env=user_env(tmp_path, trap),
+            capture_output=True,
+            text=True,
+            timeout=120,
+            check=False,
+        )
+    finally:
+        trap.close()
+    assert completed.returncode == 0, completed.stderr[-3000:]
+    assert not (tmp_path / "xdg" / "mlflow").exists()
+    assert trap.connections == 0
+
+
 # --- a successful run ---------------------------------------------------------
 
 
@@ -193,6 +278,13 @@ def test_a_successful_run_prints_under_60_lines_without_kedro_lines(quiet_run):
     assert "telemetry" not in output.lower()
     assert run.info.run_id in output
     assert "SEGOR on concrete: 100%" in output  # the progress bar
+
+
+@pytest.mark.slow
+def test_a_run_started_outside_make_sends_and_keeps_no_usage_data(project, quiet_run):
+    # quiet_run made no connection to the trap (HTTP(S)_PROXY), and:
+    assert not (project / "xdg" / "mlflow").exists()  # no MLflow installation id
+    assert not (project / "xdg" / "kedro").exists()  # no kedro-telemetry user id
 
 
 @pytest.mark.slow

@@ -21,7 +21,7 @@ from ensemble_bo.api import default_parameters
 from ensemble_bo.core.preparation import split_dataset
 from ensemble_bo.core.result_files import read_result
 from ensemble_bo.tracking.model_integrity import verify_model
-from tests.support import CHEAP_AUTO, CHEAP_MODEL, git, git_project
+from tests.support import CHEAP_AUTO, CHEAP_MODEL, git, git_project, serve_csv
 
 # End to end: real `kedro run`s (deselect locally with -m 'not slow').
 pytestmark = pytest.mark.slow
@@ -291,31 +291,11 @@ def test_the_logged_model_serves_with_mlflow_models_predict(
         columns="target"
     )
     features.head(5).to_csv(tmp_path / "input.csv", index=False)
-    completed = subprocess.run(
-        [
-            str(Path(sys.executable).with_name("mlflow")),
-            "models",
-            "predict",
-            "-m",
-            f"runs:/{concrete_run.info.run_id}/segor_model",
-            "-i",
-            str(tmp_path / "input.csv"),
-            "-t",
-            "csv",
-            "--env-manager",
-            "local",
-        ],
-        env={
-            **os.environ,
-            "MLFLOW_TRACKING_URI": f"sqlite:///{project / 'store' / 'mlflow.db'}",
-        },
-        capture_output=True,
-        text=True,
-        timeout=300,
-        check=False,
+    served = serve_csv(
+        f"runs:/{concrete_run.info.run_id}/segor_model",
+        tmp_path / "input.csv",
+        f"sqlite:///{project / 'store' / 'mlflow.db'}",
     )
-    assert completed.returncode == 0, completed.stderr[-3000:]
-    served = json.loads(completed.stdout.strip().splitlines()[-1])["predictions"]
     loaded = verified_model(f"runs:/{concrete_run.info.run_id}/segor_model")
     np.testing.assert_allclose(served, loaded.predict(features.head(5)), rtol=1e-12)
 

@@ -340,6 +340,45 @@ def test_kedro_run_against_a_stopped_server_fails_in_seconds_naming_it(tmp_path)
     assert elapsed < 60, elapsed
 
 
+@pytest.mark.parametrize("form", ["path", "file-uri", "relative"])
+def test_a_folder_as_the_store_is_refused_naming_the_forms_a_store_takes(
+    tmp_path, monkeypatch, form
+):
+    monkeypatch.chdir(tmp_path)
+    folder = tmp_path / "nonexistent" / "dir"
+    uri = {"path": str(folder), "file-uri": folder.as_uri(), "relative": "runs"}[form]
+    with pytest.raises(TrackingStoreError) as raised:
+        open_experiment(uri, "ensemble_bo")
+    message = str(raised.value)
+    assert message.startswith(f"MLFLOW_TRACKING_URI={uri} is a folder, which MLflow 3")
+    database = (
+        "sqlite:///runs/mlflow.db" if form == "relative" else f"sqlite:///{folder}"
+    )
+    assert database in message and "http(s)://host:port" in message
+    assert list(tmp_path.iterdir()) == []  # nothing created
+
+
+@pytest.mark.slow
+def test_kedro_run_with_a_folder_as_the_store_creates_nothing(tmp_path):
+    project = copy_project(tmp_path / "project")
+    folder = tmp_path / "nonexistent" / "dir"
+    completed = kedro(
+        project,
+        "run",
+        "--pipelines=segor",
+        tracking_uri=str(folder),
+        # MLflow's own way out of its refusal, which created the folder
+        MLFLOW_ALLOW_FILE_STORE="true",
+    )
+    assert completed.returncode != 0
+    assert squeezed(
+        f"MLFLOW_TRACKING_URI={folder} is a folder, which MLflow 3 no longer takes "
+        f"as a store; set it to a database, e.g. sqlite:///{folder}/mlflow.db"
+    ) in squeezed(completed.stderr)
+    assert not (tmp_path / "nonexistent").exists()
+    assert "SEGOR on concrete" not in completed.stderr
+
+
 @pytest.mark.slow
 def test_kedro_run_into_a_read_only_store_fails_before_opening_a_run(tmp_path):
     if not read_only_files_are_enforced(tmp_path):

@@ -1,6 +1,20 @@
-"""Project settings: configuration loading, the hooks, and two warnings silenced."""
+"""Project settings: configuration loading, the hooks, and two warnings silenced.
 
+No usage data leaves a run, however it is started (`make`, `kedro run` or
+`ensemble-bo` in an activated venv): MLflow's telemetry is switched off below,
+Kedro's by `.telemetry`.
+"""
+
+import os
 import warnings
+
+# MLflow 3 starts its telemetry client (an installation id written under
+# ~/.config/mlflow, usage events sent to MLflow's servers) when `mlflow` is
+# first imported, reading its opt-out then: so it is set here, before the
+# hooks below import MLflow. Kedro loads these settings before any other module
+# of the project that imports MLflow, for `kedro run` and `ensemble-bo` alike.
+# Setting MLFLOW_DISABLE_TELEMETRY=false in the environment opts back in.
+os.environ.setdefault("MLFLOW_DISABLE_TELEMETRY", "true")
 
 from kedro.config import OmegaConfigLoader
 from omegaconf.resolvers import oc
@@ -12,9 +26,9 @@ from ensemble_bo.validation import InputValidationHook
 # InputValidationHook checks the inputs first (tryfirst), before the tracking
 # hook opens the store and an MLflow run.
 HOOKS = (InputValidationHook(), MlflowTrackingHook(), JournalCleanupHook())
-# No usage data leaves a run: `.telemetry` (consent: false) in the project root
-# turns kedro-telemetry off for every `kedro` command; its project hooks also go.
-# kedro-viz (a dev tool) would otherwise write .viz/ stats on every run.
+# `.telemetry` (consent: false) in the project root turns kedro-telemetry off for
+# every `kedro` command; its project hooks also go. kedro-viz (a dev tool) would
+# otherwise write .viz/ stats on every run.
 DISABLE_HOOKS_FOR_PLUGINS = ("kedro-telemetry", "kedro-viz")
 
 

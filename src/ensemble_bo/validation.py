@@ -5,11 +5,13 @@ project_path)` before any other hook's `before_pipeline_run` (so before the
 tracking hook opens the store or a run): for the pipelines about to run, it
 checks the run's merged parameters (core.validation: budget, seed, the
 method's blocks, every model's search space, the SEGOR variant grammar, ...),
-loads their raw datasets from data/01_raw and checks them as the
-data_processing pipeline will (core.preparation.validate_dataset: empty file,
-duplicate columns, missing target, a target that is constant or neither
-numbers nor labels, features without values or with infinities, folds and
-classes too small...), checks that the method serves the data's task and its
+loads their raw datasets from data/01_raw (refusing a file separated by
+anything but commas) and checks them as the data_processing pipeline will
+(core.preparation.validate_dataset: empty file, duplicate columns, missing
+target, a target that is constant or neither numbers nor labels, a
+regression target whose scale a few values set or beyond float64, features
+without values or with infinities, date or identifier-like columns, folds
+and classes too small...), checks that the method serves the data's task and its
 model's search space fits it, and for `posthoc` that the pool it selects from
 is named properly. The first problem raises `InvalidInput`, whose message
 names the bad value, where it is (parameter path or file) and what to do.
@@ -23,6 +25,7 @@ has the pool is checked by the tracking hook once the store is open).
 
 from __future__ import annotations
 
+import csv
 import os
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -52,6 +55,11 @@ from ensemble_bo.core.validation import (
 from ensemble_bo.manifest import check_raw_file
 
 RAW_DATA = Path("data") / "01_raw"
+# The catalog reads raw CSVs with pandas' defaults: comma-separated. A header
+# without a comma is sniffed (csv.Sniffer) among these other separators.
+OTHER_DELIMITERS = ";\t|"
+# How much of a file the sniffer reads: the header and the first rows.
+_SNIFFED_BYTES = 64 * 1024
 RUNS_PREFIX = "runs:/"  # posthoc_source=runs:/<run id> (tracking.pools.find_pool)
 FILE_PREFIX = "file:"  # posthoc_source=file:<a local result folder> (core.result_files)
 # Pipelines that are neither a method nor a saved-pool selection.
@@ -93,8 +101,9 @@ def load_raw_dataset(
 
     Refuses a name without a file (listing the available ones), a bundled file
     whose bytes differ from data/01_raw/manifest.json (ensemble_bo.manifest),
-    an empty file, a file pandas cannot parse, and a header naming a column
-    twice (pandas would silently rename the second to `name.1`).
+    an empty file, a file separated by something other than commas
+    (`check_delimiter`), a file pandas cannot parse, and a header naming a
+    column twice (pandas would silently rename the second to `name.1`).
     """
     available = available_datasets(raw_data)
     if not isinstance(name, str) or not name or os.sep in name:
@@ -115,6 +124,7 @@ def load_raw_dataset(
             f"{shown} is empty; it needs a header line naming the columns (one of "
             "them the target), then one line per example"
         )
+    check_delimiter(path, shown)
     try:
         header = pd.read_csv(path, header=None, nrows=1).iloc[0].tolist()
         frame = pd.read_csv(path)
@@ -130,6 +140,32 @@ def load_raw_dataset(
             "header; give every column its own name"
         )
     return frame
+
+
+def check_delimiter(path: Path, shown: str) -> None:
+    """InvalidInput if the file is separated by something other than commas.
+
+    Only a header without a comma is sniffed: a comma-separated file is never
+    second-guessed. One separated by `;`, a tab or `|` is refused rather than
+    read, naming the separator and how to rewrite it: a guessed separator could
+    split a value (`;` files often write decimal commas, "2,5").
+    """
+    with open(path, newline="", encoding="utf-8", errors="replace") as file:
+        sample = file.read(_SNIFFED_BYTES)
+    header = sample.splitlines()[0] if sample else ""
+    if "," in header:
+        return
+    try:
+        delimiter = csv.Sniffer().sniff(sample, delimiters=OTHER_DELIMITERS).delimiter
+    except csv.Error:  # no consistent separator: a one-column file
+        return
+    raise InvalidInput(
+        f"{shown} is separated by {delimiter!r}, not by commas (its header: "
+        f"{header[:200]!r}); the catalog reads comma-separated files. Rewrite it "
+        f"with commas, e.g. python -c \"import pandas as pd; pd.read_csv('{shown}', "
+        f"sep={delimiter!r}).to_csv('{shown}', index=False)\" (add decimal=',' to "
+        "read_csv if its numbers have decimal commas)"
+    )
 
 
 def check_raw_dataset(

@@ -8,6 +8,7 @@ on the training part (SEGOR s.4).
 from __future__ import annotations
 
 import hashlib
+import logging
 import math
 import re
 from collections.abc import Collection, Mapping
@@ -22,7 +23,8 @@ from sklearn.compose import ColumnTransformer
 from sklearn.model_selection import KFold, StratifiedKFold, train_test_split
 from sklearn.preprocessing import OneHotEncoder
 
-from ensemble_bo.core.messages import plain
+from ensemble_bo.core.column_checks import check_target_scale, check_text_features
+from ensemble_bo.core.messages import examples, plain
 from ensemble_bo.core.seeding import derive_seed
 
 TASKS = ("regression", "classification")
@@ -40,6 +42,7 @@ _LEADING_NUMBER = re.compile(r"^\s*[-+]?(\d+(\.\d*)?|\.\d+)([eE][-+]?\d+)?")
 _SET_THE_TASK = (
     "set data_processing.task (e.g. --params data_processing.task=regression)"
 )
+logger = logging.getLogger(__name__)
 
 
 def dataset_fingerprint(data: pd.DataFrame) -> str:
@@ -62,10 +65,6 @@ def target_numbers(target: pd.Series) -> pd.Series | None:
         return target.astype(float)
     parsed = pd.to_numeric(target, errors="coerce")
     return parsed.astype(float) if parsed.notna().all() else None
-
-
-def _examples(values: pd.Series, count: int = 3) -> list[Any]:
-    return [plain(value) for value in values.drop_duplicates().head(count)]
 
 
 def infer_task(
@@ -122,7 +121,7 @@ def infer_task(
     if len(with_unit) > UNCLEAR_TEXT_TARGET_SHARE * len(text):
         raise ValueError(
             f"{column} holds text that looks like numbers with a unit "
-            f"(e.g. {_examples(with_unit)}), so it is neither numbers nor class "
+            f"(e.g. {examples(with_unit)}), so it is neither numbers nor class "
             "labels; make the column numeric (strip the unit) for regression, or "
             f"{_SET_THE_TASK.replace('=regression', '=classification')} if these "
             "are classes"
@@ -130,7 +129,7 @@ def infer_task(
     if distinct > UNCLEAR_TEXT_TARGET_SHARE * len(text):
         raise ValueError(
             f"{column} has {distinct} distinct text values in {len(text)} rows "
-            f"(e.g. {_examples(text)}), too many to be class labels; choose the "
+            f"(e.g. {examples(text)}), too many to be class labels; choose the "
             "column to predict with data_processing.target, or "
             f"{_SET_THE_TASK.replace('=regression', '=classification')} to take "
             "them as classes anyway"
@@ -201,7 +200,8 @@ def validate_features(features: pd.DataFrame, name: str = "dataset") -> None:
     """Features the models can take, or ValueError naming the columns.
 
     Missing values are allowed (every model imputes them or splits on
-    them, see zoo.py), but not a column with no value at all, nor infinities.
+    them, see zoo.py), but not a column with no value at all, nor infinities,
+    nor a date or identifier-like column (core.column_checks).
     """
     empty = [column for column in features.columns if features[column].isna().all()]
     if empty:
@@ -225,13 +225,15 @@ def validate_features(features: pd.DataFrame, name: str = "dataset") -> None:
             f"(inf or -inf; count per column: {infinite}); replace them with finite "
             "numbers, or leave the cells empty (missing values are imputed)"
         )
+    check_text_features(features, name)
 
 
 def validate_target(y: pd.Series, task: str = "auto", name: str = "dataset") -> str:
     """The task (auto decided by `infer_task`) of a usable target, or ValueError.
 
     A usable target has no missing value, more than one distinct value and,
-    for regression, finite numbers (numeric text such as "79.9" included).
+    for regression, finite numbers (numeric text such as "79.9" included)
+    whose scale no few values set (core.column_checks.check_target_scale).
     """
     column = f"{name}: target column {y.name!r}"
     missing = y.isna().to_numpy()
@@ -268,6 +270,7 @@ def validate_target(y: pd.Series, task: str = "auto", name: str = "dataset") -> 
                 f"{column} has {infinite.size} infinite value(s), first at row(s) "
                 f"{infinite[:5].tolist()}; replace or drop them"
             )
+        check_target_scale(numbers.to_numpy(), column)
     return task
 
 
@@ -284,9 +287,10 @@ def validate_dataset(
     Raises ValueError naming the offending option, column, value or rows, and
     what to do, if `data` can't be used: options out of range, an empty table,
     duplicate column names, no target column or no feature column, a target
-    with missing values, one value or (regression) non-numbers or infinities,
-    a feature column without any value or with infinities, too few rows for the
-    folds, a class too small for stratified folds.
+    with missing values, one value or (regression) non-numbers, infinities or
+    a scale set by a few values (core.column_checks), a feature column without
+    any value, with infinities, of dates or of identifiers, too few rows for
+    the folds, a class too small for stratified folds.
     """
     check_split_options(task, test_size, n_folds)
     check_table(data, name)
@@ -380,7 +384,8 @@ class DatasetSplit:
     """A validated table held out into a training and a test part.
 
     `info` describes the dataset: name, task, target, rows, features,
-    categorical_columns, fingerprint, train_rows, test_rows.
+    categorical_columns, encoded_features (the columns after one-hot
+    encoding, fitted on the training part), fingerprint, train_rows, test_rows.
     """
 
     info: dict[str, Any]
@@ -442,20 +447,29 @@ def split_dataset(
     train_set, test_set = split_train_test(
         raw, target, task, options["test_size"], derive_seed(seed, "test split")
     )
+    categorical = categorical_columns(raw.drop(columns=target))
+    train_features = train_set.drop(columns=target)
     info = {
         "name": name,
         "task": task,
         "target": target,
         "rows": len(raw),
         "features": raw.shape[1] - 1,
-        "categorical_columns": categorical_columns(raw.drop(columns=target)),
+        "categorical_columns": categorical,
+        # what the models see: more of them than training rows is warned of
+        # (make_model_input), and logged with the dataset's description
+        "encoded_features": len(
+            make_feature_encoder(categorical)
+            .fit(train_features)
+            .get_feature_names_out()
+        ),
         "fingerprint": fingerprint,
         "train_rows": len(train_set),
         "test_rows": len(test_set),
     }
     return DatasetSplit(
         info,
-        train_set.drop(columns=target),
+        train_features,
         train_set[target],
         test_set.drop(columns=target),
         test_set[target],
@@ -471,11 +485,23 @@ def make_model_input(
     """Encode the features and standardize a regression target (or code the classes).
 
     dataset: at least name, task and categorical_columns (a DatasetSplit's info).
+    More encoded features than rows is allowed, with a logged warning.
     """
     task = dataset["task"]
     matrix = make_feature_encoder(dataset["categorical_columns"]).fit_transform(
         features
     )
+    if matrix.shape[1] > len(matrix):
+        # Not refused: wide data is common (measurements of many genes), and
+        # trees and regularized models take it; but the user should know.
+        logger.warning(
+            "%s: %d features (after one-hot encoding) for %d training rows, more "
+            "features than rows: models may overfit, and trials take longer; "
+            "fewer, more informative columns usually serve better",
+            dataset["name"],
+            matrix.shape[1],
+            len(matrix),
+        )
     scaling = {"mean": 0.0, "std": 1.0}
     if task == "regression":
         if not is_numeric_dtype(target) or is_bool_dtype(target):

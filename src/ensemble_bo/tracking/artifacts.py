@@ -20,6 +20,9 @@ import mlflow
 import mlflow.sklearn
 import pandas as pd
 from matplotlib.figure import Figure
+from mlflow.models import ModelSignature, infer_signature
+from mlflow.types.schema import AnyType, ColSpec, Schema
+from pandas.api.types import is_integer_dtype
 
 import ensemble_bo
 from ensemble_bo import provenance
@@ -123,6 +126,31 @@ def log_output(
         )
 
 
+def served_signature(estimator: Any, example: pd.DataFrame) -> ModelSignature:
+    """The model's signature, inferred from its example rows, with every integer
+    column typed Any.
+
+    Served from a CSV or a JSON request, an integer column arrives as floats
+    wherever a cell is empty (28.0, NaN). Typed `long` (as inferred), MLflow
+    refuses those ("Can not safely convert float64 to int64"), while a float
+    column's missing value reaches the model and is imputed; typed `double`,
+    it would refuse the integers themselves. Any passes the column on as it
+    comes, and the model takes its numbers (whole, float or missing) as every
+    numeric column's. The other columns keep their inferred types.
+    """
+    signature = infer_signature(example, estimator.predict(example))
+    integers = {c for c in example.columns if is_integer_dtype(example[c])}
+    signature.inputs = Schema(
+        [
+            ColSpec(AnyType(), spec.name, spec.required)
+            if spec.name in integers
+            else spec
+            for spec in signature.inputs.inputs
+        ]
+    )
+    return signature
+
+
 def log_model(name: str, estimator: Any, input_example: Any) -> None:
     """The fitted ensemble as an MLflow sklearn model that loads and serves anywhere."""
     # Imported here: skops takes over a second to import, and every `kedro`
@@ -133,13 +161,15 @@ def log_model(name: str, estimator: Any, input_example: Any) -> None:
     # estimator was built by this very run, so exactly its types are trusted
     # when the model is loaded; anything else is still refused.
     trusted_types = skops.io.get_untrusted_types(data=skops.io.dumps(estimator))
+    example = None if input_example is None else input_example.head(5)
     logged = mlflow.sklearn.log_model(
         sk_model=estimator,
         name=name,
         skops_trusted_types=trusted_types,
         # Pinned here instead of inferred: inference re-imports the model in a subprocess.
         pip_requirements=provenance.pinned_requirements(_MODEL_REQUIREMENTS),
-        input_example=None if input_example is None else input_example.head(5),
+        input_example=example,
+        signature=None if example is None else served_signature(estimator, example),
         # The ensemble classes are ours: ship the package so the model loads
         # and serves (`mlflow models predict`) where ensemble_bo is not installed.
         code_paths=[str(Path(ensemble_bo.__file__).parent)],

@@ -276,16 +276,39 @@ def _first_contact_lock(database: Path | None) -> Iterator[None]:
             fcntl.flock(handle, fcntl.LOCK_UN)
 
 
+def check_store_form(tracking_uri: str) -> None:
+    """TrackingStoreError for a folder (a plain path or a file: URI).
+
+    MLflow 3 keeps its file store in maintenance mode: it refuses one with an
+    exception whose way out (MLFLOW_ALLOW_FILE_STORE=true) creates the folder.
+    Refused here instead, before anything is created, naming the forms a
+    store takes; a database or a server URI goes on to MLflow.
+    """
+    if urlparse(tracking_uri).scheme not in ("", "file"):
+        return
+    folder = local_file_uri_to_path(tracking_uri)
+    raise TrackingStoreError(
+        f"MLFLOW_TRACKING_URI={display_uri(tracking_uri)} is a folder, which "
+        "MLflow 3 no longer takes as a store; set it to a database, e.g. "
+        f"{_SQLITE_PREFIX}{Path(folder, 'mlflow.db').as_posix()} (sqlite:///rel/"
+        "path is relative to the project, sqlite:////abs/path absolute; the "
+        "folder must exist), or to a server, http(s)://host:port; unset, runs "
+        "go to the project's mlflow.db"
+    )
+
+
 def open_experiment(tracking_uri: str, experiment_name: str) -> str:
     """Check the store and the artifact folder, and return the experiment's id.
 
-    Fails fast, before a run is opened: an unreachable server in about
+    Fails fast, before a run is opened or anything created: a folder as the
+    store (`check_store_form`), an unreachable server in about
     _SERVER_CHECK_TIMEOUT_SECONDS (naming the URI), a server that refuses the
     credentials, the host name or the experiment (saying what to set), a
     read-only SQLite store or artifact folder (naming the path). Creates the
     experiment (artifacts beside a SQLite store) and marks it as a
     model-training experiment.
     """
+    check_store_form(tracking_uri)
     shown = display_uri(tracking_uri)
     database = sqlite_database(tracking_uri)
     if database is not None:
