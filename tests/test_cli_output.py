@@ -478,6 +478,25 @@ def test_run_summary_for_a_sqlite_store_names_the_command_and_the_page():
     assert one.split("\n")[1] == "  1 trial searched in 3.0 s, refit in 0.5 s"
 
 
+def test_a_resumed_runs_summary_tells_the_trials_trained_from_those_replayed():
+    text = run_summary(
+        run_id="abc123",
+        tracking_uri="http://mlflow.example:5000",
+        experiment_id="1",
+        experiment_name="ensemble_bo",
+        metrics={
+            "trials": 60.0,
+            "trials_reused": 5.0,
+            "search_seconds": 201.26,
+            "refit_seconds": 3.1,
+        },
+    )
+    assert text.split("\n")[1] == (
+        "  60 trials (55 trained in this run, 5 replayed from the journal of a "
+        "stopped run) searched in 201.3 s, refit in 3.1 s"
+    )
+
+
 def test_run_summary_for_a_server_links_the_run_and_logs_at_info(caplog):
     assert where_to_look("http://mlflow.example:5000/", "7", "r1") == [
         "Open http://mlflow.example:5000/#/experiments/7/runs/r1?workflowType=machine_learning"

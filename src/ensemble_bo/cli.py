@@ -1,4 +1,5 @@
-"""The project's `kedro` commands: Kedro's own `run`, quiet by default.
+"""The project's `kedro` commands: Kedro's own `run`, quiet by default, and
+`ensemble-bo rerun | scheduled | upload-run`.
 
 Kedro loads this module for every `kedro` command run in the project (and
 `python -m ensemble_bo`); its `run` replaces Kedro's, with the same options plus:
@@ -35,7 +36,16 @@ from ensemble_bo.rerun import (
     tracking_store,
 )
 from ensemble_bo.scheduled import SCHEDULE, read_schedule, run_schedule
-from ensemble_bo.tracking.store import display_uri
+from ensemble_bo.summary import run_address
+from ensemble_bo.tracking.hook import end_interrupted_runs, interrupted_by_user
+from ensemble_bo.tracking.run_buffer import RunBuffer, RunBufferError
+from ensemble_bo.tracking.run_link import RETRIES, TIMEOUT
+from ensemble_bo.tracking.store import (
+    connection_failure,
+    display_uri,
+    http_limits,
+    server_unreachable,
+)
 
 PACKAGE = __name__.rpartition(".")[0]
 LOGGING_FILE = Path("conf") / "logging.yml"
@@ -122,6 +132,9 @@ def _run(verbose: bool, **options: Any) -> Any:
     except (click.ClickException, click.exceptions.Exit, click.Abort):
         raise
     except KeyboardInterrupt:
+        # Kedro ends no hook on Ctrl-C: without this, MLflow would end the run
+        # FINISHED as the process exits.
+        end_interrupted_runs()
         if verbose:
             raise
         click.secho("Interrupted.", err=True, fg="red")
@@ -129,6 +142,9 @@ def _run(verbose: bool, **options: Any) -> Any:
     except Exception as error:
         if verbose:
             raise
+        if interrupted_by_user(error):  # a search stopped by Ctrl-C
+            click.secho(f"Interrupted: {error}", err=True, fg="red")
+            raise click.exceptions.Exit(130) from None
         raise RunFailed(error) from error
 
 
@@ -243,6 +259,57 @@ def scheduled_command(schedule_file: Path) -> None:
     click.echo(f"Scheduled jobs of {schedule_file} -> {display_uri(tracking_uri)}")
     if not run_schedule(jobs, project, tracking_uri, experiment_name, click.echo):
         raise click.exceptions.Exit(DIFFERENT)
+
+
+@cli.command(name="upload-run")
+@click.argument("folder", type=click.Path(path_type=Path, exists=True, file_okay=False))
+@click.option(
+    "--tracking-uri",
+    help="The MLflow server to upload to (default: the one the run was tracked on).",
+)
+def upload_run_command(folder: Path, tracking_uri: str | None) -> None:
+    """Upload what a run kept in FOLDER while its MLflow server did not answer.
+
+    The metrics, parameters, tags, artifacts, model and benchmark cells go into
+    the run on the server, in the order they were logged, then the run ends as
+    it ended here (a run whose process died meanwhile: KILLED). The folder is
+    removed once all of it is on the server; an upload cut short can be
+    started again.
+    """
+    try:
+        buffer = RunBuffer.open(folder)
+    except RunBufferError as error:
+        raise click.ClickException(str(error)) from None
+    if buffer.end is None:
+        if not buffer.writer_is_gone():
+            raise click.ClickException(
+                f"the run buffered in {folder} is still going on: it uploads this "
+                "itself as soon as its server answers, or names this command when "
+                "it ends"
+            )
+        buffer.end_killed_writer()
+    uri = tracking_uri or buffer.tracking_uri
+    # This command says where the run is; MLflow's own "View run" lines would repeat it.
+    os.environ.setdefault("MLFLOW_SUPPRESS_PRINTING_URL_TO_STDOUT", "true")
+    try:
+        with http_limits(RETRIES, TIMEOUT):
+            buffer.upload(MlflowClient(uri))
+    except Exception as error:
+        if not server_unreachable(error):
+            raise
+        raise click.ClickException(
+            f"the MLflow server {display_uri(uri)} cannot be reached "
+            f"({connection_failure(error, TIMEOUT)}): start it, or give its "
+            "address with --tracking-uri; nothing uploaded so far is lost"
+        ) from None
+    buffer.remove()
+    click.echo(
+        f"MLflow run {buffer.run_id} uploaded to {display_uri(uri)} "
+        f"({buffer.end['status'].lower()}); {folder} removed"
+    )
+    click.echo(
+        f"Open {run_address(display_uri(uri), buffer.experiment_id, buffer.run_id)}"
+    )
 
 
 use_project_logging()
