@@ -130,12 +130,6 @@ class RunBuffer:
         """How the run ended (status, time, why), None while it goes on."""
         return self._state["end"]
 
-    @property
-    def uploaded(self) -> bool:
-        return all(part["done"] for part in self._state["parts"]) and bool(
-            self.end and self.end.get("uploaded")
-        )
-
     def buffer_experiment_id(self) -> str:
         """The buffer store's experiment (the store is made on first use)."""
         if self._experiment_id is None:

@@ -67,13 +67,14 @@ def ctrl_c_after() -> Iterator[None]:
     """Ctrl-C during the block takes effect when it ends: a buffer store half
     made (an import or its schema cut short) would fail every later call.
 
-    Only the main thread can move the handler; elsewhere the block runs as it is.
+    Only the main thread can move Python's handler.
     """
-    if threading.current_thread() is not threading.main_thread():
-        yield
+    previous = signal.getsignal(signal.SIGINT)
+    if threading.current_thread() is not threading.main_thread() or previous is None:
+        yield  # elsewhere, or a handler set outside Python: left alone
         return
     received: list[int] = []
-    previous = signal.signal(signal.SIGINT, lambda number, frame: received.append(1))
+    signal.signal(signal.SIGINT, lambda number, frame: received.append(number))
     try:
         yield
     finally:
