@@ -25,7 +25,6 @@ import time
 from collections.abc import Iterable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
-from urllib.parse import urlsplit, urlunsplit
 
 from mlflow.entities import LoggedModelOutput, LoggedModelStatus, Param, Run, RunTag
 from mlflow.models import Model
@@ -35,7 +34,11 @@ from mlflow.utils.mlflow_tags import MLFLOW_PARENT_RUN_ID
 
 from ensemble_bo.core.journal import atomic_write_bytes
 from ensemble_bo.tracking.liveness import KILLED_TAG, process_is_gone, process_tags
-from ensemble_bo.tracking.store import open_experiment
+from ensemble_bo.tracking.store import (
+    display_uri,
+    open_experiment,
+    resolve_tracking_uri,
+)
 
 # Where a run's buffer goes, relative to the project: beside the search journals.
 BUFFER_FOLDER = Path("data") / "07_model_output" / "mlflow_buffer"
@@ -50,16 +53,7 @@ _METRICS_PER_BATCH = 1000
 
 
 class RunBufferError(ValueError):
-    """A folder that is not a run's buffer, or one that cannot be uploaded yet."""
-
-
-def _without_password(uri: str) -> str:
-    """The URI as run.json keeps it: a password stays in the environment."""
-    parts = urlsplit(uri)
-    if parts.password is None:
-        return uri
-    netloc = parts.netloc.replace(f":{parts.password}@", "@", 1)
-    return urlunsplit(parts._replace(netloc=netloc))
+    """A folder that is not a run's buffer."""
 
 
 def _batches(items: list, size: int) -> Iterator[list]:
@@ -81,7 +75,8 @@ class RunBuffer:
         buffer = cls(
             folder,
             {
-                "tracking_uri": _without_password(tracking_uri),
+                # the password stays in the environment
+                "tracking_uri": display_uri(tracking_uri, mask=""),
                 "experiment_id": run.info.experiment_id,
                 "run_id": run.info.run_id,
                 "run_name": run.info.run_name,
@@ -110,7 +105,7 @@ class RunBuffer:
     @property
     def uri(self) -> str:
         """The buffer's store: a SQLite file, its artifacts beside it."""
-        return f"sqlite:///{(self.folder / _STORE_FILE).absolute().as_posix()}"
+        return resolve_tracking_uri(f"sqlite:///{_STORE_FILE}", self.folder)
 
     @property
     def tracking_uri(self) -> str:

@@ -76,12 +76,13 @@ def local_artifact_location(tracking_uri: str) -> str | None:
     return (database.absolute().parent / "mlartifacts").as_uri()
 
 
-def display_uri(tracking_uri: str) -> str:
-    """The URI without a password, for messages."""
+def display_uri(tracking_uri: str, mask: str = ":***") -> str:
+    """The URI without a password, for messages: `user:***@host`; with mask ""
+    (what a file keeps), `user@host`."""
     parts = urlsplit(tracking_uri)
     if parts.password is None:
         return tracking_uri
-    netloc = parts.netloc.replace(f":{parts.password}@", ":***@", 1)
+    netloc = parts.netloc.replace(f":{parts.password}@", f"{mask}@", 1)
     return urlunsplit(parts._replace(netloc=netloc))
 
 
