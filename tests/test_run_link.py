@@ -254,6 +254,14 @@ def test_upload_names_a_folder_that_is_no_buffer_and_a_server_that_is_down(tmp_p
     assert result.exit_code == 1
     assert "the MLflow server http://127.0.0.1:9 cannot be reached" in result.output
     assert "Traceback" not in result.output and (tmp_path / "buffer").is_dir()
+    elsewhere = f"sqlite:///{tmp_path / 'other' / 'mlflow.db'}"
+    result = CliRunner().invoke(
+        cli, ["upload-run", str(tmp_path / "buffer"), "--tracking-uri", elsewhere]
+    )
+    assert result.exit_code == 1
+    assert f"to MLflow run r1 on {elsewhere} failed: Run with id=r1 not found" in (
+        result.output
+    )
 
 
 def test_only_requests_without_an_answer_count_as_the_server_being_away():

@@ -25,6 +25,7 @@ from kedro.framework.cli.project import run as kedro_run
 from kedro.framework.cli.utils import KedroCliError
 from kedro.framework.project import LOGGING, configure_logging
 from kedro.utils import find_config_file, find_kedro_project
+from mlflow.exceptions import MlflowException
 from mlflow.tracking import MlflowClient
 
 from ensemble_bo.rerun import (
@@ -43,6 +44,7 @@ from ensemble_bo.tracking.run_link import RETRIES, TIMEOUT
 from ensemble_bo.tracking.store import (
     connection_failure,
     display_uri,
+    first_line,
     http_limits,
     server_unreachable,
 )
@@ -295,13 +297,19 @@ def upload_run_command(folder: Path, tracking_uri: str | None) -> None:
         with http_limits(RETRIES, TIMEOUT):
             buffer.upload(MlflowClient(uri))
     except Exception as error:
-        if not server_unreachable(error):
-            raise
-        raise click.ClickException(
-            f"the MLflow server {display_uri(uri)} cannot be reached "
-            f"({connection_failure(error, TIMEOUT)}): start it, or give its "
-            "address with --tracking-uri; nothing uploaded so far is lost"
-        ) from None
+        if server_unreachable(error):
+            raise click.ClickException(
+                f"the MLflow server {display_uri(uri)} cannot be reached "
+                f"({connection_failure(error, TIMEOUT)}): start it, or give its "
+                "address with --tracking-uri; nothing uploaded so far is lost"
+            ) from None
+        if isinstance(error, MlflowException):  # e.g. another server, without the run
+            raise click.ClickException(
+                f"uploading {folder} to MLflow run {buffer.run_id} on "
+                f"{display_uri(uri)} failed: {first_line(error)}; {folder} keeps "
+                "what is not uploaded yet"
+            ) from None
+        raise
     buffer.remove()
     click.echo(
         f"MLflow run {buffer.run_id} uploaded to {display_uri(uri)} "
