@@ -187,6 +187,7 @@ def test_ctrl_c_stops_a_run_within_seconds_while_its_server_is_away(tmp_path):
         assert uploaded.returncode == 0, uploaded.stderr[-3000:]
         run = served.run()
         assert run.info.status == "KILLED"
+        assert f"stopped search are saved in MLflow run {run.info.run_id}," in output
         steps = served.steps()
         assert steps == list(range(len(steps))) and len(steps) >= 2
         partial = served.client.list_artifacts(run.info.run_id, "partial")

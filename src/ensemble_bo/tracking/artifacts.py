@@ -9,7 +9,6 @@ that stopped early logs what reporting.SEARCH_REPORTS makes for it.
 
 from __future__ import annotations
 
-import logging
 import math
 from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
@@ -31,8 +30,6 @@ from ensemble_bo.reporting import (
     search_reports,
 )
 from ensemble_bo.tracking.pools import log_pickle, log_pool
-
-logger = logging.getLogger(__name__)
 
 # MLflow accepts at most this many params per call and this many characters per value.
 _PARAMS_PER_BATCH = 100
@@ -151,10 +148,3 @@ def log_stopped_search(result: EnsembleSearchResult) -> None:
         _, write = FILE_KINDS[SEARCH_REPORTS[name].kind]
         write(report, f"{PARTIAL}/{PARTIAL}_{name}")
     log_pickle(result, PARTIAL, f"{PARTIAL}_search_result.pkl")
-    logger.warning(
-        "%d trained models of the stopped search are saved in MLflow run %s, "
-        "artifacts %s/",
-        len(result.pool),
-        mlflow.active_run().info.run_id,
-        PARTIAL,
-    )

@@ -37,7 +37,12 @@ from mlflow.tracking import MlflowClient
 from ensemble_bo import events
 from ensemble_bo.core.results import SearchInterrupted
 from ensemble_bo.summary import log_run_summary, run_address
-from ensemble_bo.tracking.artifacts import log_output, log_params, log_stopped_search
+from ensemble_bo.tracking.artifacts import (
+    PARTIAL,
+    log_output,
+    log_params,
+    log_stopped_search,
+)
 from ensemble_bo.tracking.benchmark_runs import log_benchmark_cell
 from ensemble_bo.tracking.liveness import mark_dead_runs_killed, process_tags
 from ensemble_bo.tracking.pools import check_pool_sources
@@ -197,6 +202,14 @@ class MlflowTrackingHook:
         if interrupted_by_user(error):
             self._link.interrupted()
         self._link.call(log_stopped_search, error.result)
+        # the server's run: while buffered, the active run is the buffer's
+        logger.warning(
+            "%d trained models of the stopped search are saved in MLflow run %s, "
+            "artifacts %s/",
+            len(error.result.pool),
+            self._link.run_id,
+            PARTIAL,
+        )
 
     @hook_impl
     def on_pipeline_error(self, error: Exception) -> None:
