@@ -89,8 +89,9 @@ class MlflowServer:
         except OSError:
             return ""
 
-    def start(self, attempts: int = 3) -> MlflowServer:
-        """Start the server and wait until /health answers; raise with its output if not."""
+    def start(self, attempts: int = 3, port: int | None = None) -> MlflowServer:
+        """Start the server (on `port`, None: a free one) and wait until /health
+        answers; raise with its output if not."""
         self.root.mkdir(parents=True, exist_ok=True)
         env = {
             **os.environ,
@@ -100,7 +101,7 @@ class MlflowServer:
         }
         env.pop("MLFLOW_TRACKING_URI", None)
         for attempt in range(attempts):
-            self.port = free_port()
+            self.port = port or free_port()
             started = time.monotonic()
             with self.log.open("ab") as log:
                 # A file, not a pipe: nobody reads a pipe while tests run, and a
@@ -139,6 +140,11 @@ class MlflowServer:
                 self.startup_seconds = time.monotonic() - started
                 return self
         raise AssertionError("unreachable")  # pragma: no cover
+
+    def restart(self) -> MlflowServer:
+        """The stopped server started again on its port, with its store and
+        artifacts: a server back after an outage."""
+        return self.start(port=self.port)
 
     def group_is_gone(self) -> bool:
         """No process of the server's group is left (the leader reaped first)."""

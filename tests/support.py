@@ -341,6 +341,21 @@ def start_hook_run(tracking_uri: str, pipeline_name: str = "segor", **changes):
     return hook
 
 
+def hook_on_active_run(buffer: Path):
+    """An MlflowTrackingHook logging to the active MLflow run, as its
+    before_pipeline_run leaves it (a server that stopped answering: into a
+    buffer in the folder `buffer`)."""
+    import mlflow  # noqa: PLC0415
+
+    from ensemble_bo.tracking.hook import MlflowTrackingHook  # noqa: PLC0415
+    from ensemble_bo.tracking.run_link import RunLink  # noqa: PLC0415
+
+    hook = MlflowTrackingHook()
+    hook._link = RunLink(mlflow.get_tracking_uri(), buffer)
+    hook._link.run = mlflow.active_run()
+    return hook
+
+
 def start_pipeline_run(
     hooks: list, tracking_uri: str, pipeline_name: str = "segor", **changes
 ) -> None:

@@ -34,7 +34,12 @@ from omegaconf.resolvers import oc
 import ensemble_bo.cli
 from ensemble_bo.cli import RunFailed, describe_error, run, verbose_logging
 from ensemble_bo.settings import silence_known_warnings
-from ensemble_bo.summary import log_run_summary, run_summary, where_to_look
+from ensemble_bo.summary import (
+    log_run_summary,
+    run_summary,
+    search_line,
+    where_to_look,
+)
 from tests.support import CHEAP_SEGOR, copy_project
 
 PROJECT = Path(__file__).resolve().parents[1]
@@ -578,6 +583,17 @@ def test_run_summary_for_a_sqlite_store_names_the_command_and_the_page():
         metrics={"trials": 1.0, "search_seconds": 3.0, "refit_seconds": 0.5},
     )
     assert one.split("\n")[1] == "  1 trial searched in 3.0 s, refit in 0.5 s"
+
+
+def test_a_resumed_runs_summary_tells_the_trials_trained_from_those_replayed():
+    metrics = {"trials": 60.0, "search_seconds": 201.26, "refit_seconds": 3.1}
+    assert search_line({**metrics, "trials_reused": 5.0}) == (
+        "60 trials (55 trained in this run, 5 replayed from the journal of a "
+        "stopped run) searched in 201.3 s, refit in 3.1 s"
+    )
+    assert search_line({**metrics, "trials_reused": 0.0}) == (
+        "60 trials searched in 201.3 s, refit in 3.1 s"
+    )
 
 
 def test_run_summary_for_a_server_links_the_run_and_logs_at_info(caplog):

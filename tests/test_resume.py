@@ -1,7 +1,10 @@
 """End to end: a `kedro run` killed mid-search, and again after its last trial,
-resumes without retraining and ends with the uninterrupted run's ensemble."""
+resumes without retraining and ends with the uninterrupted run's ensemble;
+it says it resumes, and its summary tells the trials it trained from those it
+replayed, in the seconds of its own command."""
 
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -140,3 +143,30 @@ def test_a_killed_run_resumes_without_retraining_and_ends_the_same(tmp_path):
         assert metrics[name] == expected[name], name
     # a finished run drops its journal
     assert trial_files(project) == {}
+
+
+def test_a_resumed_run_says_so_and_counts_its_own_trials_and_seconds(tmp_path):
+    project = make_project(tmp_path)
+    replayed = len(kill_when(project, 3))
+    assert 3 <= replayed < BUDGET
+    started = time.monotonic()
+    completed = subprocess.run(**command(project), timeout=300, check=False)
+    wall = time.monotonic() - started
+    assert completed.returncode == 0, completed.stderr[-3000:]
+    output = completed.stdout
+    journal = project / "data" / "07_model_output" / "journals"
+    resuming = (
+        f"Resuming a stopped search: {replayed} finished trials of its journal "
+        f"{journal}/"
+    )
+    assert resuming in output
+    # said before the search's first iteration, not at its end
+    assert output.index(resuming) < output.index("MLflow run segor-concrete-1")
+    trained = BUDGET - replayed
+    line = re.search(
+        rf"  {BUDGET} trials \({trained} trained in this run, {replayed} replayed "
+        r"from the journal of a stopped run\) searched in ([0-9.]+) s, refit in",
+        output,
+    )
+    assert line, output[-2000:]
+    assert 0 < float(line.group(1)) < wall

@@ -33,7 +33,7 @@ from ensemble_bo.reporting import (
 )
 from ensemble_bo.rerun import is_compared
 from ensemble_bo.tracking.artifacts import log_stopped_search
-from ensemble_bo.tracking.hook import MlflowTrackingHook
+from tests.support import hook_on_active_run
 
 PROJECT = Path(__file__).resolve().parents[1]
 # What the catalog writes for each kind
@@ -92,7 +92,9 @@ def report_node_of(pipeline: str):
     return node
 
 
-def log_reports_through_the_hook(context, result: EnsembleSearchResult) -> None:
+def log_reports_through_the_hook(
+    context, result: EnsembleSearchResult, buffer: Path
+) -> None:
     """The segor pipeline's report node, run as Kedro runs it, its outputs
     handed to the tracking hook configured by the project's mlflow.yml."""
     node = report_node_of("segor")
@@ -103,7 +105,7 @@ def log_reports_through_the_hook(context, result: EnsembleSearchResult) -> None:
             "params:segor": {"display_name": "SEGOR"},
         }
     )
-    hook = MlflowTrackingHook()
+    hook = hook_on_active_run(buffer)
     hook._config = dict(context.config_loader["mlflow"])
     hook.after_node_run(node, outputs)
 
@@ -127,8 +129,8 @@ def test_every_declared_report_is_a_file_of_its_kind_and_logged_as_it(context, n
     assert first["as"] == kind
 
 
-def test_a_search_logs_its_reports_where_it_always_did(context, run):
-    log_reports_through_the_hook(context, finished_search())
+def test_a_search_logs_its_reports_where_it_always_did(context, run, tmp_path):
+    log_reports_through_the_hook(context, finished_search(), tmp_path)
     assert artifact_paths(run.info.run_id, "tables", "plots") == LOGGED
     metrics = MlflowClient().get_run(run.info.run_id).data.metrics
     assert set(metrics) == {"ensemble_mutual_information"}
@@ -139,7 +141,7 @@ def test_a_search_logs_its_reports_where_it_always_did(context, run):
 
 
 def test_a_report_added_to_the_declaration_is_written_logged_and_compared(
-    context, run, monkeypatch
+    context, run, monkeypatch, tmp_path
 ):
     monkeypatch.setitem(
         SEARCH_REPORTS,
@@ -154,7 +156,7 @@ def test_a_report_added_to_the_declaration_is_written_logged_and_compared(
     assert "segor_member_losses#table" in report_node_of("segor").outputs
     resolved = context.catalog.get("segor_member_losses#table")
     assert resolved._describe()["filepath"].name == "segor_member_losses.csv"
-    log_reports_through_the_hook(context, finished_search())
+    log_reports_through_the_hook(context, finished_search(), tmp_path)
     added = "tables/segor_member_losses.csv"
     assert artifact_paths(run.info.run_id, "tables", "plots") == LOGGED | {added}
     logged = pd.read_csv(MlflowClient().download_artifacts(run.info.run_id, added))

@@ -27,7 +27,6 @@ from ensemble_bo.core.results import (
 from ensemble_bo.core.trials import TrialResult
 from ensemble_bo.core.validation import InvalidInput
 from ensemble_bo.tracking.artifacts import flatten, log_output
-from ensemble_bo.tracking.hook import MlflowTrackingHook
 from ensemble_bo.tracking.liveness import HOST_TAG, PID_TAG
 from ensemble_bo.tracking.pools import PoolNotFound, check_pool_sources, find_pool
 from ensemble_bo.tracking.run_tags import (
@@ -44,7 +43,12 @@ from ensemble_bo.tracking.store import (
     resolve_tracking_uri,
 )
 from ensemble_bo.validation import InputValidationHook
-from tests.support import PROJECT, start_hook_run, start_pipeline_run
+from tests.support import (
+    PROJECT,
+    hook_on_active_run,
+    start_hook_run,
+    start_pipeline_run,
+)
 
 
 @pytest.fixture
@@ -68,7 +72,7 @@ def test_an_interrupted_search_leaves_its_models_in_the_run(store, tmp_path):
     error = SearchInterrupted(partial, budget=50, cause=KeyboardInterrupt())
 
     with mlflow.start_run(experiment_id=experiment) as run:
-        MlflowTrackingHook().on_node_error(error)
+        hook_on_active_run(tmp_path / "buffer").on_node_error(error)
 
     paths = {a.path for a in client.list_artifacts(run.info.run_id, "partial")}
     assert paths == {
@@ -86,10 +90,10 @@ def test_an_interrupted_search_leaves_its_models_in_the_run(store, tmp_path):
     assert client.get_run(run.info.run_id).data.metrics["iterations_completed"] == 0
 
 
-def test_other_node_errors_log_nothing(store):
+def test_other_node_errors_log_nothing(store, tmp_path):
     client, experiment = store
     with mlflow.start_run(experiment_id=experiment) as run:
-        MlflowTrackingHook().on_node_error(ValueError("bad dataset"))
+        hook_on_active_run(tmp_path).on_node_error(ValueError("bad dataset"))
     assert client.list_artifacts(run.info.run_id) == []
 
 
@@ -139,10 +143,10 @@ def cell_record(**changes):
     }
 
 
-def test_a_benchmark_cell_becomes_a_nested_child_run(store):
+def test_a_benchmark_cell_becomes_a_nested_child_run(store, tmp_path):
     client, experiment = store
-    hook = MlflowTrackingHook()
     with mlflow.start_run(experiment_id=experiment) as parent:
+        hook = hook_on_active_run(tmp_path)
         hook._on_event(events.CellEnded(cell_record(), reused=True))
         # the parent stays the active run
         assert mlflow.active_run().info.run_id == parent.info.run_id
@@ -170,16 +174,15 @@ def test_a_benchmark_cell_becomes_a_nested_child_run(store):
     assert client.get_run(parent.info.run_id).data.metrics == {}
 
 
-def test_a_failed_benchmark_cell_is_a_failed_child_run_with_its_error(store):
+def test_a_failed_benchmark_cell_is_a_failed_child_run_with_its_error(store, tmp_path):
     client, experiment = store
-    hook = MlflowTrackingHook()
     failed = {
         key: value
         for key, value in cell_record(status="failed", error="ValueError: bad").items()
         if key not in ("test_loss", "test_metrics", "cv_loss")
     }
     with mlflow.start_run(experiment_id=experiment) as parent:
-        hook._on_event(events.CellEnded(failed, reused=False))
+        hook_on_active_run(tmp_path)._on_event(events.CellEnded(failed, reused=False))
     (child,) = client.search_runs(
         [experiment], f"tags.mlflow.parentRunId = '{parent.info.run_id}'"
     )
@@ -187,9 +190,8 @@ def test_a_failed_benchmark_cell_is_a_failed_child_run_with_its_error(store):
     assert child.data.tags["error"] == "ValueError: bad"
 
 
-def test_published_cells_and_iterations_reach_the_subscribed_hook(store):
+def test_published_cells_and_iterations_reach_the_subscribed_hook(store, tmp_path):
     client, experiment = store
-    hook = MlflowTrackingHook()
     record = IterationRecord(
         iteration=3,
         slot=1,
@@ -203,6 +205,7 @@ def test_published_cells_and_iterations_reach_the_subscribed_hook(store):
         fit_seconds=0.1,
     )
     with mlflow.start_run(experiment_id=experiment) as parent:
+        hook = hook_on_active_run(tmp_path)
         # as before_pipeline_run subscribes it
         events.subscribe(hook._on_event)
         try:
@@ -326,17 +329,22 @@ def test_the_input_checks_get_every_parameter_and_the_pipelines(monkeypatch):
     assert calls == [(["segor", "posthoc"], parameters, PROJECT)]
 
 
-def test_a_resumed_search_is_a_new_run_tagged_with_the_run_it_continues(store):
+def test_a_resumed_search_is_a_new_run_tagged_with_the_run_it_continues(
+    store, tmp_path
+):
     client, experiment = store
-    hook = MlflowTrackingHook()
     journal = "/project/data/07_model_output/journals/segor/abc123"
+
+    def publish(event):
+        hook_on_active_run(tmp_path)._on_event(event)
+
     with mlflow.start_run(experiment_id=experiment) as stopped:
-        hook._on_event(events.SearchResumable(journal, recorded=0))
+        publish(events.SearchResumable(journal, recorded=0))
     client.set_terminated(stopped.info.run_id, "KILLED")
     with mlflow.start_run(experiment_id=experiment) as other:
-        hook._on_event(events.SearchResumable("/elsewhere", recorded=0))
+        publish(events.SearchResumable("/elsewhere", recorded=0))
     with mlflow.start_run(experiment_id=experiment) as resumed:
-        hook._on_event(events.SearchResumable(journal, recorded=7))
+        publish(events.SearchResumable(journal, recorded=7))
     tags = client.get_run(resumed.info.run_id).data.tags
     assert tags[JOURNAL_TAG] == journal
     assert tags[RESUMED_TRIALS_TAG] == "7"

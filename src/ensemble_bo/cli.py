@@ -1,5 +1,5 @@
 """The project's `kedro` commands: Kedro's own `run`, quiet by default, and
-`rerun`, `scheduled`, `verify-model` and `convert-pool`.
+`rerun`, `scheduled`, `verify-model`, `convert-pool` and `upload-run`.
 
 Kedro loads this module for every `kedro` command run in the project (and
 `python -m ensemble_bo`); its `run` replaces Kedro's, with the same options plus:
@@ -27,6 +27,7 @@ from kedro.framework.cli.project import run as kedro_run
 from kedro.framework.cli.utils import KedroCliError
 from kedro.framework.project import LOGGING, configure_logging
 from kedro.utils import find_config_file, find_kedro_project
+from mlflow.exceptions import MlflowException
 from mlflow.tracking import MlflowClient
 
 from ensemble_bo.core.result_files import write_result
@@ -40,8 +41,18 @@ from ensemble_bo.rerun import (
     tracking_store,
 )
 from ensemble_bo.scheduled import SCHEDULE, read_schedule, run_schedule
+from ensemble_bo.summary import run_address
+from ensemble_bo.tracking.hook import end_interrupted_runs, interrupted_by_user
 from ensemble_bo.tracking.model_integrity import ModelNotVerifiable, verify_model
-from ensemble_bo.tracking.store import display_uri
+from ensemble_bo.tracking.run_buffer import RunBuffer, RunBufferError
+from ensemble_bo.tracking.run_link import RETRIES, TIMEOUT
+from ensemble_bo.tracking.store import (
+    connection_failure,
+    display_uri,
+    first_line,
+    http_limits,
+    server_unreachable,
+)
 from ensemble_bo.validation import FILE_PREFIX
 
 PACKAGE = __name__.rpartition(".")[0]
@@ -129,6 +140,9 @@ def _run(verbose: bool, **options: Any) -> Any:
     except (click.ClickException, click.exceptions.Exit, click.Abort):
         raise
     except KeyboardInterrupt:
+        # Kedro ends no hook on Ctrl-C: without this, MLflow would end the run
+        # FINISHED as the process exits.
+        end_interrupted_runs()
         if verbose:
             raise
         click.secho("Interrupted.", err=True, fg="red")
@@ -136,6 +150,9 @@ def _run(verbose: bool, **options: Any) -> Any:
     except Exception as error:
         if verbose:
             raise
+        if interrupted_by_user(error):  # a search stopped by Ctrl-C
+            click.secho(f"Interrupted: {error}", err=True, fg="red")
+            raise click.exceptions.Exit(130) from None
         raise RunFailed(error) from error
 
 
@@ -330,6 +347,63 @@ def convert_pool_command(
     click.echo(
         f"Wrote {folder} ({len(result.pool)} trials); the posthoc pipeline reads "
         f"it with --params posthoc_source={FILE_PREFIX}{folder}"
+    )
+
+
+@cli.command(name="upload-run")
+@click.argument("folder", type=click.Path(path_type=Path, exists=True, file_okay=False))
+@click.option(
+    "--tracking-uri",
+    help="The MLflow server to upload to (default: the one the run was tracked on).",
+)
+def upload_run_command(folder: Path, tracking_uri: str | None) -> None:
+    """Upload what a run kept in FOLDER while its MLflow server did not answer.
+
+    The metrics, parameters, tags, artifacts, model and benchmark cells go into
+    the run on the server, in the order they were logged, then the run ends as
+    it ended here (a run whose process died meanwhile: KILLED). The folder is
+    removed once all of it is on the server; an upload cut short can be
+    started again.
+    """
+    try:
+        buffer = RunBuffer.open(folder)
+    except RunBufferError as error:
+        raise click.ClickException(str(error)) from None
+    if buffer.end is None:
+        if not buffer.writer_is_gone():
+            raise click.ClickException(
+                f"the run buffered in {folder} is still going on: it uploads this "
+                "itself as soon as its server answers, or names this command when "
+                "it ends"
+            )
+        buffer.end_killed_writer()
+    uri = tracking_uri or buffer.tracking_uri
+    # This command says where the run is; MLflow's own "View run" lines would repeat it.
+    os.environ.setdefault("MLFLOW_SUPPRESS_PRINTING_URL_TO_STDOUT", "true")
+    try:
+        with http_limits(RETRIES, TIMEOUT):
+            buffer.upload(MlflowClient(uri))
+    except Exception as error:
+        if server_unreachable(error):
+            raise click.ClickException(
+                f"the MLflow server {display_uri(uri)} cannot be reached "
+                f"({connection_failure(error, TIMEOUT)}): start it, or give its "
+                "address with --tracking-uri; nothing uploaded so far is lost"
+            ) from None
+        if isinstance(error, MlflowException):  # e.g. another server, without the run
+            raise click.ClickException(
+                f"uploading {folder} to MLflow run {buffer.run_id} on "
+                f"{display_uri(uri)} failed: {first_line(error)}; {folder} keeps "
+                "what is not uploaded yet"
+            ) from None
+        raise
+    buffer.remove()
+    click.echo(
+        f"MLflow run {buffer.run_id} uploaded to {display_uri(uri)} "
+        f"({buffer.end['status'].lower()}); {folder} removed"
+    )
+    click.echo(
+        f"Open {run_address(display_uri(uri), buffer.experiment_id, buffer.run_id)}"
     )
 
 

@@ -88,8 +88,9 @@ def run_summary(
     """The few lines a run ends with: the MLflow run, its test metrics, where to look.
 
     `metrics` may be all of the run's metrics: only the final test ones
-    (`test_*`) are shown, then the time split of a search (trials, search and
-    refit seconds, and whether its time budget ended it).
+    (`test_*`) are shown, then the time split of a search (trials, those
+    replayed from a journal, search and refit seconds, and whether its time
+    budget ended it).
     """
     named = f"{run_name} ({run_id})" if run_name else run_id
     lines = [f"MLflow run {named} {status.lower()}, experiment '{experiment_name}'"]
@@ -100,17 +101,30 @@ def run_summary(
         width = max(len(name) for name, _ in tests)
         lines += [f"  {name:<{width}}  {value:.4g}" for name, value in tests]
     if "search_seconds" in metrics and "refit_seconds" in metrics:
-        ended = (
-            " (its time budget ended it)" if metrics.get("time_budget_reached") else ""
-        )
-        trials = round(metrics.get("trials", 0))
-        lines.append(
-            f"  {trials} trial{'' if trials == 1 else 's'} searched in "
-            f"{metrics['search_seconds']:.1f} s{ended}, refit in "
-            f"{metrics['refit_seconds']:.1f} s"
-        )
+        lines.append(f"  {search_line(metrics)}")
     lines += where_to_look(tracking_uri, experiment_id, run_id)
     return "\n".join(lines)
+
+
+def search_line(metrics: Mapping[str, float]) -> str:
+    """How many trials, in how many seconds of this run; how many were replayed.
+
+    A resumed search replays the trials its journal holds instead of training
+    them: `search_seconds` are this run's, which trained the others.
+    """
+    trials = round(metrics.get("trials", 0))
+    replayed = round(metrics.get("trials_reused", 0))
+    counted = f"{trials} trial{'' if trials == 1 else 's'}"
+    if replayed:
+        counted += (
+            f" ({trials - replayed} trained in this run, {replayed} replayed from "
+            "the journal of a stopped run)"
+        )
+    ended = " (its time budget ended it)" if metrics.get("time_budget_reached") else ""
+    return (
+        f"{counted} searched in {metrics['search_seconds']:.1f} s{ended}, "
+        f"refit in {metrics['refit_seconds']:.1f} s"
+    )
 
 
 def log_run_summary(**summary) -> None:

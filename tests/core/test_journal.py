@@ -1,5 +1,7 @@
 """Trial journals: a stopped search resumes without retraining and ends the same."""
 
+import dataclasses
+
 import numpy as np
 import pytest
 
@@ -140,3 +142,18 @@ def test_the_key_changes_with_anything_that_changes_the_search():
         "parallel": {"backend": "dask", "n_workers": 4, "mode": "async"},
     }
     assert journal_key("segor", on_dask, 5, DATA, "0.1") == base
+
+
+def test_a_resumed_search_counts_its_own_seconds_not_the_replayed_trials(tmp_path):
+    journal = TrialJournal(tmp_path / "journal")
+    with pytest.raises(SearchInterrupted):
+        run_method("segor", DATA, settings(), 5, [stop_after(3)], journal)
+    # as if each trial had taken 500 s when the stopped run trained it
+    for index, entry in journal.recorded().items():
+        slow = dataclasses.replace(entry.result, fit_seconds=500.0)
+        journal.record(index, entry.request, slow)
+
+    resumed = run_method("segor", DATA, settings(), 5, journal=journal)
+    assert resumed.trials_reused == 4
+    # the seconds of this search alone; the 2000 s were an earlier run's
+    assert 0 < resumed.search_seconds < 100

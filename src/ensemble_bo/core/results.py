@@ -77,8 +77,9 @@ class EnsembleSearchResult:
     model_name: str = ""
     # Trials answered from a journal instead of trained (a resumed search).
     trials_reused: int = 0
-    # Wall seconds the search took (refit excluded), and what ended it: its
-    # "budget" of trials or its "time_budget" (core.time_budget).
+    # Wall seconds the search took (refit excluded; a resumed search's replayed
+    # trials not counted), and what ended it: its "budget" of trials or its
+    # "time_budget" (core.time_budget, which counts the replayed trials).
     search_seconds: float = 0.0
     stopped_by: str = "budget"
     # Quantities of the search worth logging with the run's metrics, by name

@@ -15,7 +15,9 @@ The clock starts when the search starts, so the budget covers the start-up of
 the process that evaluations run in (a few seconds: it imports scikit-learn),
 the proposals and the trials; it ends before the refit, which is not counted. A resumed search counts the trials it replays
 from its journal at the seconds they took when they were trained, so a stopped
-and resumed search gets the budget once, not twice.
+and resumed search gets the budget once, not twice. The search's own
+`search_seconds` are wall seconds of this search alone, replayed trials not
+counted.
 """
 
 from __future__ import annotations
@@ -78,6 +80,11 @@ class TimeBudget:
 
     def charge(self, seconds: float) -> None:
         self._charged += max(0.0, float(seconds))
+
+    @property
+    def charged(self) -> float:
+        """Seconds charged since `start()`: time spent elsewhere, not on this clock."""
+        return self._charged
 
     @property
     def elapsed(self) -> float:

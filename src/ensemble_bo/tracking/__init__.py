@@ -9,6 +9,8 @@
 - model_integrity: the logged model's files' sha256, recorded and verified;
 - benchmark_runs: a benchmark cell as a nested child run;
 - artifacts: node outputs logged by kind, the MLflow model, a stopped search;
+- run_link: the run's calls, bounded in time, buffered while the server is away;
+- run_buffer: that buffer (a local store) and its upload (`ensemble-bo upload-run`);
 - hook: MlflowTrackingHook, which wires them into a `kedro run`.
 """
 

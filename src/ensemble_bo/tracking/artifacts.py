@@ -10,7 +10,6 @@ early logs what reporting.SEARCH_REPORTS makes for it, and its pool.
 
 from __future__ import annotations
 
-import logging
 import math
 from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
@@ -36,8 +35,6 @@ from ensemble_bo.reporting import (
 )
 from ensemble_bo.tracking.model_integrity import record_model
 from ensemble_bo.tracking.pools import log_pool, log_result
-
-logger = logging.getLogger(__name__)
 
 # MLflow accepts at most this many params per call and this many characters per value.
 _PARAMS_PER_BATCH = 100
@@ -185,10 +182,3 @@ def log_stopped_search(result: EnsembleSearchResult) -> None:
         _, write = FILE_KINDS[SEARCH_REPORTS[name].kind]
         write(report, f"{PARTIAL}/{PARTIAL}_{name}")
     log_result(result, PARTIAL, f"{PARTIAL}_search_result")
-    logger.warning(
-        "%d trained models of the stopped search are saved in MLflow run %s, "
-        "artifacts %s/",
-        len(result.pool),
-        mlflow.active_run().info.run_id,
-        PARTIAL,
-    )

@@ -5,6 +5,9 @@ before the run starts), the KILLED sweep, the run's tags and configuration,
 the outputs logged as nodes end, the core's events (per-iteration metrics,
 benchmark cells as child runs, a resumed search's journal) and the run's
 summary at its end. What it logs is configured in conf/base/mlflow.yml.
+Once the run is open, every call goes through its RunLink (run_link.py):
+bounded in time, and kept in a local buffer while the server does not answer.
+A run ends FINISHED, FAILED on an error, KILLED on Ctrl-C.
 
 A project hook rather than the kedro-mlflow plugin (2.0.3, tried against this
 project): it would replace about seven lines here (opening and ending the run,
@@ -34,12 +37,20 @@ from mlflow.tracking import MlflowClient
 from ensemble_bo import events
 from ensemble_bo.core.results import SearchInterrupted
 from ensemble_bo.summary import log_run_summary, run_address
-from ensemble_bo.tracking.artifacts import log_output, log_params, log_stopped_search
+from ensemble_bo.tracking.artifacts import (
+    PARTIAL,
+    log_output,
+    log_params,
+    log_stopped_search,
+)
 from ensemble_bo.tracking.benchmark_runs import log_benchmark_cell
 from ensemble_bo.tracking.liveness import mark_dead_runs_killed, process_tags
 from ensemble_bo.tracking.pools import check_pool_sources
+from ensemble_bo.tracking.run_buffer import buffer_folder
+from ensemble_bo.tracking.run_link import RunLink
 from ensemble_bo.tracking.run_tags import (
     PIPELINE_TAG,
+    SESSION_TAG,
     log_run_configuration,
     run_tags,
     tag_resumed_search,
@@ -54,6 +65,28 @@ from ensemble_bo.validation import requested_pipelines
 
 logger = logging.getLogger(__name__)
 
+# Hooks whose run is open. Ctrl-C outside a search (the benchmark, loading a
+# dataset) reaches no Kedro hook: the `run` command ends them (end_interrupted_runs).
+_open_hooks: list[MlflowTrackingHook] = []
+
+
+def interrupted_by_user(error: BaseException) -> bool:
+    """Whether `error` is Ctrl-C, or was raised from it (a stopped search)."""
+    seen: set[int] = set()
+    cause: BaseException | None = error
+    while cause is not None and id(cause) not in seen:
+        if isinstance(cause, KeyboardInterrupt):
+            return True
+        seen.add(id(cause))
+        cause = cause.__cause__ or cause.__context__
+    return False
+
+
+def end_interrupted_runs() -> None:
+    """End every open run KILLED: Ctrl-C stopped it where no Kedro hook hears."""
+    for hook in list(_open_hooks):
+        hook.end_interrupted()
+
 
 class MlflowTrackingHook:
     """Opens one MLflow run per `kedro run` and logs into it."""
@@ -62,6 +95,7 @@ class MlflowTrackingHook:
         self._config: dict[str, Any] = {}
         self._project_path = Path.cwd()
         self._kept_outputs: dict[str, Any] = {}
+        self._link: RunLink | None = None
 
     @hook_impl
     def after_context_created(self, context) -> None:
@@ -90,19 +124,23 @@ class MlflowTrackingHook:
         )
         experiment_id = open_experiment(tracking_uri, self._config["experiment_name"])
         mlflow.set_tracking_uri(tracking_uri)
-        check_pool_sources(
-            pipeline_names, parameters, MlflowClient(tracking_uri), experiment_id
-        )
-        try:
-            mark_dead_runs_killed(MlflowClient(tracking_uri), experiment_id)
-        except Exception as error:  # noqa: BLE001 - housekeeping must not stop a run
-            logger.warning("could not look for killed runs: %s", first_line(error))
         tags = {
             PIPELINE_TAG: pipeline_name,
             "kedro.version": version("kedro"),
             **run_tags(run_params, parameters, self._project_path),
             **process_tags(),
         }
+        link = RunLink(
+            tracking_uri, buffer_folder(self._project_path, tags[SESSION_TAG])
+        )
+        with link.limits():
+            check_pool_sources(
+                pipeline_names, parameters, MlflowClient(tracking_uri), experiment_id
+            )
+            try:
+                mark_dead_runs_killed(MlflowClient(tracking_uri), experiment_id)
+            except Exception as error:  # noqa: BLE001 - housekeeping must not stop a run
+                logger.warning("could not look for killed runs: %s", first_line(error))
         run_name = "-".join(
             str(part)
             for part in (
@@ -115,11 +153,11 @@ class MlflowTrackingHook:
         # The run's summary links to its page; MLflow's own "View run" lines
         # (printed for a tracking server) would say it twice.
         os.environ.setdefault("MLFLOW_SUPPRESS_PRINTING_URL_TO_STDOUT", "true")
-        run = mlflow.start_run(
-            experiment_id=experiment_id, run_name=run_name, tags=tags
-        )
-        log_params(parameters)
-        log_run_configuration(catalog.load("parameters"), run_params)
+        run = link.start_run(experiment_id=experiment_id, run_name=run_name, tags=tags)
+        self._link = link
+        _open_hooks.append(self)
+        link.call(log_params, parameters)
+        link.call(log_run_configuration, catalog.load("parameters"), run_params)
         logger.info(
             "MLflow run %s in %s (in the MLflow UI: %s)",
             run.info.run_id,
@@ -131,7 +169,7 @@ class MlflowTrackingHook:
 
     @hook_impl
     def after_node_run(self, node, outputs: dict[str, Any]) -> None:
-        if mlflow.active_run() is None:
+        if self._link is None:
             return
         rules = self._config.get("log_outputs") or {}
         wanted_examples = {rule.get("input_example") for rule in rules.values()}
@@ -144,50 +182,83 @@ class MlflowTrackingHook:
                 None,
             )
             if rule is not None:
-                log_output(
-                    name, data, rule, self._kept_outputs.get(rule.get("input_example"))
+                self._link.call(
+                    log_output,
+                    name,
+                    data,
+                    rule,
+                    self._kept_outputs.get(rule.get("input_example")),
                 )
 
     @hook_impl
     def after_pipeline_run(self) -> None:
-        run = mlflow.active_run()
-        self._finish("FINISHED")
-        if run is None:
-            return
-        finished = MlflowClient().get_run(run.info.run_id)
-        log_run_summary(
-            run_id=finished.info.run_id,
-            run_name=finished.info.run_name,
-            tracking_uri=mlflow.get_tracking_uri(),
-            experiment_id=finished.info.experiment_id,
-            experiment_name=self._config["experiment_name"],
-            metrics=finished.data.metrics,
-            status=finished.info.status,
-        )
+        self._end("FINISHED")
 
     @hook_impl
     def on_node_error(self, error: Exception) -> None:
         """A search that stopped early still leaves its trained models in the run."""
-        if mlflow.active_run() is None or not isinstance(error, SearchInterrupted):
+        if self._link is None or not isinstance(error, SearchInterrupted):
             return
-        log_stopped_search(error.result)
+        if interrupted_by_user(error):
+            self._link.interrupted()
+        self._link.call(log_stopped_search, error.result)
+        # the server's run: while buffered, the active run is the buffer's
+        logger.warning(
+            "%d trained models of the stopped search are saved in MLflow run %s, "
+            "artifacts %s/",
+            len(error.result.pool),
+            self._link.run_id,
+            PARTIAL,
+        )
 
     @hook_impl
-    def on_pipeline_error(self) -> None:
-        self._finish("FAILED")
+    def on_pipeline_error(self, error: Exception) -> None:
+        self._end("KILLED" if interrupted_by_user(error) else "FAILED")
 
-    def _finish(self, status: str) -> None:
+    def end_interrupted(self) -> None:
+        """Ctrl-C: the run ends KILLED, within seconds whatever its server does."""
+        if self._link is not None:
+            self._link.interrupted()
+        self._end("KILLED")
+
+    def _end(self, status: str) -> None:
         events.unsubscribe(self._on_event)
         self._kept_outputs.clear()
-        if mlflow.active_run() is not None:
-            mlflow.end_run(status=status)
+        link = self._link
+        if link is None:
+            return
+        # Forgotten once ended: Ctrl-C while it ends has it ended again, KILLED.
+        ended = link.end(status)
+        self._link = None
+        _open_hooks.remove(self)
+        if status == "FINISHED":
+            log_run_summary(
+                run_id=link.run_id,
+                run_name=link.run.info.run_name,
+                tracking_uri=link.tracking_uri,
+                experiment_id=link.run.info.experiment_id,
+                experiment_name=self._config["experiment_name"],
+                metrics=ended.metrics,
+                status=ended.status,
+            )
+        if ended.buffer is not None:
+            logger.warning(link.kept_message(ended))
 
     def _on_event(self, event: events.Event) -> None:
-        if mlflow.active_run() is None:
+        if self._link is None:
             return
         if isinstance(event, events.IterationEnded):
-            mlflow.log_metrics(event.metrics, step=event.step)
+            self._link.call(mlflow.log_metrics, event.metrics, step=event.step)
         elif isinstance(event, events.CellEnded):
-            log_benchmark_cell(event.record, event.reused)
+            self._link.call(log_benchmark_cell, event.record, event.reused)
         elif isinstance(event, events.SearchResumable):
-            tag_resumed_search(event.journal, event.recorded)
+            if event.recorded:
+                logger.info(
+                    "Resuming a stopped search: %d finished trial%s of its journal "
+                    "%s %s replayed, not trained again",
+                    event.recorded,
+                    "" if event.recorded == 1 else "s",
+                    event.journal,
+                    "is" if event.recorded == 1 else "are",
+                )
+            self._link.call(tag_resumed_search, event.journal, event.recorded)

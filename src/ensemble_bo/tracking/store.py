@@ -19,6 +19,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from urllib.parse import quote, urlparse, urlsplit, urlunsplit
 
+import requests
 from mlflow.exceptions import MlflowException
 from mlflow.tracking import MlflowClient
 from mlflow.utils.credentials import read_mlflow_creds
@@ -76,26 +77,34 @@ def local_artifact_location(tracking_uri: str) -> str | None:
     return (database.absolute().parent / "mlartifacts").as_uri()
 
 
-def display_uri(tracking_uri: str) -> str:
-    """The URI without a password, for messages."""
+def display_uri(tracking_uri: str, mask: str = ":***") -> str:
+    """The URI without a password, for messages: `user:***@host`; with mask ""
+    (what a file keeps), `user@host`."""
     parts = urlsplit(tracking_uri)
     if parts.password is None:
         return tracking_uri
-    netloc = parts.netloc.replace(f":{parts.password}@", ":***@", 1)
+    netloc = parts.netloc.replace(f":{parts.password}@", f"{mask}@", 1)
     return urlunsplit(parts._replace(netloc=netloc))
 
 
 # How long the first request to a tracking server may take, without retries:
 # MLflow's defaults (7 retries, 120 s timeout) take minutes to report a server
-# that is down. Later requests of the run keep MLflow's retries.
+# that is down.
 _SERVER_CHECK_TIMEOUT_SECONDS = 5
 
 
 @contextmanager
-def _no_http_retries() -> Iterator[None]:
+def http_limits(max_retries: int, timeout: int) -> Iterator[None]:
+    """MLflow's requests to a server, while in this block: at most `max_retries`
+    retries (backoff 0, 2, 4 ... s) and `timeout` seconds without an answer each.
+
+    MLflow reads these variables at every request, so they bound exactly the
+    requests made here.
+    """
     overrides = {
-        "MLFLOW_HTTP_REQUEST_MAX_RETRIES": "0",
-        "MLFLOW_HTTP_REQUEST_TIMEOUT": str(_SERVER_CHECK_TIMEOUT_SECONDS),
+        "MLFLOW_HTTP_REQUEST_MAX_RETRIES": str(max_retries),
+        "MLFLOW_HTTP_REQUEST_BACKOFF_FACTOR": "1",
+        "MLFLOW_HTTP_REQUEST_TIMEOUT": str(timeout),
     }
     saved = {name: os.environ.get(name) for name in overrides}
     os.environ.update(overrides)
@@ -114,14 +123,15 @@ def first_line(error: BaseException) -> str:
     return text.splitlines()[0][:500]
 
 
-def _connection_failure(error: BaseException) -> str:
-    """The cause in MLflow's long request error: `[Errno 111] Connection refused`."""
+def connection_failure(error: BaseException, timeout: float) -> str:
+    """The cause in MLflow's long request error: `[Errno 111] Connection refused`,
+    or no answer within `timeout` seconds."""
     text = str(error)
     errno = re.search(r"\[Errno -?\d+\] [^'\"()]+", text)
     if errno:
         return errno.group(0).strip()
     if "timed out" in text.lower():
-        return f"no answer within {_SERVER_CHECK_TIMEOUT_SECONDS} s"
+        return f"no answer within {timeout:g} s"
     return first_line(error)
 
 
@@ -169,6 +179,27 @@ def _permission_refusal(shown: str, experiment_name: str, action: str) -> str:
         "on it (a run writes there), or set MLFLOW_EXPERIMENT_NAME to an "
         "experiment of your own"
     )
+
+
+def server_unreachable(error: BaseException) -> bool:
+    """Whether `error`, or what it was raised from, is a request to a server that
+    got no answer: refused, cut off, timed out, or still failing (5xx) after its
+    retries. Any other error (a refused request, a bad value) is not."""
+    seen: set[int] = set()
+    cause: BaseException | None = error
+    while cause is not None and id(cause) not in seen:
+        seen.add(id(cause))
+        if isinstance(
+            cause,
+            requests.exceptions.ConnectionError
+            | requests.exceptions.Timeout
+            | requests.exceptions.RetryError
+            | ConnectionError
+            | TimeoutError,
+        ):
+            return True
+        cause = cause.__cause__ or cause.__context__
+    return False
 
 
 def check_sqlite_store_writable(database: Path) -> None:
@@ -316,7 +347,7 @@ def open_experiment(tracking_uri: str, experiment_name: str) -> str:
     with _first_contact_lock(database):
         client = MlflowClient(tracking_uri)
         try:
-            with _no_http_retries():
+            with http_limits(0, _SERVER_CHECK_TIMEOUT_SECONDS):
                 experiment = client.get_experiment_by_name(experiment_name)
         except Exception as error:  # noqa: BLE001 - any failure to reach the store
             refusal = _refusal(error, shown, experiment_name)
@@ -329,8 +360,9 @@ def open_experiment(tracking_uri: str, experiment_name: str) -> str:
             )
             raise TrackingStoreError(
                 f"the MLflow tracking {where} {shown} cannot be reached "
-                f"({_connection_failure(error)}): start it, or set MLFLOW_TRACKING_URI to a "
-                "reachable store (unset, runs go to the project's mlflow.db)"
+                f"({connection_failure(error, _SERVER_CHECK_TIMEOUT_SECONDS)}): "
+                "start it, or set MLFLOW_TRACKING_URI to a reachable store (unset, "
+                "runs go to the project's mlflow.db)"
             ) from error
         if experiment is None:
             try:
