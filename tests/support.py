@@ -12,7 +12,7 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 
 import numpy as np
@@ -119,6 +119,7 @@ def kedro_env(tracking_uri: str | None, **extra: str) -> dict[str, str]:
 
 
 KEDRO = [sys.executable, "-m", "kedro"]
+ENSEMBLE_BO = [sys.executable, "-m", "ensemble_bo"]
 
 
 def kedro(
@@ -127,10 +128,12 @@ def kedro(
     tracking_uri: str | None,
     timeout: float = 600,
     preexec_fn=None,
+    command: Sequence[str] = KEDRO,
     **extra_env: str,
 ) -> subprocess.CompletedProcess:
+    """`kedro *args` (or `command *args`) run in `project`, its output captured."""
     return subprocess.run(
-        [*KEDRO, *args],
+        [*command, *args],
         cwd=project,
         env=kedro_env(tracking_uri, **extra_env),
         capture_output=True,

@@ -17,7 +17,6 @@ import os
 import re
 import signal
 import subprocess
-import sys
 import time
 from pathlib import Path
 
@@ -27,8 +26,10 @@ from mlflow.tracking import MlflowClient
 from tests.mlflow_server import MlflowServer
 from tests.support import (
     CHEAP_SEGOR,
+    ENSEMBLE_BO,
     KEDRO,
     copy_project,
+    kedro,
     kedro_env,
     kill_group,
     wait_until,
@@ -106,14 +107,13 @@ def upload(project: Path, output: str) -> subprocess.CompletedProcess:
     """The upload command the run's output names, run in the project."""
     (folder,) = UPLOAD.findall(output)
     assert (project / folder).is_dir()
-    return subprocess.run(
-        [sys.executable, "-m", "ensemble_bo", "upload-run", folder],
-        cwd=project,
-        env=kedro_env(None),
-        capture_output=True,
-        text=True,
+    return kedro(
+        project,
+        "upload-run",
+        folder,
+        tracking_uri=None,
         timeout=300,
-        check=False,
+        command=ENSEMBLE_BO,
     )
 
 

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import json
 import subprocess
-import sys
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -35,11 +34,10 @@ from ensemble_bo.rerun import (
     time_budget_note,
 )
 from ensemble_bo.tracking.run_tags import RUNTIME_PARAMS_ARTIFACT
-from tests.support import CHEAP_SEGOR, git, git_project, kedro_env
+from tests.support import CHEAP_SEGOR, ENSEMBLE_BO, git, git_project, kedro_env
 
 PARAMS = f"dataset=cpu_performance,budget=6,segor.optimizer.n_initial=3,{CHEAP_SEGOR}"
 EXPERIMENT = "ensemble_bo"
-ENSEMBLE_BO = [sys.executable, "-m", "ensemble_bo"]
 
 
 @pytest.fixture(scope="module")

@@ -15,8 +15,6 @@ import os
 import pickle
 import re
 import shutil
-import subprocess
-import sys
 from pathlib import Path
 
 import mlflow
@@ -38,11 +36,11 @@ from ensemble_bo.tracking.store import open_experiment
 from tests.core.test_result_files import every_field_result
 from tests.support import (
     CHEAP_AUTO,
+    ENSEMBLE_BO,
     PROJECT,
     copy_project,
     git_project,
     kedro,
-    kedro_env,
 )
 
 MODEL = "tree_model"
@@ -207,14 +205,8 @@ def test_a_posthoc_run_reads_a_logged_pool_as_data_and_its_rerun_reproduces_it(
     assert posthoc.data.tags["pool_source"] == (
         f"runs:/{smbo.info.run_id}/pools/smbo_search_result"
     )
-    rerun = subprocess.run(
-        [sys.executable, "-m", "ensemble_bo", "rerun", posthoc.info.run_id],
-        cwd=project,
-        env=kedro_env(uri),
-        capture_output=True,
-        text=True,
-        timeout=600,
-        check=False,
+    rerun = kedro(
+        project, "rerun", posthoc.info.run_id, tracking_uri=uri, command=ENSEMBLE_BO
     )
     assert rerun.returncode == 0, rerun.stdout[-3000:] + rerun.stderr[-3000:]
     assert f"(rerun of {posthoc.info.run_id}) has the same" in rerun.stdout
