@@ -21,6 +21,12 @@ MLFLOW_AUTH ?=
 # READ: the whole team sees and compares every run, while only the experiment's
 # creator (MANAGE) and those they or an admin grant EDIT change runs or artifacts.
 MLFLOW_AUTH_DEFAULT_PERMISSION ?= READ
+# basic: seconds a checked password is remembered. Checking one costs about 0.1 s
+# by design (scrypt), and a run makes a few hundred requests: without the cache a
+# small run against the server takes 50 s instead of 11. A changed password or a
+# deleted user may still be accepted that long by the server's other workers; 0
+# checks every request.
+MLFLOW_AUTH_CACHE_SECONDS ?= 60
 # The Host headers it answers, comma-separated, as clients write the server in
 # their URI (mlflow.team:5000); unset: MLflow's default, localhost and private IPs.
 MLFLOW_ALLOWED_HOSTS ?=
@@ -93,6 +99,9 @@ else
 ifneq ($(strip $(MLFLOW_AUTH_DEFAULT_PERMISSION)),$(or $(filter READ USE EDIT MANAGE NO_PERMISSIONS,$(MLFLOW_AUTH_DEFAULT_PERMISSION)),-))
 $(error MLFLOW_AUTH_DEFAULT_PERMISSION=$(MLFLOW_AUTH_DEFAULT_PERMISSION) is not a permission: READ, USE, EDIT, MANAGE or NO_PERMISSIONS)
 endif
+ifneq ($(shell printf '%s' '$(MLFLOW_AUTH_CACHE_SECONDS)' | grep -xE '[0-9]+'),$(or $(MLFLOW_AUTH_CACHE_SECONDS),-))
+$(error MLFLOW_AUTH_CACHE_SECONDS=$(MLFLOW_AUTH_CACHE_SECONDS) is not a whole number of seconds (0: check the password on every request))
+endif
 ifeq ($(wildcard $(SERVER_DIR)/basic_auth.db)$(MLFLOW_AUTH_ADMIN_PASSWORD),)
 $(error MLFLOW_AUTH=basic: the first start creates the server's admin user and needs its password in MLFLOW_AUTH_ADMIN_PASSWORD (12 characters or more; read -rs MLFLOW_AUTH_ADMIN_PASSWORD && export MLFLOW_AUTH_ADMIN_PASSWORD))
 endif
@@ -100,7 +109,8 @@ AUTH_CONFIG := $(abspath $(SERVER_DIR))/basic_auth.ini
 WRITE_AUTH_CONFIG := printf '%s\n' '; written by make server at each start' '[mlflow]' \
 	'default_permission = $(MLFLOW_AUTH_DEFAULT_PERMISSION)' \
 	'database_uri = sqlite:///$(abspath $(SERVER_DIR))/basic_auth.db' \
-	'admin_username = admin' > $(AUTH_CONFIG)
+	'admin_username = admin' 'auth_cache_ttl_seconds = $(MLFLOW_AUTH_CACHE_SECONDS)' \
+	> $(AUTH_CONFIG)
 MLFLOW_AUTH_CONFIG_PATH := $(AUTH_CONFIG)
 endif
 # recursive (=): $$ stays a shell $ until the recipe runs

@@ -98,6 +98,9 @@ class MlflowServer:
             # No background job runner (huey consumers): these servers only
             # track runs, and start in about half the time without it.
             "MLFLOW_SERVER_ENABLE_JOB_EXECUTION": "false",
+            # One uvicorn worker also where the command does not say (make
+            # server's default is four): each imports MLflow, long on busy cores.
+            "MLFLOW_WORKERS": "1",
         }
         env.pop("MLFLOW_TRACKING_URI", None)
         for attempt in range(attempts):

@@ -34,6 +34,7 @@ MAKE_ENV = (
     "SERVER_DIR",
     "MLFLOW_AUTH",
     "MLFLOW_AUTH_DEFAULT_PERMISSION",
+    "MLFLOW_AUTH_CACHE_SECONDS",
     "MLFLOW_AUTH_CONFIG_PATH",
     "MLFLOW_AUTH_ADMIN_PASSWORD",
     "MLFLOW_ALLOWED_HOSTS",
@@ -201,7 +202,7 @@ def test_server_with_logins_and_the_allowed_hosts(tmp_path):
         "printf '%s\\n' '; written by make server at each start' '[mlflow]'"
         " 'default_permission = READ'"
         f" 'database_uri = sqlite:///{server_dir}/basic_auth.db'"
-        f" 'admin_username = admin' > {settings}"
+        f" 'admin_username = admin' 'auth_cache_ttl_seconds = 60' > {settings}"
     ) in out
     assert f"MLFLOW_AUTH_CONFIG_PATH={settings} MLFLOW_FLASK_SERVER_SECRET_KEY=" in out
     assert out.endswith(
@@ -250,6 +251,18 @@ def test_server_with_logins_restarts_without_the_admin_s_password(tmp_path):
             },
             "MLFLOW_AUTH_DEFAULT_PERMISSION=read is not a permission: READ, USE, "
             "EDIT, MANAGE or NO_PERMISSIONS",
+        ),
+        *(
+            (
+                {
+                    "MLFLOW_AUTH": "basic",
+                    "MLFLOW_AUTH_ADMIN_PASSWORD": "the-admin-s-first-password",
+                    "MLFLOW_AUTH_CACHE_SECONDS": seconds,
+                },
+                f"MLFLOW_AUTH_CACHE_SECONDS={seconds} is not a whole number of "
+                "seconds (0: check the password on every request)",
+            )
+            for seconds in ("1m", "-5", "")
         ),
         (
             {

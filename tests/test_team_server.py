@@ -92,7 +92,6 @@ class Team(NamedTuple):
 def team(tmp_path_factory) -> Iterator[Team]:
     """The server, its users (alice, bob, carol), and alice's run on it."""
     root = tmp_path_factory.mktemp("team_server")
-    # four uvicorn workers (make server's default) on two busy cores
     with TeamServer(root, startup_timeout=180) as server:
         with signed_in(ADMIN):
             admin = get_app_client("basic-auth", tracking_uri=server.uri)
@@ -120,6 +119,7 @@ def team(tmp_path_factory) -> Iterator[Team]:
 def test_the_makefile_wrote_the_auth_settings_beside_the_store(team):
     settings = (team.server.root / "basic_auth.ini").read_text()
     assert "default_permission = READ" in settings
+    assert "auth_cache_ttl_seconds = 60" in settings
     assert f"database_uri = sqlite:///{team.server.root}/basic_auth.db" in settings
     assert ADMIN[1] not in settings, "the admin's password stays in the environment"
     assert (team.server.root / "basic_auth.db").is_file()
