@@ -11,7 +11,11 @@ for regression, error rate for classification. Tools:
 - ours: SEGOR (regression) / SEGO (classification) in the multi-family spaces
   segor_sklearn / sego_sklearn, `EnsembleSearch(time_budget=T)`;
 - segor_paper (`--with-paper-space`, regression): SEGOR in its paper's default
-  space, decision_tree_regressor, at the same T.
+  space, decision_tree_regressor, at the same T;
+- ours:<objective> (classification): SEGO with each objective of `sego.loss`
+  (squared_margin, error, log_loss, brier), its ensemble combined as the
+  objective scores it, against the first one named. Classification cells also
+  report test log-loss, Brier score and ROC AUC of predict_proba.
 
 Both get the same raw DataFrame (text columns as they are): ours one-hot encodes
 them, FLAML makes them pandas categoricals. Everything runs single-threaded.
@@ -60,6 +64,7 @@ from ensemble_bo.core.grid import (
     repetition_seed,
     run_tool_cell,
 )
+from ensemble_bo.core.zoo import model_task
 
 PROJECT = Path(__file__).resolve().parents[1]
 DEFAULT_OUTPUT = PROJECT / "benchmarks" / "results" / "flaml_comparison.jsonl"
@@ -91,11 +96,22 @@ DEFAULT_DATASETS = REGRESSION + CLASSIFICATION
 # A large budget of configurations: the time budget is what ends our searches.
 DEFAULT_BUDGET = 10_000
 N_FOLDS = 5
-TOOLS = ("flaml", "ours", "segor_paper")
+# SEGO's objectives (sego.loss), each with the final ensemble combined as the
+# objective scores it (voting auto): the candidates for the classification default.
+SEGO_OBJECTIVES = ("squared_margin", "error", "log_loss", "brier")
+TOOLS = ("flaml", "ours", "segor_paper", *(f"ours:{loss}" for loss in SEGO_OBJECTIVES))
 TOOL_LABELS = {
     "flaml": "FLAML",
     "ours": "ours",
     "segor_paper": "segor, paper space",
+    **{f"ours:{loss}": f"ours, sego {loss}" for loss in SEGO_OBJECTIVES},
+}
+# Classification metrics of every record that has them, reported side by side.
+PROBABILITY_METRICS = {
+    "test_loss": "error",
+    "test_log_loss": "log-loss",
+    "test_brier": "Brier",
+    "test_roc_auc": "ROC AUC",
 }
 # The column of EnsembleSearch.members_ that names a member's family, by space.
 FAMILY_COLUMNS = ("regressor", "classifier")
@@ -119,20 +135,16 @@ def tool_setup(tool: str, task: str, args: argparse.Namespace) -> dict[str, Any]
     if tool == "flaml":
         return {"estimator_list": "auto", "eval_method": "cv", "n_splits": N_FOLDS}
     if tool == "segor_paper":
-        if task != "regression":
-            return {}
-        return {
-            "method": "segor",
-            "model": "decision_tree_regressor",
-            "budget": args.budget,
-        }
-    if task == "regression":
-        return {
-            "method": "segor",
-            "model": args.regression_space,
-            "budget": args.budget,
-        }
-    return {"method": "sego", "model": args.classification_space, "budget": args.budget}
+        method, model = "segor", "decision_tree_regressor"
+    elif tool.startswith("ours:"):
+        method, model = f"sego:{tool.removeprefix('ours:')}", args.classification_space
+    elif task == "regression":
+        method, model = "segor", args.regression_space
+    else:
+        method, model = "sego", args.classification_space
+    if model_task(model) != task:  # e.g. a classification objective on regression
+        return {}
+    return {"method": method, "model": model, "budget": args.budget}
 
 
 # --------------------------------------------------------------------------- tools
@@ -222,7 +234,7 @@ def fit_ours(
     }
 
 
-FITTERS = {"flaml": fit_flaml, "ours": fit_ours, "segor_paper": fit_ours}
+FITTERS = {tool: fit_ours for tool in TOOLS} | {"flaml": fit_flaml}
 
 
 def run_cell(
@@ -236,23 +248,31 @@ def run_cell(
 # --------------------------------------------------------------------------- report
 
 
-def _paired(frame: pd.DataFrame, a: str, b: str) -> pd.DataFrame:
-    """Cells where both tools finished: columns a and b (test losses), by dataset, r."""
+def _paired(
+    frame: pd.DataFrame, a: str, b: str, metric: str = "test_loss"
+) -> pd.DataFrame:
+    """Cells where both tools finished: columns a and b (their `metric`), by dataset, r."""
     wide = frame.pivot_table(
-        index=["dataset", "repetition"], columns="tool", values="test_loss"
+        index=["dataset", "repetition"], columns="tool", values=metric
     )
     if a not in wide or b not in wide:
         return pd.DataFrame(columns=[a, b])
     return wide[[a, b]].dropna()
 
 
-def _comparison_rows(frame: pd.DataFrame, tools: list[str]) -> list[list[str]]:
+def _comparison_rows(
+    frame: pd.DataFrame, tools: list[str], metric: str = "test_loss"
+) -> list[list[str]]:
     pairs = [(tool, "flaml") for tool in tools if tool != "flaml"]
     if "ours" in tools and "segor_paper" in tools:
         pairs.append(("ours", "segor_paper"))
+    # each SEGO objective against the first of them run (the current default first)
+    objectives = [tool for tool in tools if tool.startswith("ours:")]
+    pairs += [(tool, objectives[0]) for tool in objectives[1:]]
+    sign = -1.0 if metric == "test_roc_auc" else 1.0  # lower wins, so negate AUC
     rows = []
     for a, b in pairs:
-        paired = _paired(frame, a, b)
+        paired = sign * _paired(frame, a, b, metric)
         if paired.empty:
             continue
         x, y = paired[a].to_numpy(), paired[b].to_numpy()
@@ -272,6 +292,24 @@ def _comparison_rows(frame: pd.DataFrame, tools: list[str]) -> list[list[str]]:
             ]
         )
     return rows
+
+
+def _metric_means(frame: pd.DataFrame, tools: list[str]) -> str:
+    """Each tool's mean error, log-loss, Brier score and ROC AUC over its cells."""
+    rows = []
+    for tool in tools:
+        part = frame[frame["tool"] == tool]
+        rows.append(
+            [TOOL_LABELS[tool], str(len(part))]
+            + [
+                tables.fmt(tables.mean_of(part[m])) if m in part else "-"
+                for m in PROBABILITY_METRICS
+            ]
+            + [tables.fmt(tables.mean_of(part["n_trials"]), 1)]
+        )
+    return tables.markdown_table(
+        ["tool", "cells", *PROBABILITY_METRICS.values(), "mean trials"], rows
+    )
 
 
 def _timing_rows(frame: pd.DataFrame, tools: list[str]) -> list[list[str]]:
@@ -404,8 +442,16 @@ def report(records: dict[str, dict[str, Any]], path: Path) -> str:
                     ["dataset", *(TOOL_LABELS[t] for t in here)], rows
                 ),
             ]
-            comparisons = _comparison_rows(part, here)
-            if comparisons:
+            metrics = ["test_loss"]
+            if task == "classification":
+                metrics += [m for m in list(PROBABILITY_METRICS)[1:] if m in part]
+                lines += ["", "Means over cells:", "", _metric_means(part, here)]
+            for metric in metrics:
+                comparisons = _comparison_rows(part, here, metric)
+                if not comparisons:
+                    continue
+                if task == "classification":
+                    lines += ["", f"Paired on {PROBABILITY_METRICS[metric]}:"]
                 lines += [
                     "",
                     tables.markdown_table(

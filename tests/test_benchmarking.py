@@ -12,7 +12,7 @@ import numpy as np
 import pandas as pd
 import pytest
 from scipy import stats
-from sklearn.dummy import DummyRegressor
+from sklearn.dummy import DummyClassifier, DummyRegressor
 
 from ensemble_bo.benchmarking.runner import resume, run_cells
 from ensemble_bo.benchmarking.store import CellFolder, CellLines
@@ -38,6 +38,11 @@ def diabetes() -> pd.DataFrame:
 def fit_mean(cell, X, y):
     """A tool that predicts the training mean (picklable: a module function)."""
     return DummyRegressor().fit(X, y), {"fit_wall_seconds": 0.0, "tool_note": 1}
+
+
+def fit_prior(cell, X, y):
+    """A classifier that predicts the training class frequencies for every row."""
+    return DummyClassifier(strategy="prior").fit(X, y), {"fit_wall_seconds": 0.0}
 
 
 def fit_broken(cell, X, y):
@@ -109,6 +114,28 @@ def test_a_tool_cell_is_scored_on_the_pipeline_s_split_of_its_seed():
         len(split.test_target),
     )
     assert result["cell_wall_seconds"] > 0 and result["finished"]
+
+
+def test_a_classification_cell_also_records_the_test_probability_metrics():
+    raw = pd.read_csv(PROJECT / "data/01_raw/pima.csv")
+    cell = ToolCell("pima", 0, 0, "prior", task="classification")
+    result = run_tool_cell(cell, raw, DATA_PROCESSING, fit_prior)
+    from ensemble_bo.core.preparation import split_dataset  # noqa: PLC0415
+
+    split = split_dataset(raw, "pima", DATA_PROCESSING, 0)
+    # by hand: every row gets the training frequencies (p0, p1); the majority
+    # class is predicted everywhere
+    labels = np.sort(split.train_target.unique())
+    p = split.train_target.value_counts(normalize=True).reindex(labels).to_numpy()
+    truth = (split.test_target.to_numpy()[:, None] == labels[None, :]).astype(float)
+    assert result["test_loss"] == pytest.approx(1 - truth[:, np.argmax(p)].mean())
+    assert result["test_log_loss"] == pytest.approx(-np.log(truth @ p).mean())
+    assert result["test_brier"] == pytest.approx(((truth - p) ** 2).sum(axis=1).mean())
+    assert result["test_roc_auc"] == pytest.approx(0.5)  # one score for every row
+    regression = run_tool_cell(
+        tool_cell(task="regression"), diabetes(), DATA_PROCESSING, fit_mean
+    )
+    assert "test_log_loss" not in regression
 
 
 def test_a_tool_cell_that_raises_is_a_failed_record_with_its_traceback():

@@ -55,7 +55,11 @@ from ensemble_bo.core.preparation import (
     split_dataset,
     validate_dataset,
 )
-from ensemble_bo.core.refit import refit_and_score, test_sample_losses
+from ensemble_bo.core.refit import (
+    classification_test_metrics,
+    refit_and_score,
+    test_sample_losses,
+)
 from ensemble_bo.core.zoo import model_task
 
 # Parameters every cell reads besides its method's: the final model's combiner.
@@ -576,7 +580,9 @@ def run_tool_cell(
 
     The split is the pipeline's of the same seed (`split_dataset`); the test
     loss is the mean of the project's per-sample test losses (`test_sample_losses`:
-    the target standardized by the training part's std, or 0/1 errors). A cell
+    the target standardized by the training part's std, or 0/1 errors); a
+    classifier with predict_proba also gets its test log-loss, Brier score and
+    ROC AUC (`classification_test_metrics`). A cell
     that raises is a record too: status failed, its error and traceback.
     """
     record = cell.coordinates
@@ -597,6 +603,15 @@ def run_tool_cell(
             raise ValueError(
                 f"{cell.tool} predicted shape {losses.shape} for "
                 f"{len(split.test_target)} test rows"
+            )
+        if task == "classification" and hasattr(model, "predict_proba"):
+            record.update(
+                {
+                    f"test_{metric}": value
+                    for metric, value in classification_test_metrics(
+                        model, split.test_features, split.test_target
+                    ).items()
+                }
             )
         record.update(
             status="ok",
