@@ -267,6 +267,30 @@ def test_params_may_not_set_what_an_argument_sets(concrete, params, message):
         EnsembleSearch(budget=2, params=params).fit(X, y)
 
 
+def test_a_search_cuts_every_trial_but_the_first_at_its_share_of_the_time_budget(
+    concrete,
+):
+    X, y, _ = concrete
+    search = EnsembleRegressor(
+        method="segor",
+        model="decision_tree_regressor",
+        budget=3,
+        time_budget=600,
+        params={"max_trial_share": 1e-7},  # 60 microseconds: no fit is that quick
+        random_state=0,
+    ).fit(X, y)
+    errors = search.result_.pool.errors
+    assert errors[0] is None  # the first trial is never cut
+    assert (
+        errors[1:]
+        == [
+            "TimeoutError: fit exceeded its share of the time budget "
+            "(1e-07 x 600 s = 6e-05 s)"
+        ]
+        * 2
+    )
+
+
 def test_every_setting_is_a_parameter_scikit_learn_sees():
     assert set(EnsembleSearch().get_params()) == {
         "method",

@@ -336,6 +336,18 @@ def test_the_time_limit_applies_when_it_is_shorter_than_the_time_left(limited, b
     assert result.error == f"TimeoutError: fit exceeded the time limit of {LIMIT:g} s"
 
 
+def test_a_trial_past_its_share_of_the_time_budget_is_cut_there(limited, budget):
+    _worker_pid(limited)  # the worker is up
+    budget.trial_share = 0.002  # 2 s of the budget's 1000 s per trial
+    result = limited(request({"probe": "sleep", "seconds": 60.0}, deadline=budget))
+    assert result.error == (
+        "TimeoutError: fit exceeded its share of the time budget (0.002 x 1000 s = 2 s)"
+    )
+    assert result.fit_seconds >= 2.0 and not budget.spent()
+    # a trial within its share is not cut
+    assert limited(request({"probe": "sleep", "seconds": 0.0}, deadline=budget)).ok
+
+
 def test_an_evaluator_with_a_worker_can_be_pickled(limited):
     worker = _worker_pid(limited)
     copy = pickle.loads(pickle.dumps(limited))

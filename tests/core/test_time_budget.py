@@ -16,6 +16,7 @@ from ensemble_bo.core.runners import SerialRunner
 from ensemble_bo.core.time_budget import (
     TimeBudget,
     check_time_budget,
+    check_trial_share,
     deadline_for,
     trial_limit,
 )
@@ -156,6 +157,34 @@ def test_a_bad_time_budget_is_refused_before_anything_is_trained(seconds):
     settings = {**default_parameters(), "time_budget": seconds}
     with pytest.raises(InvalidInput, match=f"time_budget must be .*got {seconds!r}"):
         check_settings("segor", settings)
+
+
+@pytest.mark.parametrize("share", [0, -0.1, 1.5, float("nan"), True, "0.1"])
+def test_a_trial_share_must_be_in_zero_one(share):
+    with pytest.raises(
+        ValueError, match=f"max_trial_share .*got {re.escape(repr(share))}"
+    ):
+        check_trial_share(share)
+    settings = {**default_parameters(), "max_trial_share": share}
+    with pytest.raises(InvalidInput, match="max_trial_share must be"):
+        check_settings("segor", settings)
+
+
+def test_a_trial_s_limit_is_the_smallest_of_its_time_limit_share_and_time_left():
+    clock = FakeClock()
+    budget = TimeBudget(30.0, clock=clock, trial_share=0.1)
+    budget.start()
+    assert budget.trial_cap == pytest.approx(3.0)
+    share = "exceeded its share of the time budget (0.1 x 30 s = 3 s)"
+    assert trial_limit(None, budget) == (pytest.approx(3.0), share)
+    assert trial_limit(2.0, budget) == (2.0, "exceeded the time limit of 2 s")
+    assert trial_limit(3.0, budget)[1] == "exceeded the time limit of 3 s"  # a tie
+    clock.now += 28.5  # 1.5 s left: the end of the budget comes first
+    limit, cut_by = trial_limit(None, budget)
+    assert limit == pytest.approx(1.5) and "end of the time budget of 30 s" in cut_by
+    # the first trial carries no deadline, so no share caps it
+    assert trial_limit(None, deadline_for(budget, first=True)) == (None, "")
+    assert TimeBudget(None, trial_share=0.1).trial_cap is None  # no budget: no cap
 
 
 def test_the_first_evaluation_is_not_cut_by_a_spent_budget():

@@ -523,7 +523,7 @@ def run_method(
         derive_seed(seed, "optimizer"),
         **chosen.optimizer_options(search.optimizer),
     )
-    time_budget = TimeBudget(settings.time_budget)
+    time_budget = TimeBudget(settings.time_budget, trial_share=settings.max_trial_share)
     evaluate = WorkerEvaluator(
         CrossValidation(
             model,

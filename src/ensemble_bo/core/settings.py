@@ -204,6 +204,7 @@ SHARED_PARAMS = (
     "default_models",
     "budget",
     "time_budget",
+    "max_trial_share",
     "max_initial_failures",
     "parallel",
 )
@@ -215,7 +216,8 @@ class MethodSettings:
     blocks by name, and what every method reads beside them.
 
     budget: configurations trained (with a fidelity schedule, full-fidelity
-    equivalents); time_budget: seconds or None; max_initial_failures: failed
+    equivalents); time_budget: seconds or None; max_trial_share: the share of
+    time_budget one trial may take, None: no cap; max_initial_failures: failed
     first trials that stop the search, None: never; parallel: where the trials
     train; models: the models by name; default_models: the model each
     task's `auto` takes.
@@ -224,6 +226,7 @@ class MethodSettings:
     blocks: Mapping[str, Block]
     budget: float
     time_budget: float | None
+    max_trial_share: float | None
     max_initial_failures: int | None
     parallel: Any  # core.runners.ParallelSettings
     models: Mapping[str, Mapping[str, Any]]

@@ -9,7 +9,8 @@ a trial that would run past the end is cut like any trial past its time limit
 multi-fidelity search's first bracket, whose top rung brings the first model,
 carry no deadline (`deadline_for`): a search always has a model to refit. A
 search therefore ends within one proposal's time of its budget, or one
-trial's (bracket's) when that first one ends later.
+trial's (bracket's) when that first one ends later. With `max_trial_share`,
+every other trial is also cut at that share of the budget.
 
 The clock starts when the search starts, so the budget covers the start-up of
 the process that evaluations run in (a few seconds: it imports scikit-learn),
@@ -52,20 +53,37 @@ def check_time_budget(seconds: object) -> float | None:
     return float(seconds)
 
 
+def check_trial_share(share: object) -> float | None:
+    """`max_trial_share` as a float in (0, 1], or None (no cap)."""
+    if share is None:
+        return None
+    if not is_seconds(share) or share > 1:
+        raise ValueError(
+            "max_trial_share must be a number in (0, 1] (the most of the time "
+            f"budget one trial may take, e.g. 0.1) or null, got {share!r}"
+        )
+    return float(share)
+
+
 class TimeBudget:
     """The wall time a search may spend; `seconds=None` is no limit.
 
     `start()` starts the clock; `charge(s)` adds time spent elsewhere (a
     replayed trial's recorded seconds); `remaining()` is None without a limit.
-    `clock` reads the time in seconds (a test's fake clock).
+    `trial_share` caps one trial at that share of `seconds` (`trial_cap`;
+    auto-sklearn caps a run at a tenth), so that a few slow configurations
+    cannot take a short budget. `clock` reads the time in seconds (a test's
+    fake clock).
     """
 
     def __init__(
         self,
         seconds: float | None = None,
         clock: Callable[[], float] = time.monotonic,
+        trial_share: float | None = None,
     ) -> None:
         self.seconds = check_time_budget(seconds)
+        self.trial_share = check_trial_share(trial_share)
         self.clock = clock
         self._started: float | None = None
         self._charged = 0.0
@@ -77,6 +95,13 @@ class TimeBudget:
     @property
     def started(self) -> bool:
         return self._started is not None
+
+    @property
+    def trial_cap(self) -> float | None:
+        """Seconds one trial may take (`trial_share` of the budget); None: no cap."""
+        if self.seconds is None or self.trial_share is None:
+            return None
+        return self.trial_share * self.seconds
 
     def charge(self, seconds: float) -> None:
         self._charged += max(0.0, float(seconds))
@@ -115,18 +140,33 @@ def trial_limit(
 ) -> tuple[float | None, str]:
     """One trial's limit in seconds (None: none) and what a cut trial's error says.
 
-    The smaller of `time_limit` (seconds per configuration) and what the
-    trial's `deadline` has left, taken when the trial starts.
+    The smallest of `time_limit` (seconds per configuration), the `deadline`'s
+    cap on one trial (its share of the budget) and what the deadline has left,
+    taken when the trial starts.
     """
+    limits = []
+    if time_limit is not None:
+        limits.append((time_limit, f"exceeded the time limit of {time_limit:g} s"))
+    if deadline is not None and deadline.trial_cap is not None:
+        limits.append(
+            (
+                deadline.trial_cap,
+                f"exceeded its share of the time budget ({deadline.trial_share:g} "
+                f"x {deadline.seconds:g} s = {deadline.trial_cap:g} s)",
+            )
+        )
     remaining = None if deadline is None else deadline.remaining()
-    if remaining is None or (time_limit is not None and time_limit <= remaining):
-        if time_limit is None:
-            return None, ""
-        return time_limit, f"exceeded the time limit of {time_limit:g} s"
-    # A trial asked for with no time left is cut at once rather than run.
-    return max(remaining, 1e-3), (
-        f"was cut at the end of the time budget of {deadline.seconds:g} s"
-    )
+    if remaining is not None:
+        # A trial asked for with no time left is cut at once rather than run.
+        limits.append(
+            (
+                max(remaining, 1e-3),
+                f"was cut at the end of the time budget of {deadline.seconds:g} s",
+            )
+        )
+    if not limits:
+        return None, ""
+    return min(limits, key=lambda limit: limit[0])  # the first of equal limits
 
 
 def cut_before_start(

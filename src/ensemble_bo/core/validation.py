@@ -30,7 +30,11 @@ from ensemble_bo.core.settings import (
     did_you_mean,
 )
 from ensemble_bo.core.space import SearchSpace, parameter_from_spec
-from ensemble_bo.core.time_budget import check_time_budget, is_seconds
+from ensemble_bo.core.time_budget import (
+    check_time_budget,
+    check_trial_share,
+    is_seconds,
+)
 from ensemble_bo.core.zoo import (
     ITERATION_SETTINGS,
     MODEL_FACTORIES,
@@ -241,7 +245,8 @@ def check_settings(
     the typed settings the method then reads.
 
     Checks `budget` (int >= 1; with a fidelity schedule, a number > 0),
-    `time_budget` (seconds > 0 or null), `max_initial_failures` (int >= 1 or
+    `time_budget` (seconds > 0 or null), `max_trial_share` (a share in (0, 1]
+    or null), `max_initial_failures` (int >= 1 or
     null), `parallel` (core.parameters.ParallelSettings), `seed` if given (int
     >= 0), every model of `models` (its search space builds its estimator),
     each of the method's blocks (Block.parse: unknown keys, counts, losses for
@@ -268,6 +273,10 @@ def check_settings(
         time_budget = check_time_budget(parameters["time_budget"])
     except ValueError as error:
         raise InvalidInput(f"{error}; e.g. --params time_budget=60") from None
+    try:
+        max_trial_share = check_trial_share(parameters["max_trial_share"])
+    except ValueError as error:
+        raise InvalidInput(str(error)) from None
     try:
         max_initial_failures = check_max_initial_failures(
             parameters["max_initial_failures"]
@@ -302,6 +311,7 @@ def check_settings(
         blocks,
         budget,
         time_budget,
+        max_trial_share,
         max_initial_failures,
         parallel,
         parameters["models"],
