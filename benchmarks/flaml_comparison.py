@@ -15,7 +15,9 @@ for regression, error rate for classification. Tools:
 - ours:<objective> (classification): SEGO with each objective of `sego.loss`
   (squared_margin, error, log_loss, brier), its ensemble combined as the
   objective scores it, against the first one named. Classification cells also
-  report test log-loss, Brier score and ROC AUC of predict_proba.
+  report test log-loss, Brier score and ROC AUC of predict_proba;
+- any of ours with +name=value settings of our parameters, e.g.
+  `--tools ours ours+max_trial_share=0.1`, against the same tool without them.
 
 Both get the same raw DataFrame (text columns as they are): ours one-hot encodes
 them, FLAML makes them pandas categoricals. Everything runs single-threaded.
@@ -54,6 +56,7 @@ from pathlib import Path
 from typing import Any
 
 import pandas as pd
+import yaml
 
 from ensemble_bo.api import EnsembleSearch, default_parameters
 from ensemble_bo.benchmarking import scripts, tables
@@ -106,6 +109,9 @@ TOOL_LABELS = {
     "segor_paper": "segor, paper space",
     **{f"ours:{loss}": f"ours, sego {loss}" for loss in SEGO_OBJECTIVES},
 }
+# A tool's name may end in "+name=value" settings of our parameters (a dotted
+# name sets a nested one, values are YAML), e.g. ours+max_trial_share=0.1.
+SETTING_SEPARATOR = "+"
 # Classification metrics of every record that has them, reported side by side.
 PROBABILITY_METRICS = {
     "test_loss": "error",
@@ -130,8 +136,44 @@ PACKAGES = (
 # --------------------------------------------------------------------------- cells
 
 
+def parse_tool(tool: str) -> tuple[str, dict[str, Any]]:
+    """`"ours:log_loss+max_trial_share=0.1"` -> ("ours:log_loss", {"max_trial_share":
+    0.1}): a tool of TOOLS and the parameters it overrides; raises naming a bad one."""
+    name, *settings = tool.split(SETTING_SEPARATOR)
+    if name not in TOOLS:
+        raise argparse.ArgumentTypeError(f"unknown tool {name!r}; known: {list(TOOLS)}")
+    params: dict[str, Any] = {}
+    for setting in settings:
+        key, equals, value = setting.partition("=")
+        if not (key and equals) or name == "flaml":
+            raise argparse.ArgumentTypeError(
+                f"{tool!r}: only our tools take settings, as +name=value "
+                f"(e.g. ours+max_trial_share=0.1), got {setting!r}"
+            )
+        *path, last = key.split(".")
+        block = params
+        for part in path:
+            block = block.setdefault(part, {})
+        block[last] = yaml.safe_load(value)
+    return name, params
+
+
+def tool_name(tool: str) -> str:
+    parse_tool(tool)
+    return tool
+
+
+def label(tool: str) -> str:
+    """A tool's name in the report."""
+    name, _ = parse_tool(tool)
+    settings = tool.removeprefix(name).removeprefix(SETTING_SEPARATOR)
+    return TOOL_LABELS[name] + (f" ({settings})" if settings else "")
+
+
 def tool_setup(tool: str, task: str, args: argparse.Namespace) -> dict[str, Any]:
-    """What a tool runs with on a task (method, space, budget); {}: not for the task."""
+    """What a tool runs with on a task (method, space, budget, the parameters it
+    overrides); {}: not for the task."""
+    tool, params = parse_tool(tool)
     if tool == "flaml":
         return {"estimator_list": "auto", "eval_method": "cv", "n_splits": N_FOLDS}
     if tool == "segor_paper":
@@ -144,7 +186,8 @@ def tool_setup(tool: str, task: str, args: argparse.Namespace) -> dict[str, Any]
         method, model = "sego", args.classification_space
     if model_task(model) != task:  # e.g. a classification objective on regression
         return {}
-    return {"method": method, "model": model, "budget": args.budget}
+    setup = {"method": method, "model": model, "budget": args.budget}
+    return setup | ({"params": json.dumps(params, sort_keys=True)} if params else {})
 
 
 # --------------------------------------------------------------------------- tools
@@ -199,6 +242,7 @@ def fit_ours(
         "budget": setup["budget"],
         "cv": N_FOLDS,
         "random_state": cell.seed,
+        "params": json.loads(setup.get("params", "{}")),
     }
     if _time_budget_supported():
         kwargs["time_budget"] = cell.time_budget
@@ -242,7 +286,7 @@ def run_cell(
 ) -> dict[str, Any]:
     """Split, fit, score one cell, in a worker process: its JSON record."""
     scripts.quiet_learners()
-    return run_tool_cell(cell, raw, data_processing, FITTERS[cell.tool])
+    return run_tool_cell(cell, raw, data_processing, FITTERS[parse_tool(cell.tool)[0]])
 
 
 # --------------------------------------------------------------------------- report
@@ -267,8 +311,18 @@ def _comparison_rows(
     if "ours" in tools and "segor_paper" in tools:
         pairs.append(("ours", "segor_paper"))
     # each SEGO objective against the first of them run (the current default first)
-    objectives = [tool for tool in tools if tool.startswith("ours:")]
+    objectives = [
+        tool
+        for tool in tools
+        if tool.startswith("ours:") and SETTING_SEPARATOR not in tool
+    ]
     pairs += [(tool, objectives[0]) for tool in objectives[1:]]
+    # each tool with settings against the same tool without them
+    pairs += [
+        (tool, parse_tool(tool)[0])
+        for tool in tools
+        if SETTING_SEPARATOR in tool and parse_tool(tool)[0] in tools
+    ]
     sign = -1.0 if metric == "test_roc_auc" else 1.0  # lower wins, so negate AUC
     rows = []
     for a, b in pairs:
@@ -281,7 +335,7 @@ def _comparison_rows(
         dataset_wins = tables.wins(means[a], means[b])
         rows.append(
             [
-                f"{TOOL_LABELS[a]} vs {TOOL_LABELS[b]}",
+                f"{label(a)} vs {label(b)}",
                 str(len(paired)),
                 f"{won / len(paired):.2f} ({won:g}/{len(paired)})",
                 tables.fmt(tables.wilcoxon_p(x, y), 3),
@@ -300,7 +354,7 @@ def _metric_means(frame: pd.DataFrame, tools: list[str]) -> str:
     for tool in tools:
         part = frame[frame["tool"] == tool]
         rows.append(
-            [TOOL_LABELS[tool], str(len(part))]
+            [label(tool), str(len(part))]
             + [
                 tables.fmt(tables.mean_of(part[m])) if m in part else "-"
                 for m in PROBABILITY_METRICS
@@ -330,7 +384,7 @@ def _timing_rows(frame: pd.DataFrame, tools: list[str]) -> list[list[str]]:
         stopped = Counter(part["stopped_by"].fillna("?"))
         rows.append(
             [
-                TOOL_LABELS[tool],
+                label(tool),
                 str(len(part)),
                 tables.fmt(tables.mean_of(fit), 1),
                 tables.fmt(tables.mean_of(search), 1),
@@ -350,7 +404,7 @@ def _setup_lines(frame: pd.DataFrame, tools: list[str]) -> list[str]:
             ", ".join(f"{k} {v}" for k, v in json.loads(setup).items())
             for setup in tables.tool_setups(frame, tool)
         )
-        lines.append(f"- {TOOL_LABELS[tool]}: {described}")
+        lines.append(f"- {label(tool)}: {described}")
     return lines
 
 
@@ -363,7 +417,7 @@ def _family_lines(frame: pd.DataFrame, tools: list[str]) -> list[str]:
         if tool == "flaml":
             counts = Counter(part["best_estimator"].fillna("?"))
             mix = ", ".join(f"{name} {n}" for name, n in counts.most_common())
-            lines.append(f"- {TOOL_LABELS[tool]}: best estimator {mix}.")
+            lines.append(f"- {label(tool)}: best estimator {mix}.")
             continue
         appears = Counter(f for families in part["families"] for f in families)
         weight = Counter()
@@ -374,7 +428,7 @@ def _family_lines(frame: pd.DataFrame, tools: list[str]) -> list[str]:
             for name, n in appears.most_common()
         )
         lines.append(
-            f"- {TOOL_LABELS[tool]}: {tables.fmt(tables.mean_of(part['n_families']), 2)} families "
+            f"- {label(tool)}: {tables.fmt(tables.mean_of(part['n_families']), 2)} families "
             f"per ensemble on average (max {int(part['n_families'].max())}), "
             f"{tables.fmt(tables.mean_of(part['ensemble_members_distinct']), 1)} distinct members; "
             f"ensembles using each family (of {len(part)}): {mix}."
@@ -407,7 +461,9 @@ def report(records: dict[str, dict[str, Any]], path: Path) -> str:
     frame["families"] = frame["families"].apply(
         lambda v: v if isinstance(v, dict) else {}
     )
-    tools = [tool for tool in TOOLS if tool in set(frame["tool"])]
+    tools = sorted(
+        set(frame["tool"]), key=lambda tool: (TOOLS.index(parse_tool(tool)[0]), tool)
+    )
     for budget in sorted(frame["time_budget"].unique()):
         for task in ("regression", "classification"):
             part = frame[(frame["time_budget"] == budget) & (frame["task"] == task)]
@@ -438,9 +494,7 @@ def report(records: dict[str, dict[str, Any]], path: Path) -> str:
                 "",
                 "Mean test loss (repetitions):",
                 "",
-                tables.markdown_table(
-                    ["dataset", *(TOOL_LABELS[t] for t in here)], rows
-                ),
+                tables.markdown_table(["dataset", *(label(t) for t in here)], rows),
             ]
             metrics = ["test_loss"]
             if task == "classification":
@@ -540,9 +594,10 @@ def main() -> None:
     parser.add_argument(
         "--tools",
         nargs="+",
-        choices=TOOLS,
+        type=tool_name,
         default=["flaml", "ours"],
-        help="default: flaml ours",
+        help=f"of {', '.join(TOOLS)}, each optionally with +name=value settings of "
+        "our parameters (e.g. ours+max_trial_share=0.1); default: flaml ours",
     )
     parser.add_argument(
         "--with-paper-space",
