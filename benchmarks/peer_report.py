@@ -34,6 +34,7 @@ OPTIONAL_COLUMNS = (
     "best_estimator",
     "predict_seconds_per_1000",
     "model_bytes",
+    "fitted_bytes",
     "peer_versions",
 )
 
@@ -128,6 +129,7 @@ def cost_rows(frame: pd.DataFrame, tools: list[str]) -> list[list[str]]:
             refit = pd.to_numeric(part["refit_seconds"], errors="coerce")
         stopped = Counter(part["stopped_by"].fillna("?"))
         megabytes = pd.to_numeric(part["model_bytes"], errors="coerce") / 1e6
+        fitted = pd.to_numeric(part["fitted_bytes"], errors="coerce") / 1e6
         rows.append(
             [
                 TOOL_LABELS[tool],
@@ -141,6 +143,7 @@ def cost_rows(frame: pd.DataFrame, tools: list[str]) -> list[list[str]]:
                 tables.fmt(tables.mean_of(part["n_families"]), 2),
                 tables.fmt(tables.mean_of(part["predict_seconds_per_1000"]), 3),
                 tables.fmt(tables.mean_of(megabytes), 2),
+                tables.fmt(tables.mean_of(fitted), 2),
                 ", ".join(f"{k} {v}" for k, v in sorted(stopped.items())),
             ]
         )
@@ -159,6 +162,7 @@ COST_HEADER = [
     "families per ensemble",
     "predict s per 1,000 rows",
     "model MB",
+    "fitted MB",
     "stopped by",
 ]
 
@@ -269,8 +273,10 @@ def section(part: pd.DataFrame, tools: list[str], task: str) -> list[str]:
         "bounds its whole fit); other: fit - search - refit, e.g. our evaluation "
         "worker's start-up; trials: configurations evaluated (AutoGluon: models "
         "trained, its weighted ensembles included); predict: the fastest of 3 "
-        "predictions of the test part, probabilities for classes; model: our and "
-        "FLAML's pickle, AutoGluon's deployment clone on disk):",
+        "predictions of the test part, probabilities for classes; model: what "
+        "predicts, pickled (ours: the ensemble; FLAML: its best model) or on disk "
+        "(AutoGluon: its deployment clone); fitted: the whole fitted object (ours: "
+        "with the search's record; AutoGluon: every model it trained):",
         "",
         tables.markdown_table(COST_HEADER, cost_rows(part, tools)),
         "",

@@ -86,7 +86,8 @@ def test_autogluon_s_answers_come_back_in_our_classes_and_are_scored_by_us(stub)
     assert info["best_model"] == "a,b"  # the features, not the label
     assert info["fit_wall_seconds"] == info["search_seconds"] == 4.0
     assert info["refit_seconds"] == 0.0
-    assert info["model_bytes"] == 1000 and info["predict_seconds_per_1000"] == 0.5
+    assert info["model_bytes"] == 1000 and info["fitted_bytes"] == 2000
+    assert info["predict_seconds_per_1000"] == 0.5
     with pytest.raises(ValueError, match="2 given rows; asked for 1 other"):
         model.predict(test.iloc[:1])
 
@@ -205,6 +206,7 @@ def test_costs_are_means_per_tool_with_the_budget_share_and_megabytes():
             families=["LGBModel", "CatBoostModel"],
             predict_seconds_per_1000=0.25,
             model_bytes=3_000_000,
+            fitted_bytes=12_500_000,
         ).values()
     )
     (row,) = peer_report.cost_rows(frame, ["autogluon_best"])
@@ -220,6 +222,7 @@ def test_costs_are_means_per_tool_with_the_budget_share_and_megabytes():
         "2.00",
         "0.250",
         "3.00",
+        "12.50",
         "time_budget 6",
     ]
 
@@ -229,7 +232,7 @@ def test_the_report_reads_records_without_the_peers_columns():
     assert "## T = 10 s, regression" in text
     assert "| ours vs AutoGluon best | 6 | 0.42 (2.5/6) |" in text
     # no prediction times nor sizes stored: shown as missing, not as zero
-    assert "| ours | 6 | 12.0 | 1.20 | 9.0 | - | - | 3.0 | - | - | - |" in text
+    assert "| ours | 6 | 12.0 | 1.20 | 9.0 | - | - | 3.0 | - | - | - | - |" in text
 
 
 @pytest.mark.slow
