@@ -319,9 +319,10 @@ METHODS: dict[str, Method] = {
         ),
         Method(
             "sego",
-            "SEGO: ensemble-aware GP-EI for classification; squared-margin loss "
-            "and majority vote (Lévesque et al. 2016), or the vote's error, "
-            "log-loss or Brier score (sego:<loss>)",
+            "SEGO: ensemble-aware GP-EI for classification (Lévesque et al. "
+            "2016); by default on the log-loss of the members' mean "
+            "probabilities, or on the paper's squared margin of the majority "
+            "vote, the vote's error or the Brier score (sego:<loss>)",
             CLASSIFICATION,
             "sego",
             SegoSettings,
