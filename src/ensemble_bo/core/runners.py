@@ -134,8 +134,6 @@ def trial_runner(
     LocalCluster of `n_workers` single-threaded worker processes.
     """
     if parallel.serial:
-        # A lone time-limit worker gets every core this process may use.
-        evaluator = replace(evaluator, threads=trial_threads(1))
         try:
             yield SerialRunner(evaluator)
         finally:

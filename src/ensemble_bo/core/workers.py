@@ -39,7 +39,7 @@ from ensemble_bo.core.evaluation import (
     ModelFactory,
     evaluate_configuration,
 )
-from ensemble_bo.core.threads import limit_threads
+from ensemble_bo.core.threads import limit_threads, trial_threads
 from ensemble_bo.core.time_budget import cut_before_start, is_seconds, trial_limit
 from ensemble_bo.core.trials import TrialRequest, TrialResult
 
@@ -250,9 +250,9 @@ class WorkerEvaluator:
     starting a worker. worker_process: run every evaluation in the worker
     process, even with no limit (several evaluators then train side by side:
     core.runners.LocalProcessRunner). threads: the OpenMP and BLAS threads
-    the worker process may use (core.threads; None: as its environment gives,
-    every core unless OMP_NUM_THREADS is set); an evaluation in this process
-    leaves the process's threads alone.
+    the worker process may use (None: a lone worker's, every core or
+    OMP_NUM_THREADS, core.threads.trial_threads); an evaluation in this
+    process leaves the process's threads alone.
     """
 
     cross_validation: CrossValidation
@@ -370,8 +370,9 @@ class WorkerEvaluator:
     def _send_data(self, executor: ProcessPoolExecutor) -> ProcessPoolExecutor:
         self._executor = executor
         cv = self.cross_validation
+        threads = trial_threads(1) if self.threads is None else self.threads
         loaded = executor.submit(
-            _load_worker_data, cv.X, cv.y, cv.fold_ids, cv.model_factory, self.threads
+            _load_worker_data, cv.X, cv.y, cv.fold_ids, cv.model_factory, threads
         )
         if not loaded.result():
             raise RuntimeError("the worker did not receive its data")
