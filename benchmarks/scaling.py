@@ -1,6 +1,6 @@
 """Parallel trials inside a search: wall-time scaling with workers, and quality.
 
-Two parts (`--parts`, both by default):
+Three parts (`--parts`, all by default):
 
 - scaling: a budget-64 SEGOR search (f-m, m = 12, the default GP) in the
   decision_tree_regressor space on concrete, whose model sleeps `--sleep`
@@ -22,15 +22,21 @@ Two parts (`--parts`, both by default):
   standardized target, error rate for classification. A parallel mode passes
   when |mean(parallel) - mean(sequential)| <= the seed-to-seed std of the
   sequential runs.
+- models: real models whose fits use threads (benchmarks/scaling_models.py):
+  histogram gradient boosting and random forests on wage, a fixed number of
+  trials (`--model-budget`, 16) at 1, 2 and 4 workers, and two 1-worker
+  searches side by side, each search in a process of its own with none of the
+  thread variables this script sets.
 
     .venv/bin/python benchmarks/scaling.py --parts scaling --repeats 3  # ~8 min a repeat
     nice -n 10 .venv/bin/python benchmarks/scaling.py --parts quality   # ~13 min on 2 cores
+    nice -n 10 .venv/bin/python benchmarks/scaling.py --parts models --model-budget 8
     .venv/bin/python benchmarks/scaling.py --report                     # tables from the JSON
     .venv/bin/python benchmarks/scaling.py --quick --output /tmp/scaling  # smoke run, ~2 min
 
 Results go to benchmarks/results/scaling.md and .json (`--output` sets the path
 without its suffix; `--quick` writes scaling_quick.*). Running one part keeps
-the other part's results already in the JSON file.
+the other parts' results already in the JSON file.
 """
 
 # ruff: noqa: E402 - the thread limits must be set before numpy is imported
@@ -39,7 +45,8 @@ from __future__ import annotations
 import os
 
 # One BLAS thread everywhere (workers inherit it): 2 cores host up to 8 workers
-# and the GP; oversubscribed BLAS threads would only add noise.
+# and the GP; oversubscribed BLAS threads would only add noise. The models
+# part's searches run in processes without them.
 for _var in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
     os.environ[_var] = "1"
 
@@ -58,6 +65,7 @@ from typing import Any
 
 import numpy as np
 import pandas as pd
+from scaling_models import models_part, models_report
 from sklearn.base import BaseEstimator, RegressorMixin
 from sklearn.tree import DecisionTreeRegressor
 
@@ -746,6 +754,9 @@ def report(results: dict[str, Any]) -> str:
             quality_table(quality),
             "",
         ]
+    models = results.get("models")
+    if models:
+        lines += models_report(models, _environment_line(models))
     return "\n".join(lines)
 
 
@@ -755,7 +766,7 @@ def report(results: dict[str, Any]) -> str:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument(
-        "--parts", nargs="+", choices=("scaling", "quality"), default=None
+        "--parts", nargs="+", choices=("scaling", "quality", "models"), default=None
     )
     parser.add_argument("--quick", action="store_true", help="a smoke run")
     parser.add_argument("--budget", type=int, default=None, help="scaling: 64")
@@ -771,13 +782,19 @@ def main() -> None:
     parser.add_argument("--datasets", nargs="+", default=None)
     parser.add_argument("--seeds", nargs="+", type=int, default=None)
     parser.add_argument("--quality-budget", type=int, default=None, help="50")
+    parser.add_argument("--model-dataset", default="wage", help="models: wage")
+    parser.add_argument("--model-budget", type=int, default=None, help="models: 16")
+    parser.add_argument("--model-workers", nargs="+", type=int, default=None)
+    parser.add_argument(
+        "--model-timeout", type=float, default=None, help="models: s a search (none)"
+    )
     parser.add_argument("--output", type=Path, default=None)
     parser.add_argument(
         "--report", action="store_true", help="only re-read the JSON and report"
     )
     args = parser.parse_args()
     quick = args.quick
-    args.parts = args.parts or ["scaling", "quality"]
+    args.parts = args.parts or ["scaling", "quality", "models"]
     args.budget = args.budget or (16 if quick else 64)
     args.workers = args.workers or ([1, 2, 4] if quick else [1, 2, 4, 8])
     args.datasets = args.datasets or (
@@ -785,6 +802,8 @@ def main() -> None:
     )
     args.seeds = args.seeds or ([0, 1] if quick else [0, 1, 2, 3, 4])
     args.quality_budget = args.quality_budget or (20 if quick else 50)
+    args.model_budget = args.model_budget or (4 if quick else 16)
+    args.model_workers = args.model_workers or ([1, 2] if quick else [1, 2, 4])
     output = args.output or (RESULTS / "scaling_quick" if quick else DEFAULT_OUTPUT)
     output = output.with_suffix("")
     json_path, md_path = output.with_suffix(".json"), output.with_suffix(".md")
@@ -793,8 +812,13 @@ def main() -> None:
     results: dict[str, Any] = {}
     if json_path.exists():
         results = json.loads(json_path.read_text())
+    parts = {
+        "scaling": scaling_part,
+        "quality": quality_part,
+        "models": lambda args: {**models_part(args, log), **_environment()},
+    }
     for part in [] if args.report else args.parts:
-        results[part] = (scaling_part if part == "scaling" else quality_part)(args)
+        results[part] = parts[part](args)
         results[part]["quick"] = quick
         json_path.parent.mkdir(parents=True, exist_ok=True)
         json_path.write_text(json.dumps(results, indent=1, default=json_default))

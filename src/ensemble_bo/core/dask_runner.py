@@ -25,6 +25,7 @@ from typing import Any
 
 from ensemble_bo.core.evaluation import evaluate_configuration
 from ensemble_bo.core.settings import ParallelSettings
+from ensemble_bo.core.threads import trial_threads
 from ensemble_bo.core.time_budget import cut_before_start, trial_limit
 from ensemble_bo.core.trials import TrialRequest, TrialResult
 from ensemble_bo.core.workers import WorkerEvaluator
@@ -261,6 +262,9 @@ class DaskRunner:
         self._waiting.clear()
 
 
+# What a LocalCluster's workers read their OpenMP and BLAS threads from.
+THREAD_VARIABLES = ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS")
+
 # Where Dask reads the level of its `distributed` loggers, when it is imported.
 DASK_LOG_LEVEL_VARIABLE = "DASK_LOGGING__DISTRIBUTED"
 
@@ -284,7 +288,9 @@ def scheduler_address(parallel: ParallelSettings) -> str | None:
 
 @contextmanager
 def dask_client(parallel: ParallelSettings) -> Iterator[Any]:
-    """A client of the scheduler `parallel` names, or of a LocalCluster it starts."""
+    """A client of the scheduler `parallel` names, or of a LocalCluster it starts
+    (its workers each with their share of the cores for OpenMP and BLAS threads;
+    an existing cluster's workers have the threads their own settings give)."""
     # distributed takes seconds to import: only Dask runs pay for it.
     import dask  # noqa: PLC0415
     from distributed import Client, LocalCluster  # noqa: PLC0415
@@ -295,12 +301,24 @@ def dask_client(parallel: ParallelSettings) -> Iterator[Any]:
         with Client(address) as client:
             yield client
         return
+    n_workers = parallel.n_workers or 1
     # Workers that may start processes: a benchmark cell's serial search keeps
     # its time-limit worker process (daemonic processes may have no children).
+    config: dict[str, Any] = {"distributed.worker.daemon": False}
+    threads = trial_threads(n_workers)
+    if threads is not None:
+        # Each worker its share of the cores (Dask's default: one thread), set
+        # before the worker process starts, as OpenMP and BLAS read it then.
+        config.update(
+            {
+                f"distributed.nanny.pre-spawn-environ.{variable}": threads
+                for variable in THREAD_VARIABLES
+            }
+        )
     with (
-        dask.config.set({"distributed.worker.daemon": False}),
+        dask.config.set(config),
         LocalCluster(
-            n_workers=parallel.n_workers or 1,
+            n_workers=n_workers,
             threads_per_worker=1,
             processes=True,
             dashboard_address=None,

@@ -12,6 +12,10 @@ or on a Dask cluster (`parallel` block of conf/base/parameters.yml):
   others (loky cannot kill one worker of a shared pool);
 - `DaskRunner` (core.dask_runner): trials as tasks of a Dask cluster.
 
+Each worker process gets its share of the cores for its OpenMP and BLAS
+threads (core.threads): all of them for a serial search's time-limit worker,
+one n-th each for n local workers or the n workers of a LocalCluster.
+
 core.journal.ReplayingRunner wraps any of them with the search's journal, so
 a stopped search resumes without training its finished trials again.
 """
@@ -27,6 +31,7 @@ from dataclasses import replace
 from typing import Any, Protocol
 
 from ensemble_bo.core.settings import ParallelSettings
+from ensemble_bo.core.threads import trial_threads
 from ensemble_bo.core.trials import TrialRequest, TrialResult
 from ensemble_bo.core.workers import WorkerEvaluator
 
@@ -76,13 +81,16 @@ class LocalProcessRunner:
     """`n_workers` trials at once, each evaluator in its own worker process.
 
     Threads only wait on the workers: each thread takes an idle evaluator,
-    which trains in its process (time limit and all, as when serial).
+    which trains in its process (time limit and all, as when serial), with
+    its share of the cores for OpenMP and BLAS threads (core.threads).
     """
 
     def __init__(self, evaluator: WorkerEvaluator, n_workers: int) -> None:
         self.n_workers = n_workers
+        threads = trial_threads(n_workers)
         self._evaluators = [
-            replace(evaluator, worker_process=True) for _ in range(n_workers)
+            replace(evaluator, worker_process=True, threads=threads)
+            for _ in range(n_workers)
         ]
         self._idle: queue.SimpleQueue[WorkerEvaluator] = queue.SimpleQueue()
         for each in self._evaluators:

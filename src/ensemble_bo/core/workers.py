@@ -39,6 +39,7 @@ from ensemble_bo.core.evaluation import (
     ModelFactory,
     evaluate_configuration,
 )
+from ensemble_bo.core.threads import limit_threads, trial_threads
 from ensemble_bo.core.time_budget import cut_before_start, is_seconds, trial_limit
 from ensemble_bo.core.trials import TrialRequest, TrialResult
 
@@ -113,12 +114,17 @@ _worker_data: dict[str, np.ndarray] = {}
 
 
 def _load_worker_data(
-    X: np.ndarray, y: np.ndarray, fold_ids: np.ndarray, model_factory: ModelFactory
+    X: np.ndarray,
+    y: np.ndarray,
+    fold_ids: np.ndarray,
+    model_factory: ModelFactory,
+    threads: int | None,
 ) -> bool:
     # Receiving the factory imports its module here, in the start-up, rather
     # than in the first evaluation, whose time limit it would eat into.
     _worker_data.clear()
     _worker_data.update(X=X, y=y, fold_ids=fold_ids)
+    limit_threads(threads)
     return True
 
 
@@ -243,12 +249,16 @@ class WorkerEvaluator:
     next evaluator of this process, which then sends its own data instead of
     starting a worker. worker_process: run every evaluation in the worker
     process, even with no limit (several evaluators then train side by side:
-    core.runners.LocalProcessRunner).
+    core.runners.LocalProcessRunner). threads: the OpenMP and BLAS threads
+    the worker process may use (None: a lone worker's, every core or
+    OMP_NUM_THREADS, core.threads.trial_threads); an evaluation in this
+    process leaves the process's threads alone.
     """
 
     cross_validation: CrossValidation
     time_limit: float | None = None
     worker_process: bool = False
+    threads: int | None = None
 
     def __post_init__(self) -> None:
         self.time_limit = check_time_limit(self.time_limit)
@@ -360,8 +370,9 @@ class WorkerEvaluator:
     def _send_data(self, executor: ProcessPoolExecutor) -> ProcessPoolExecutor:
         self._executor = executor
         cv = self.cross_validation
+        threads = trial_threads(1) if self.threads is None else self.threads
         loaded = executor.submit(
-            _load_worker_data, cv.X, cv.y, cv.fold_ids, cv.model_factory
+            _load_worker_data, cv.X, cv.y, cv.fold_ids, cv.model_factory, threads
         )
         if not loaded.result():
             raise RuntimeError("the worker did not receive its data")

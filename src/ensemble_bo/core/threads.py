@@ -1,0 +1,78 @@
+"""OpenMP and BLAS threads of the processes that train trials: each its share.
+
+Histogram gradient boosting (OpenMP) and BLAS start one thread per core in
+every process that uses them: n trial workers on c cores would start n x c
+threads, whose spinning waits slow every fit many times over. Each trial
+worker is limited to its share of the cores, max(1, c // n) threads, so a
+search with one worker keeps every core. Cores are those this process may run
+on: loky's cpu_count, which counts the CPU affinity (`taskset`), a cgroup's
+CPU quota (containers) and LOKY_MAX_CPU_COUNT, so two searches started with
+disjoint affinities, or each with LOKY_MAX_CPU_COUNT set to its part, divide
+the machine between them. A user's OMP_NUM_THREADS is the threads of every
+worker, as of every OpenMP program (one process each): the user's word.
+"""
+
+from __future__ import annotations
+
+import os
+
+from joblib.externals.loky import cpu_count
+from threadpoolctl import threadpool_limits
+
+# Set by a user (or by joblib in its workers) for every OpenMP program: where
+# set, every worker gets the threads it gives.
+USER_THREADS_VARIABLE = "OMP_NUM_THREADS"
+# Caps the cores loky's cpu_count counts, so the cores a search divides.
+CORES_VARIABLE = "LOKY_MAX_CPU_COUNT"
+
+
+def usable_cores() -> int:
+    """The cores this process may use (affinity, cgroup quota, LOKY_MAX_CPU_COUNT)."""
+    value = os.environ.get(CORES_VARIABLE)
+    if value is not None:
+        try:
+            cores = int(value)
+        except ValueError:
+            cores = 0
+        if cores < 1:
+            raise ValueError(
+                f"{CORES_VARIABLE}={value!r} must be a positive integer (the cores "
+                f"a search may use): set it to e.g. 1, or unset it to use every "
+                "core this process may run on"
+            )
+    return cpu_count()
+
+
+def trial_threads(n_workers: int) -> int | None:
+    """Threads each of `n_workers` trial workers may use: OMP_NUM_THREADS where
+    set (None, left to the environment, where it is not one number, such as
+    OpenMP's nested "4,2"), else the usable cores // n_workers, at least 1.
+
+    The user's number is set explicitly, not only inherited: a worker started
+    before it was set, then passed to a later search, follows it too.
+    """
+    user = os.environ.get(USER_THREADS_VARIABLE, "").strip()
+    if user:
+        return int(user) if user.isdigit() and int(user) > 0 else None
+    return max(1, usable_cores() // n_workers)
+
+
+# The limits this process set last, undone before others are set: a worker
+# passes from search to search (core.workers), each with its own share.
+_limits: threadpool_limits | None = None
+
+
+def limit_threads(threads: int | None) -> None:
+    """Limit this process's OpenMP and BLAS thread pools to `threads` each, until
+    the next call; None: back to what they were."""
+    global _limits  # noqa: PLW0603 - one set of limits per process
+    if _limits is not None:
+        _limits.restore_original_limits()
+        _limits = None
+    if threads is None:
+        return
+    # threadpoolctl limits the libraries loaded so far: load scikit-learn's
+    # OpenMP runtime now, not at the first fit of histogram boosting.
+    import sklearn.utils._openmp_helpers  # noqa: F401, PLC0415
+
+    _limits = threadpool_limits(limits=threads)
