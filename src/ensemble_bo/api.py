@@ -56,7 +56,7 @@ from ensemble_bo.core.preparation import (
     validate_features,
     validate_target,
 )
-from ensemble_bo.core.refit import ensemble_estimator
+from ensemble_bo.core.refit import bagging_folds, ensemble_estimator
 from ensemble_bo.core.results import EnsembleSearchResult
 from ensemble_bo.core.seeding import derive_seed
 from ensemble_bo.core.settings import did_you_mean
@@ -372,7 +372,11 @@ class _BaseEnsembleSearch(BaseEstimator, metaclass=ABCMeta):
         data: ModelInput = make_model_input(features, target, dataset, fold_ids)
         result = run_method(method, data, settings, seed, self.callbacks or ())
         ensemble = ensemble_estimator(
-            result, dataset["categorical_columns"], settings["voting"], seed
+            result,
+            dataset["categorical_columns"],
+            settings["voting"],
+            seed,
+            fold_ids=bagging_folds(settings["final_model"], data),
         )
         start = time.perf_counter()
         with quiet_iteration_caps():
