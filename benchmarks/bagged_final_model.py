@@ -27,7 +27,7 @@ them (the trip from a worker process), times the search's trials.
 Everything runs single-threaded (OMP/BLAS threads 1), so CPU seconds compare
 across cells. Figures are valid on a quiet machine only.
 
-    .venv/bin/python benchmarks/bagged_final_model.py --jobs 1       # the table
+    .venv/bin/python benchmarks/bagged_final_model.py                # the table
     .venv/bin/python benchmarks/bagged_final_model.py --report       # tables only
 
 Each finished cell is one JSON line of benchmarks/results/bagged_final_model.jsonl
@@ -367,8 +367,13 @@ def main() -> None:
     args = parser.parse_args()
     output = args.output.resolve()
     if not args.report:
-        if args.jobs < 1 or args.repetitions < 1 or args.budget < 1:
-            sys.exit("--jobs, --repetitions and --budget must be at least 1")
+        if args.repetitions < 1 or args.budget < 1:
+            sys.exit("--repetitions and --budget must be at least 1")
+        if args.jobs != 1:
+            # Cells side by side would time and measure each other's work.
+            sys.exit(
+                f"--jobs must be 1 (got {args.jobs}): cells are measured one at a time"
+            )
         scripts.quiet_learners()
         parameters = default_parameters()
         frames = scripts.raw_datasets(args.datasets, PROJECT)
