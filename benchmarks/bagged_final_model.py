@@ -62,8 +62,9 @@ from ensemble_bo.benchmarking.store import CellLines
 from ensemble_bo.core.bagging import FINAL_MODELS
 from ensemble_bo.core.grid import ToolCell, dataset_task, repetition_seed
 from ensemble_bo.core.methods import run_method
-from ensemble_bo.core.preparation import DatasetSplit, prepare
+from ensemble_bo.core.preparation import DatasetSplit, ModelInput, prepare
 from ensemble_bo.core.refit import (
+    bagging_folds,
     classification_test_metrics,
     ensemble_estimator,
     test_sample_losses,
@@ -120,8 +121,7 @@ def measure_final_model(
     final_model: str,
     result: EnsembleSearchResult,
     split: DatasetSplit,
-    fold_ids: np.ndarray,
-    target_scaling: dict[str, float],
+    data: ModelInput,
     voting: str,
     seed: int,
 ) -> dict[str, Any]:
@@ -133,7 +133,7 @@ def measure_final_model(
         split.info["categorical_columns"],
         voting,
         seed,
-        fold_ids=fold_ids if final_model == "bagged" else None,
+        fold_ids=bagging_folds(final_model, data),
     )
     Path("/proc/self/clear_refs").write_text("5")  # VmHWM := VmRSS
     before = _memory_kib("VmRSS")
@@ -146,7 +146,7 @@ def measure_final_model(
     record = {
         "test_loss": float(
             test_sample_losses(
-                model, split.test_features, split.test_target, task, target_scaling
+                model, split.test_features, split.test_target, task, data.target_scaling
             ).mean()
         ),
         "fit_wall_seconds": fit_wall,
@@ -209,8 +209,7 @@ def run_cell(
                     final_model,
                     result,
                     split,
-                    data.fold_ids,
-                    data.target_scaling,
+                    data,
                     parameters["voting"],
                     cell.seed,
                 ).result()
@@ -359,7 +358,7 @@ def report(records: dict[str, dict[str, Any]], output: Path) -> str:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--datasets", nargs="+", default=REGRESSION + CLASSIFICATION)
-    parser.add_argument("--repetitions", type=int, default=1)
+    parser.add_argument("--repetitions", type=int, default=2)
     parser.add_argument("--budget", type=int, default=50)
     parser.add_argument("--regression-method", default="segor")
     parser.add_argument("--classification-method", default="sego")
