@@ -387,6 +387,15 @@ CASES = [
         ["max_initial_failures must be an integer >= 1 or null, got 0"],
     ),
     (
+        "benchmark-bad-final-model",
+        "benchmark",
+        {"final_model": "bagging", "benchmark__datasets": ["good"]},
+        [
+            "final_model='bagging' is not one of ['refit', 'bagged'] (refit: each "
+            "member refit on all training rows; bagged:"
+        ],
+    ),
+    (
         "benchmark-unknown-dataset",
         "benchmark",
         {"benchmark__datasets": ["good", "nosuch"]},

@@ -264,6 +264,30 @@ def test_sego_on_a_classification_dataset_logs_a_voting_model(project):
     assert "sego_model/code/ensemble_bo" in code
 
 
+def test_a_bagged_final_model_is_logged_verified_and_served(project):
+    completed = kedro_run(
+        project,
+        "--pipelines=sego",
+        "--params",
+        "dataset=wine,budget=4,sego.ensemble_size=3,sego.optimizer.n_initial=4,"
+        "final_model=bagged,seed=5",
+    )
+    assert completed.returncode == 0, completed.stderr[-3000:]
+    run = latest_run(client_for(project))
+    assert run.data.params["final_model"] == "bagged"
+    uri = f"runs:/{run.info.run_id}/sego_model"
+    check = verify_model(uri)
+    assert check.matches, check.report()
+    assert "ensemble_bo.core.bagging.BaggedClassifier" in check.trusted_types
+    raw = pd.read_csv(project / "data" / "01_raw" / "wine.csv")
+    features = raw.drop(columns="target").head(20)
+    served = mlflow.pyfunc.load_model(uri)
+    local = mlflow.sklearn.load_model(uri)
+    members = local.named_steps["ensemble"].estimators_
+    assert all(len(member.estimators_) == 5 for member in members)  # the 5 folds
+    np.testing.assert_array_equal(served.predict(features), local.predict(features))
+
+
 @pytest.mark.parametrize("method", ["esmbo", "ers"])
 def test_agnostic_bayes_pipelines_run_end_to_end(project, method):
     completed = kedro_run(

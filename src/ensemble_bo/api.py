@@ -56,7 +56,7 @@ from ensemble_bo.core.preparation import (
     validate_features,
     validate_target,
 )
-from ensemble_bo.core.refit import ensemble_estimator
+from ensemble_bo.core.refit import bagging_folds, ensemble_estimator
 from ensemble_bo.core.results import EnsembleSearchResult
 from ensemble_bo.core.seeding import derive_seed
 from ensemble_bo.core.settings import did_you_mean
@@ -201,6 +201,7 @@ _PARAMETERS = """\
         Overrides of the project's parameters files (conf/base), nested as
         there: e.g. {"ensemble": {"variant": "g-m"}}, {"segor": {"optimizer":
         {"n_initial": 5}, "time_limit": None}}, {"voting": "soft"},
+        {"final_model": "bagged"} (each member the mean of its CV fold models),
         {"parallel": {"backend": "dask", "n_workers": 8}}. A key the files lack
         is refused, and so is one that an argument sets (budget, time_budget,
         seed, data_processing, dataset, a block's model).
@@ -214,7 +215,8 @@ _PARAMETERS = """\
 
 _ATTRIBUTES = """\
     ensemble_ : estimator
-        The final ensemble refit on all of X: a scikit-learn Pipeline on the
+        The final ensemble refit on all of X (or bagged: each member the mean
+        of its fold models, `final_model`): a scikit-learn Pipeline on the
         raw feature columns (regression predicts in the target's units).
     result_ : EnsembleSearchResult
         The search: its pool (every configuration with its out-of-fold
@@ -231,7 +233,8 @@ _ATTRIBUTES = """\
     seed_ : int
         The seed used.
     refit_seconds_ : float
-        Seconds the refit of the final ensemble on all of X took.
+        Seconds the refit of the final ensemble on all of X took (bagged:
+        its fold models).
     n_features_in_ : int
         Number of feature columns seen in fit.
     feature_names_in_ : ndarray of shape (n_features_in_,)
@@ -372,7 +375,11 @@ class _BaseEnsembleSearch(BaseEstimator, metaclass=ABCMeta):
         data: ModelInput = make_model_input(features, target, dataset, fold_ids)
         result = run_method(method, data, settings, seed, self.callbacks or ())
         ensemble = ensemble_estimator(
-            result, dataset["categorical_columns"], settings["voting"], seed
+            result,
+            dataset["categorical_columns"],
+            settings["voting"],
+            seed,
+            fold_ids=bagging_folds(settings["final_model"], data),
         )
         start = time.perf_counter()
         with quiet_iteration_caps():

@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import csv
 import os
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -48,6 +48,7 @@ from ensemble_bo.core.validation import (
     InvalidInput,
     check_data_processing,
     check_default_models,
+    check_final_model,
     check_seed,
     check_settings,
     check_voting,
@@ -244,6 +245,15 @@ def _require(parameters: Mapping[str, Any], *names: str) -> None:
         )
 
 
+# The checks of the top-level parameters every pipeline may read, by name.
+_SHARED_PARAMETER_CHECKS: dict[str, Callable[[Any], None]] = {
+    "seed": check_seed,
+    "voting": check_voting,
+    "final_model": check_final_model,
+    "data_processing": check_data_processing,
+}
+
+
 def check_run_inputs(
     pipelines: str | Sequence[str] | None,
     parameters: Mapping[str, Any],
@@ -263,12 +273,9 @@ def check_run_inputs(
     # A misspelled parameter (`--params time_budjet=60`, `segor.foo=1`) would
     # otherwise be ignored and the run go ahead on the defaults.
     check_parameter_names(parameters)
-    if "seed" in parameters:
-        check_seed(parameters["seed"])
-    if "voting" in parameters:
-        check_voting(parameters["voting"])
-    if "data_processing" in parameters:
-        check_data_processing(parameters["data_processing"])
+    for name, check in _SHARED_PARAMETER_CHECKS.items():
+        if name in parameters:
+            check(parameters[name])
     if "models" in parameters and "default_models" in parameters:
         check_default_models(parameters["default_models"], parameters["models"])
     methods = [name for name in names if name in METHODS]

@@ -82,7 +82,12 @@ def test_the_pipeline_passes_every_parameter_block_a_method_reads():
     }
     read = {name for method in METHODS.values() for name in method.params}
     # every block but `budget`, which the benchmark sets for all its cells
-    assert inputs == (read - {"budget"}) | {"voting", "data_processing", "benchmark"}
+    assert inputs == (read - {"budget"}) | {
+        "voting",
+        "final_model",
+        "data_processing",
+        "benchmark",
+    }
 
 
 def test_the_benchmark_pipeline_is_registered_and_wired():

@@ -106,6 +106,7 @@ def test_refit_scores_a_classification_ensemble_by_its_error_rate():
         LABELS[40:],
         "hard",
         0,
+        "refit",
     )
     predictions = model.predict(FEATURES[40:])
     assert set(predictions) <= {"low", "mid", "high"}
@@ -119,7 +120,15 @@ def test_refit_scores_regression_on_the_standardized_target():
     data = model_input(VALUES, "regression")
     result = run_method("segor", data, blocks_of(METHODS["segor"], 5), 0)
     model, metrics = refit_and_score(
-        result, data, FEATURES[:40], VALUES[:40], FEATURES[40:], VALUES[40:], "hard", 0
+        result,
+        data,
+        FEATURES[:40],
+        VALUES[:40],
+        FEATURES[40:],
+        VALUES[40:],
+        "hard",
+        0,
+        "refit",
     )
     residuals = (model.predict(FEATURES[40:]) - VALUES[40:]) / VALUES.std(ddof=0)
     assert metrics["test_mse_ensemble"] == pytest.approx(np.mean(residuals**2))

@@ -9,12 +9,13 @@ from __future__ import annotations
 
 import math
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
 import numpy as np
 from sklearn.base import BaseEstimator, clone, is_classifier
+from sklearn.utils import _safe_indexing
 
 from ensemble_bo.core.trials import TrialRequest, TrialResult
 from ensemble_bo.core.zoo import MODEL_FACTORIES, make_model, quiet_iteration_caps
@@ -110,8 +111,36 @@ def out_of_fold_predictions(
     predictions = np.full(len(targets), np.nan)
     probabilities = None
     if classifier:
-        identity = np.eye(int(targets.max()) + 1)
-        probabilities = np.full((len(targets), len(identity)), np.nan)
+        n_classes = int(targets.max()) + 1
+        probabilities = np.full((len(targets), n_classes), np.nan)
+    for test, fitted in fitted_fold_models(
+        model, X, targets, fold_ids, folds, train_fraction, random_state
+    ):
+        predictions[test] = fitted.predict(X[test])
+        if classifier:
+            probabilities[test] = class_probabilities(
+                fitted, X[test], n_classes, predictions[test]
+            )
+    return predictions, probabilities
+
+
+def fitted_fold_models(
+    model: BaseEstimator,
+    X: np.ndarray,
+    y: np.ndarray,
+    fold_ids: np.ndarray,
+    folds: Sequence[int] | None = None,
+    train_fraction: float = 1.0,
+    random_state: int = 0,
+) -> Iterator[tuple[np.ndarray, BaseEstimator]]:
+    """(held-out rows (n,) bool, a clone of `model` fitted on the other folds'
+    rows) of each fold of `folds` (None: all), in fold order.
+
+    What cross-validation fits, and what a bagged final model keeps
+    (core.bagging): both fit exactly these rows. `train_fraction` < 1 keeps
+    that share of each fold's training rows (at least 2), a prefix of one
+    seeded shuffle per fold (out_of_fold_predictions).
+    """
     if not 0 < train_fraction <= 1:
         raise ValueError(f"train_fraction must be in (0, 1], got {train_fraction!r}")
     for fold in _folds_or_all(fold_ids, folds):
@@ -123,17 +152,27 @@ def out_of_fold_predictions(
             )
             kept = max(2, math.ceil(train_fraction * len(train)))
             train = np.sort(shuffled[:kept])
-        fitted = clone(model).fit(X[train], targets[train])
-        predictions[test] = fitted.predict(X[test])
-        if not classifier:
-            continue
-        if hasattr(fitted, "predict_proba"):
-            probabilities[test] = 0.0
-            columns = np.asarray(fitted.classes_).astype(int)
-            probabilities[np.ix_(test, columns)] = fitted.predict_proba(X[test])
-        else:
-            probabilities[test] = identity[predictions[test].astype(int)]
-    return predictions, probabilities
+        yield test, clone(model).fit(_safe_indexing(X, train), y[train])
+
+
+def class_probabilities(
+    fitted: BaseEstimator,
+    X: np.ndarray,
+    n_classes: int,
+    labels: np.ndarray | None = None,
+) -> np.ndarray:
+    """A classifier's class probabilities, shape (len(X), n_classes), fitted
+    on codes 0..n_classes-1: its predict_proba placed by its `classes_` (a
+    class it never saw stays 0), or without predict_proba the one-hot of its
+    labels (`labels`: its predictions on X, if already made).
+    """
+    if not hasattr(fitted, "predict_proba"):
+        labels = fitted.predict(X) if labels is None else labels
+        return np.eye(n_classes)[np.asarray(labels).astype(int)]
+    proba = fitted.predict_proba(X)
+    probabilities = np.zeros((len(proba), n_classes))
+    probabilities[:, np.asarray(fitted.classes_).astype(int)] = proba
+    return probabilities
 
 
 def merge_fold_results(earlier: TrialResult, later: TrialResult) -> TrialResult:

@@ -56,14 +56,16 @@ from ensemble_bo.core.preparation import (
     validate_dataset,
 )
 from ensemble_bo.core.refit import (
+    bagging_folds,
     classification_test_metrics,
     refit_and_score,
     test_sample_losses,
 )
 from ensemble_bo.core.zoo import model_task
 
-# Parameters every cell reads besides its method's: the final model's combiner.
-REFIT_PARAMS = ("voting",)
+# Parameters every cell reads besides its method's: the final model's combiner
+# and what its members are.
+REFIT_PARAMS = ("voting", "final_model")
 # Characters a cell key may hold (it is a file name and an MLflow run name).
 _UNSAFE_KEY_CHARACTERS = re.compile(r"[^A-Za-z0-9_.+=-]")
 # Length of the parameter hash in a cell key (hex digits of sha256).
@@ -543,6 +545,7 @@ def _finished_cell(
         data.target_scaling,
         cell.settings["voting"],
         cell.seed,
+        bagging_folds(cell.settings["final_model"], data),
     )
     curve = [_finite_or_none(record.ensemble_loss) for record in result.history]
     return {

@@ -401,6 +401,7 @@ OTHER_PARAMS = (
     "dataset",
     "seed",
     "voting",
+    "final_model",
     "resume",
     "data_processing",
     "posthoc_source",

@@ -1,4 +1,5 @@
-"""The final model of a search: its ensemble refit on all training data, and its test losses."""
+"""The final model of a search: its ensemble refit on all training data, or
+bagged over the search's folds, and its test losses."""
 
 from __future__ import annotations
 
@@ -10,11 +11,21 @@ import pandas as pd
 from sklearn.base import BaseEstimator
 from sklearn.metrics import log_loss, roc_auc_score
 
+from ensemble_bo.core.bagging import bagged
 from ensemble_bo.core.estimator import build_ensemble_model
 from ensemble_bo.core.losses import brier_loss, zero_one_loss
+from ensemble_bo.core.preparation import ModelInput
 from ensemble_bo.core.results import EnsembleSearchResult
 from ensemble_bo.core.seeding import derive_seed
+from ensemble_bo.core.validation import check_final_model
 from ensemble_bo.core.zoo import make_model, quiet_iteration_caps
+
+
+def bagging_folds(final_model: str, data: ModelInput) -> np.ndarray | None:
+    """The folds a `final_model` bags its members over: the search's
+    (`data.fold_ids`) for "bagged", None for "refit"."""
+    check_final_model(final_model)
+    return data.fold_ids if final_model == "bagged" else None
 
 
 def ensemble_estimator(
@@ -23,23 +34,29 @@ def ensemble_estimator(
     voting: str,
     seed: int,
     weights: Mapping[int, float] | None = None,
+    fold_ids: np.ndarray | None = None,
 ) -> BaseEstimator:
     """Unfitted model on raw feature frames: the members `weights` names (pool
     index -> weight; default the search's ensemble), each built with the
     search's model seed (as in its cross-validation), one-hot encoding first.
     `voting` "auto" combines classifiers as the objective the ensemble was
-    chosen by does (EnsembleSearchResult.voting).
+    chosen by does (EnsembleSearchResult.voting). `fold_ids` (n_train,): bag
+    each member over these folds (core.bagging), fitting its k fold models
+    where the fit refits it on all rows; None: refit.
     """
     weights = result.member_weights if weights is None else weights
     if voting == "auto":
         voting = result.voting
     model_seed = derive_seed(seed, "models")
+    members = [
+        make_model(result.model_name, result.pool.configs[i], model_seed)
+        for i in weights
+    ]
+    if fold_ids is not None:
+        members = [bagged(member, fold_ids) for member in members]
     return build_ensemble_model(
         result.task,
-        [
-            make_model(result.model_name, result.pool.configs[i], model_seed)
-            for i in weights
-        ],
+        members,
         list(weights.values()),
         list(categorical_columns),
         voting=voting,
@@ -98,21 +115,26 @@ def refit_and_score(
     target_scaling: Mapping[str, float],
     voting: str,
     seed: int,
+    fold_ids: np.ndarray | None = None,
 ) -> tuple[BaseEstimator, dict[str, float], np.ndarray]:
-    """Refit the ensemble and the single best model on all non-test data; score both.
+    """Refit the ensemble and the single best model on all non-test data, or
+    bag them over `fold_ids` (bagging_folds); score both.
 
     Returns the fitted ensemble, the run's metrics (test MSE of the
     standardized target for regression, error rate for classification, of the
     ensemble and of the single best model, and for classification their
     log-loss, Brier score and ROC AUC too; distinct members; failed trials;
-    the time split: the search's seconds and the ensemble's refit seconds,
+    the time split: the search's seconds and the ensemble's refit seconds
+    (bagged: the seconds its fold models took),
     and whether the time budget ended the search) and the ensemble's
     per-sample test losses (n_test,).
     """
     task = result.task
 
     def fitted_losses(weights: Mapping[int, float] | None):
-        model = ensemble_estimator(result, categorical_columns, voting, seed, weights)
+        model = ensemble_estimator(
+            result, categorical_columns, voting, seed, weights, fold_ids
+        )
         start = time.perf_counter()
         with quiet_iteration_caps():
             model.fit(train_features, train_target)

@@ -17,6 +17,7 @@ from collections.abc import Mapping
 from numbers import Integral
 from typing import TYPE_CHECKING, Any
 
+from ensemble_bo.core.bagging import FINAL_MODELS
 from ensemble_bo.core.estimator import VOTING
 from ensemble_bo.core.optimizer_kinds import make_optimizer
 from ensemble_bo.core.preparation import TASKS, check_split_options
@@ -110,6 +111,16 @@ def check_voting(voting: Any) -> None:
             f"voting={voting!r} is not one of {['auto', *VOTING]} (auto: the one "
             "matching the objective; hard: weighted majority vote; soft: mean of "
             "the members' probabilities)"
+        )
+
+
+def check_final_model(final_model: Any) -> None:
+    """What the final model's members are: refit or bagged."""
+    if final_model not in FINAL_MODELS:
+        raise InvalidInput(
+            f"final_model={final_model!r} is not one of {list(FINAL_MODELS)} "
+            "(refit: each member refit on all training rows; bagged: each member "
+            "the mean of its cross-validation fold models)"
         )
 
 
@@ -285,6 +296,8 @@ def check_settings(
         raise InvalidInput(str(error)) from None
     if "voting" in parameters:
         check_voting(parameters["voting"])
+    if "final_model" in parameters:
+        check_final_model(parameters["final_model"])
     try:
         parallel = ParallelSettings.from_block(parameters["parallel"])
     except (TypeError, ValueError) as error:

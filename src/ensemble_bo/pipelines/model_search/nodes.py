@@ -121,11 +121,14 @@ def refit_and_score(
     test_target: pd.Series,
     voting: str,
     seed: int,
+    final_model: str,
 ) -> tuple[BaseEstimator, dict[str, float]]:
-    """Refit the ensemble and the single best model on all non-test data and score both.
+    """Refit the ensemble and the single best model on all non-test data (or
+    bag them over the search's folds) and score both.
 
     Regression scores the MSE of the standardized target (SEGOR s.4), classification
-    the error rate. `voting` is the classifiers' combiner.
+    the error rate. `voting` is the classifiers' combiner; `final_model`:
+    refit or bagged.
     """
     model, metrics, _ = refit.refit_and_score(
         search_result,
@@ -137,6 +140,7 @@ def refit_and_score(
         model_input.target_scaling,
         voting,
         seed,
+        refit.bagging_folds(final_model, model_input),
     )
     return model, metrics
 

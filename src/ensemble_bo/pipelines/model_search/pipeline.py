@@ -73,6 +73,7 @@ def _refit_and_report(name: str, display_name_blocks: tuple[str, ...]) -> Pipeli
                     "test_target",
                     "params:voting",
                     "params:seed",
+                    "params:final_model",
                 ],
                 outputs=[f"{name}_model", f"{name}_test_metrics"],
                 name=f"{name}_refit_and_score",
