@@ -258,7 +258,7 @@ class ModelBasedOptimizer(Optimizer):
             raise ValueError(f"n_initial must be an integer >= 1, got {n_initial!r}")
         self.n_initial = int(n_initial)
         chosen = [
-            _configuration_of(space, config, index)
+            initial_suggestion(space, config, index)
             for index, config in enumerate(initial_configs)
         ][: self.n_initial]
         sobol = qmc.Sobol(
@@ -325,7 +325,7 @@ class ModelBasedOptimizer(Optimizer):
         self._initial_asked += taken
 
 
-def _configuration_of(
+def initial_suggestion(
     space: SearchSpace, config: Mapping[str, Any], index: int
 ) -> Suggestion:
     """Initial configuration `index` as a suggestion, refused unless it is a
