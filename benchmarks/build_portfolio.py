@@ -191,9 +191,9 @@ def leave_one_out(
         draws = np.array(
             [rng.permutation(n_candidates)[:size] for _ in range(RANDOM_STARTS)]
         )
-        random_start[:, d] = np.minimum.accumulate(
-            normalized[draws, d], axis=1
-        ).mean(axis=0)
+        random_start[:, d] = np.minimum.accumulate(normalized[draws, d], axis=1).mean(
+            axis=0
+        )
         random_seconds[:, d] = np.cumsum(seconds[draws, d], axis=1).mean(axis=0)
     return {
         "held_out": held_out,
