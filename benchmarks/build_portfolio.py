@@ -18,7 +18,7 @@ candidates drawn at random from the whole sample (what a random or Sobol start
 gets, expected over draws) and against the portfolio built on every dataset.
 
     nice -n 10 .venv/bin/python benchmarks/build_portfolio.py   # ~20 min, one core
-    .venv/bin/python benchmarks/build_portfolio.py --report     # from the saved losses
+    .venv/bin/python benchmarks/build_portfolio.py --choose-only  # from the saved losses
 
 It writes conf/base/parameters_portfolios.yml (the portfolios the searches
 start from), benchmarks/results/portfolio.json (every candidate's loss and
@@ -322,14 +322,18 @@ def main() -> None:
     parser.add_argument("--output", type=Path, default=RESULTS)
     parser.add_argument("--portfolios", type=Path, default=PORTFOLIOS_FILE)
     parser.add_argument(
-        "--report", action="store_true", help="only re-read the results and report"
+        "--choose-only",
+        action="store_true",
+        help="choose the portfolios and report from the saved losses (no training)",
     )
     args = parser.parse_args()
     output = args.output.resolve()
-    if args.report:
+    if args.choose_only:
         results = json.loads(output.read_text())
-        # Report on the settings the portfolios were built with.
-        vars(args).update(results["settings"])
+        # The candidates and their evaluation are the saved ones.
+        args.candidates = results["settings"]["candidates"]
+        args.time_limit = results["settings"]["time_limit"]
+        results["settings"] |= {"size": args.size, "max_seconds": args.max_seconds}
     else:
         scripts.quiet_learners()
         models = default_parameters()["models"]
@@ -348,9 +352,9 @@ def main() -> None:
             space = SearchSpace.from_dict(models[space_name])
             configs = candidates(space, args.candidates, args.seed)
             results["spaces"][space_name] = evaluate(space_name, configs, args)
-        output.parent.mkdir(parents=True, exist_ok=True)
-        output.write_text(json.dumps(results, indent=1))
-        args.portfolios.write_text(portfolio_file(results, args))
+    output.parent.mkdir(parents=True, exist_ok=True)
+    output.write_text(json.dumps(results, indent=1))
+    args.portfolios.write_text(portfolio_file(results, args))
     tables.write_report(report(results, args), output.with_suffix(".md"))
 
 
