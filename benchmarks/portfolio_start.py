@@ -31,6 +31,7 @@ for _var in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
     os.environ[_var] = "1"
 
 import argparse
+import json
 import time
 from pathlib import Path
 from typing import Any
@@ -60,21 +61,8 @@ DEFAULT_DATASETS = [
     "titanic",
     "spambase",
 ]
-IN_SAMPLE = {
-    "auto_mpg",
-    "boston",
-    "carseats",
-    "concrete",
-    "cpu_performance",
-    "diabetes",
-    "hitters",
-    "breast_cancer",
-    "car_good",
-    "digits",
-    "german_credit",
-    "pima",
-    "wine",
-}
+# The datasets the portfolios were built on, from their build's record.
+PORTFOLIO_RECORD = PROJECT / "benchmarks" / "results" / "portfolio.json"
 TOOLS = {"portfolio": True, "sobol": False}
 METHODS = {"regression": "segor", "classification": "sego"}
 # A large budget of configurations: the time budget is what ends the searches.
@@ -145,8 +133,13 @@ def report(records: dict[str, dict[str, Any]], path: Path) -> str:
     if not ok:
         return "\n".join([*lines, "", "No finished cells yet.", ""])
     frame = pd.DataFrame(ok)
+    built_on = {
+        dataset
+        for space in json.loads(PORTFOLIO_RECORD.read_text())["spaces"].values()
+        for dataset in space["losses"]
+    }
     frame["sample"] = [
-        "in-sample" if d in IN_SAMPLE else "held out" for d in frame["dataset"]
+        "in-sample" if d in built_on else "held out" for d in frame["dataset"]
     ]
     for budget in sorted(frame["time_budget"].unique()):
         part = frame[frame["time_budget"] == budget]

@@ -19,6 +19,7 @@ from ensemble_bo.core.preparation import ModelInput
 from ensemble_bo.core.results import SearchInterrupted
 from ensemble_bo.core.space import SearchSpace
 from ensemble_bo.core.validation import InvalidInput, check_settings
+from tests.support import stop_after
 
 CONF = default_parameters()
 SPACES = {name: SearchSpace.from_dict(spec) for name, spec in CONF["models"].items()}
@@ -180,24 +181,12 @@ def _settings(budget, n_initial=3):
     }
 
 
-class Stop(Exception):
-    pass
-
-
-def _stop_after(iteration):
-    def callback(record):
-        if record.iteration == iteration:
-            raise Stop
-
-    return callback
-
-
 def test_a_search_trains_the_portfolio_first_and_resumes_past_it(tmp_path):
     uninterrupted = run_method("segor", TOY, _settings(4), 1)
     assert uninterrupted.pool.configs[:3] == PORTFOLIO[:3]
     journal = TrialJournal(tmp_path / "journal")
     with pytest.raises(SearchInterrupted):
-        run_method("segor", TOY, _settings(4), 1, [_stop_after(1)], journal)
+        run_method("segor", TOY, _settings(4), 1, [stop_after(1)], journal)
     resumed = run_method("segor", TOY, _settings(4), 1, journal=journal)
     assert resumed.trials_reused == 2
     assert resumed.pool.configs == uninterrupted.pool.configs
