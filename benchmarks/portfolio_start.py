@@ -161,6 +161,7 @@ def report(records: dict[str, dict[str, Any]], path: Path) -> str:
         )
         per_dataset = [
             [
+                task,
                 dataset,
                 sample,
                 *(
@@ -192,6 +193,7 @@ def report(records: dict[str, dict[str, Any]], path: Path) -> str:
             "",
             tables.markdown_table(
                 [
+                    "task",
                     "dataset",
                     "sample",
                     "test loss, portfolio",
