@@ -5,6 +5,7 @@ import pytest
 from scipy.stats import qmc
 
 from ensemble_bo.api import default_parameters
+from ensemble_bo.core.grid import cell_fingerprint, cell_settings
 from ensemble_bo.core.journal import TrialJournal
 from ensemble_bo.core.methods import METHODS, run_method
 from ensemble_bo.core.optimizer import GPEIOptimizer
@@ -191,3 +192,14 @@ def test_a_search_trains_the_portfolio_first_and_resumes_past_it(tmp_path):
     assert resumed.trials_reused == 2
     assert resumed.pool.configs == uninterrupted.pool.configs
     assert resumed.members == uninterrupted.members
+
+
+def test_a_benchmark_cell_carries_its_space_s_portfolio_in_its_key():
+    cell = cell_settings("segor", CONF, REGRESSION_SPACE, 5, None)
+    assert cell["portfolios"] == {REGRESSION_SPACE: PORTFOLIO}
+    assert cell_fingerprint(cell, REGRESSION_SPACE, {}, "sha")["portfolio"] == (
+        PORTFOLIO
+    )
+    tree = cell_settings("segor", CONF, "decision_tree_regressor", 5, None)
+    assert tree["portfolios"] == {}
+    assert "portfolio" not in cell_fingerprint(tree, "decision_tree_regressor", {}, "")

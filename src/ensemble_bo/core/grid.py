@@ -302,9 +302,8 @@ def cell_settings(
     The blocks its method reads (`method_settings`), with the search block's
     `model` set to the cell's model, its `time_limit` set when given,
     `budget` the benchmark's, `models` and `portfolios` narrowed to the cell's
-    space, the
-    method's variant applied and `parallel` serial; plus the refit's blocks
-    (REFIT_PARAMS).
+    space, the method's variant applied and `parallel` serial; plus the
+    refit's blocks (REFIT_PARAMS).
     """
     method, _ = parse_method(spec)
     needed = [name for name in method.params if name != "budget"]
@@ -370,7 +369,7 @@ def cell_fingerprint(
     one is set, and the model's portfolio when it has one (left out otherwise,
     so the keys of cells run before they existed still match)."""
     time_budget = settings.get("time_budget")
-    portfolio = settings.get("portfolios", {}).get(model)
+    portfolio = settings["portfolios"].get(model)
     return {
         "params": {
             name: block for name, block in settings.items() if name not in SHARED_PARAMS
