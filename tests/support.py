@@ -508,3 +508,17 @@ segor_search = strategy_search(Segor)
 sego_search = strategy_search(Sego)
 esmbo_search = strategy_search(Esmbo)
 single_best_search = strategy_search(SingleBest)
+
+
+class Stop(Exception):
+    """What `stop_after`'s callback raises."""
+
+
+def stop_after(iteration: int):
+    """A search callback that stops the search after the given iteration."""
+
+    def callback(record):
+        if record.iteration == iteration:
+            raise Stop
+
+    return callback

@@ -202,9 +202,11 @@ _PARAMETERS = """\
         there: e.g. {"ensemble": {"variant": "g-m"}}, {"segor": {"optimizer":
         {"n_initial": 5}, "time_limit": None}}, {"voting": "soft"},
         {"final_model": "bagged"} (each member the mean of its CV fold models),
-        {"parallel": {"backend": "dask", "n_workers": 8}}. A key the files lack
-        is refused, and so is one that an argument sets (budget, time_budget,
-        seed, data_processing, dataset, a block's model).
+        {"parallel": {"backend": "dask", "n_workers": 8}}, {"sego":
+        {"optimizer": {"portfolio": False}}} (a Sobol start without the
+        space's portfolio, conf/base/parameters_portfolios.yml). A key the
+        files lack is refused, and so is one that an argument sets (budget,
+        time_budget, seed, data_processing, dataset, a block's model).
     random_state : int or None, default=None
         Seed of every random choice (folds, optimizer, models); None draws one,
         kept in `seed_`.

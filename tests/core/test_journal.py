@@ -11,7 +11,7 @@ from ensemble_bo.core.preparation import ModelInput
 from ensemble_bo.core.results import SearchInterrupted
 from ensemble_bo.core.runners import SerialRunner
 from ensemble_bo.core.trials import TrialResult
-from tests.support import cheap_parameters, from_config, request
+from tests.support import cheap_parameters, from_config, request, stop_after
 
 CONF = cheap_parameters()  # segor searches the tree
 RNG = np.random.default_rng(0)
@@ -38,18 +38,6 @@ def settings(budget=8):
         "ensemble": {**CONF["ensemble"], "size": 3},
         "budget": budget,
     }
-
-
-class Stop(Exception):
-    pass
-
-
-def stop_after(iteration):
-    def callback(record):
-        if record.iteration == iteration:
-            raise Stop
-
-    return callback
 
 
 @pytest.mark.parametrize("stopped_at", [0, 3, 7])

@@ -307,9 +307,9 @@ def cell_settings(
 
     The blocks its method reads (`method_settings`), with the search block's
     `model` set to the cell's model, its `time_limit` set when given,
-    `budget` the benchmark's, `models` narrowed to the cell's space, the
-    method's variant applied and `parallel` serial; plus the refit's blocks
-    (REFIT_PARAMS).
+    `budget` the benchmark's, `models` and `portfolios` narrowed to the cell's
+    space, the method's variant applied and `parallel` serial; plus the
+    refit's blocks (REFIT_PARAMS).
     """
     method, _ = parse_method(spec)
     needed = [name for name in method.params if name != "budget"]
@@ -328,6 +328,11 @@ def cell_settings(
             **parameters,
             method.search_params: search,
             "models": {model: parameters["models"][model]},
+            "portfolios": {
+                name: configs
+                for name, configs in parameters["portfolios"].items()
+                if name == model
+            },
             "budget": budget,
         },
     )
@@ -365,16 +370,18 @@ def cell_fingerprint(
     data_sha256: str,
 ) -> dict[str, Any]:
     """What the key hashes besides its readable part: the cell's parameter blocks
-    (but `models`, `default_models` and `budget`), the model, the
+    (but the shared ones: `models`, `budget`, ...), the model, its space, the
     data_processing parameters and the data's sha256; and the time budget when
-    one is set (left out otherwise, so the keys of cells run before it existed
-    still match)."""
+    one is set, and the model's portfolio when it has one (left out otherwise,
+    so the keys of cells run before they existed still match)."""
     time_budget = settings.get("time_budget")
+    portfolio = settings["portfolios"].get(model)
     return {
         "params": {
             name: block for name, block in settings.items() if name not in SHARED_PARAMS
         },
         **({"time_budget": time_budget} if time_budget is not None else {}),
+        **({"portfolio": portfolio} if portfolio else {}),
         "space": settings["models"][model],
         "data_processing": data_processing,
         "data_sha256": data_sha256,

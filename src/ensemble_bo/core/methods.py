@@ -14,7 +14,7 @@ from the run's seed, runs the search and its selection stage.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -132,11 +132,20 @@ class Method:
     # The block whose `weighting` (counts | bfgs) reweighs the final ensemble.
     weighting_params: str | None = None
 
-    def optimizer_options(self, options: Mapping[str, Any]) -> dict[str, Any]:
-        """The search block's `optimizer` options, `preset: paper` expanded.
+    def optimizer_options(
+        self,
+        options: Mapping[str, Any],
+        portfolio: Sequence[Mapping[str, Any]] = (),
+    ) -> dict[str, Any]:
+        """The search block's `optimizer` options, `preset: paper` and
+        `portfolio` expanded.
 
         The preset's entries override the block's; other options (n_candidates,
         ...) stay. A method without a paper GP (random search) ignores it.
+        `portfolio: true` (absent: false) starts the initial design with
+        `portfolio`, the configurations of the searched space's portfolio
+        (core.portfolio), as `initial_configs`; the paper preset keeps the
+        papers' start, without one.
         """
         options = dict(options)
         preset = options.pop("preset", None)
@@ -145,8 +154,16 @@ class Method:
                 f"{self.search_params}.optimizer.preset={preset!r} is not 'paper' "
                 "or absent"
             )
+        use_portfolio = options.pop("portfolio", False)
+        if not isinstance(use_portfolio, bool):
+            raise ValueError(
+                f"{self.search_params}.optimizer.portfolio={use_portfolio!r} is not "
+                "true or false"
+            )
         if preset == "paper" and options.get("kind", "gp") == "gp":
             options |= self.paper_optimizer
+        elif use_portfolio and portfolio:
+            options["initial_configs"] = [dict(config) for config in portfolio]
         return options
 
     @property
@@ -523,7 +540,9 @@ def run_method(
     optimizer = make_optimizer(
         SearchSpace.from_dict(settings.models[model]),
         derive_seed(seed, "optimizer"),
-        **chosen.optimizer_options(search.optimizer),
+        **chosen.optimizer_options(
+            search.optimizer, settings.portfolios.get(model, ())
+        ),
     )
     time_budget = TimeBudget(settings.time_budget, trial_share=settings.max_trial_share)
     evaluate = WorkerEvaluator(

@@ -237,22 +237,38 @@ BATCH_STRATEGIES = ("kriging_believer", "constant_liar")
 
 
 class ModelBasedOptimizer(Optimizer):
-    """A scrambled Sobol design of `n_initial` points, then a surrogate's proposals.
+    """An initial design of `n_initial` points, then a surrogate's proposals.
 
+    The design is `initial_configs` first, in their order (a portfolio of
+    configurations known to do well: core.portfolio), then a scrambled Sobol
+    design for the rest; configurations beyond `n_initial` are not used.
     Pre-loaded observations stand in for part of the design. Subclasses give
     `_propose_by_model(X, y, size, pending)` on the successful told points.
     """
 
-    def __init__(self, space: SearchSpace, seed: int = 0, n_initial: int = 10):
+    def __init__(
+        self,
+        space: SearchSpace,
+        seed: int = 0,
+        n_initial: int = 10,
+        initial_configs: Sequence[Mapping[str, Any]] = (),
+    ):
         super().__init__(space, seed)
         if int(n_initial) != n_initial or n_initial < 1:
             raise ValueError(f"n_initial must be an integer >= 1, got {n_initial!r}")
         self.n_initial = int(n_initial)
+        chosen = [
+            initial_suggestion(space, config, index)
+            for index, config in enumerate(initial_configs)
+        ][: self.n_initial]
         sobol = qmc.Sobol(
             space.dim, scramble=True, rng=np.random.default_rng(self._design_seed)
         )
-        self._initial_design = sobol.random_base2(math.ceil(math.log2(n_initial)))[
-            :n_initial
+        points = sobol.random_base2(math.ceil(math.log2(n_initial)))
+        # Trained configurations are the design's suggestions as they are: a
+        # given configuration is not re-decoded (its floats stay as written).
+        self._initial_design = chosen + [
+            self._suggest(point) for point in points[: self.n_initial - len(chosen)]
         ]
         self._initial_asked = 0
 
@@ -269,9 +285,7 @@ class ModelBasedOptimizer(Optimizer):
             len(self._initial_design) - self._n_preloaded - self._initial_asked
         )
         start, take = self._initial_asked, min(size, max(design_left, 0))
-        suggestions = [
-            self._suggest(point) for point in self._initial_design[start : start + take]
-        ]
+        suggestions = self._initial_design[start : start + take]
         self._initial_asked += take
         remaining = size - len(suggestions)
         if remaining == 0:
@@ -303,18 +317,35 @@ class ModelBasedOptimizer(Optimizer):
         asked = self._initial_asked
         remaining = self._initial_design[asked:]
         order, taken = taken_back_first(
-            [self._suggest(point).config for point in remaining], configs
+            [suggestion.config for suggestion in remaining], configs
         )
-        self._initial_design = np.concatenate(
-            [self._initial_design[:asked], remaining[order]]
-        )
+        self._initial_design = self._initial_design[:asked] + [
+            remaining[i] for i in order
+        ]
         self._initial_asked += taken
+
+
+def initial_suggestion(
+    space: SearchSpace, config: Mapping[str, Any], index: int
+) -> Suggestion:
+    """Initial configuration `index` as a suggestion, refused unless it is a
+    point of `space` (every active parameter in range, constants as declared)."""
+    try:
+        encoded = space.encode(config)
+    except (TypeError, ValueError) as error:
+        raise ValueError(
+            f"initial configuration {index} {dict(config)!r} is not a point of the "
+            f"search space: {error}"
+        ) from None
+    constants = space.decode(encoded)  # the constants the configuration may omit
+    return Suggestion({**constants, **config}, encoded)
 
 
 class GPEIOptimizer(ModelBasedOptimizer):
     """GP-based Bayesian optimization (ESMBO s.2, Alg. 1; Snoek et al. 2012).
 
-    The first `n_initial` suggestions are a scrambled Sobol design; afterwards
+    The first `n_initial` suggestions are the initial design (`initial_configs`,
+    then scrambled Sobol points: ModelBasedOptimizer); afterwards
     a Matern-5/2 ARD GP is fitted to the told values, its hyperparameters by
     ML-II (`hyperparameters="ml2"`), by MAP under weak priors (`"map"`) or
     slice-sampled (`"slice"`, the acquisition then averaged over the samples:
@@ -340,8 +371,9 @@ class GPEIOptimizer(ModelBasedOptimizer):
         n_samples: int = 10,
         n_candidates: int = 1024,
         n_local_starts: int = 5,
+        initial_configs: Sequence[Mapping[str, Any]] = (),
     ):
-        super().__init__(space, seed, n_initial)
+        super().__init__(space, seed, n_initial, initial_configs)
         for name, value, allowed in (
             ("hyperparameters", hyperparameters, HYPERPARAMETER_MODES),
             ("acquisition", acquisition, ACQUISITIONS),

@@ -26,7 +26,9 @@ from __future__ import annotations
 
 import dataclasses
 import math
+from collections.abc import Mapping, Sequence
 from numbers import Real
+from typing import Any
 
 import numpy as np
 from sklearn.ensemble import RandomForestRegressor
@@ -108,8 +110,8 @@ def _positive_integer(name: str, value) -> int:
 class RandomForestOptimizer(ModelBasedOptimizer):
     """SMAC-style Bayesian optimization with a random-forest surrogate.
 
-    The first `n_initial` suggestions are the scrambled Sobol design that
-    GPEIOptimizer also starts with. Afterwards each proposal is, with
+    The first `n_initial` suggestions are the initial design that
+    GPEIOptimizer also starts with (`initial_configs`, then Sobol points). Afterwards each proposal is, with
     probability `random_fraction`, a uniform random point (NaN acquisition);
     otherwise the maximizer of EI on the log-scaled targets under the forest's
     Gaussian predictive: the best of `n_candidates` uniform random points and
@@ -131,8 +133,9 @@ class RandomForestOptimizer(ModelBasedOptimizer):
         n_candidates: int = 1000,
         n_local_starts: int = 10,
         random_fraction: float = 0.2,
+        initial_configs: Sequence[Mapping[str, Any]] = (),
     ):
-        super().__init__(space, seed, n_initial)
+        super().__init__(space, seed, n_initial, initial_configs)
         self.n_trees = _positive_integer("n_trees", n_trees)
         self.n_candidates = _positive_integer("n_candidates", n_candidates)
         self.n_local_starts = _positive_integer("n_local_starts", n_local_starts)

@@ -23,7 +23,7 @@ Pure: no Kedro, no MLflow, no files.
 from __future__ import annotations
 
 import difflib
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, fields
 from fractions import Fraction
 from numbers import Integral
@@ -202,6 +202,7 @@ class SearchSettings(Block):
 SHARED_PARAMS = (
     "models",
     "default_models",
+    "portfolios",
     "budget",
     "time_budget",
     "max_trial_share",
@@ -220,7 +221,8 @@ class MethodSettings:
     time_budget one trial may take, None: no cap; max_initial_failures: failed
     first trials that stop the search, None: never; parallel: where the trials
     train; models: the models by name; default_models: the model each
-    task's `auto` takes.
+    task's `auto` takes; portfolios: the configurations a search of a model
+    may evaluate first (core.portfolio), by model.
     """
 
     blocks: Mapping[str, Block]
@@ -231,6 +233,7 @@ class MethodSettings:
     parallel: Any  # core.runners.ParallelSettings
     models: Mapping[str, Mapping[str, Any]]
     default_models: Mapping[str, str]
+    portfolios: Mapping[str, Sequence[Mapping[str, Any]]]
 
 
 # --- the `fidelity` block of a search (core.fidelity) ----------------------------

@@ -13,13 +13,14 @@ Pure: no Kedro, no MLflow, no files.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from numbers import Integral
 from typing import TYPE_CHECKING, Any
 
 from ensemble_bo.core.bagging import FINAL_MODELS
 from ensemble_bo.core.estimator import VOTING
 from ensemble_bo.core.optimizer_kinds import make_optimizer
+from ensemble_bo.core.portfolio import check_portfolios
 from ensemble_bo.core.preparation import TASKS, check_split_options
 from ensemble_bo.core.search import check_max_initial_failures
 from ensemble_bo.core.settings import (
@@ -48,6 +49,7 @@ if TYPE_CHECKING:
 
 # Where the models are declared, for messages.
 MODELS_FILE = "conf/base/parameters_models.yml"
+PORTFOLIOS_FILE = "conf/base/parameters_portfolios.yml"
 
 
 def check_budget(budget: Any, fractional: bool = False) -> float:
@@ -309,11 +311,15 @@ def check_settings(
         )
     tasks = (task,) if task is not None else tuple(sorted(method.tasks))
     spaces = check_model_spaces(parameters["models"])
+    try:
+        portfolios = check_portfolios(parameters["portfolios"], spaces)
+    except ValueError as error:
+        raise InvalidInput(f"{error} ({PORTFOLIOS_FILE})") from None
     blocks = {
         name: block.parse(name, parameters[name], tasks)
         for name, block in method.blocks.items()
     }
-    _check_search_model(method, parameters, tasks, task, spaces)
+    _check_search_model(method, parameters, tasks, task, spaces, portfolios)
     n_folds = parameters.get("data_processing", {}).get("n_folds")
     if isinstance(n_folds, int):  # else the data's folds decide, in run_method
         model = parameters[method.search_params]["model"]
@@ -329,6 +335,7 @@ def check_settings(
         parallel,
         parameters["models"],
         parameters["default_models"],
+        portfolios,
     )
 
 
@@ -400,8 +407,10 @@ def _check_search_model(
     tasks: tuple[str, ...],
     task: str | None,
     spaces: Mapping[str, SearchSpace],
+    portfolios: Mapping[str, Sequence[Mapping[str, Any]]],
 ) -> None:
-    """The search block's `model` (and `auto`'s defaults) and its `optimizer`."""
+    """The search block's `model` (and `auto`'s defaults) and its `optimizer`
+    (with the model's portfolio, when it asks for one)."""
     block = settings[method.search_params]
     for key in ("model", "optimizer"):
         if key not in block:
@@ -433,7 +442,9 @@ def _check_search_model(
                 f"{method.name} builds {' or '.join(sorted(method.tasks))} ensembles"
             )
     try:
-        options = method.optimizer_options(block["optimizer"])
+        options = method.optimizer_options(
+            block["optimizer"], portfolios.get(model, ())
+        )
     except (TypeError, ValueError) as error:  # not a mapping, an unknown preset
         raise InvalidInput(f"{method.search_params}.optimizer: {error}") from None
     check_optimizer(method.search_params, options, spaces[model])
