@@ -41,13 +41,13 @@ from sklearn.utils.validation import (
     validate_data,
 )
 
+from ensemble_bo.core.encoding import categorical_columns
 from ensemble_bo.core.methods import TASK_METHODS, Callback, parse_method, run_method
 from ensemble_bo.core.preparation import (
     TASK_OPTIONS,
     TASKS,
     ModelInput,
     assign_folds,
-    categorical_columns,
     check_table,
     infer_task,
     make_model_input,
@@ -371,9 +371,7 @@ class _BaseEnsembleSearch(BaseEstimator, metaclass=ABCMeta):
         fold_ids = _fold_ids(self.cv, features, target, groups, task, seed)
         data: ModelInput = make_model_input(features, target, dataset, fold_ids)
         result = run_method(method, data, settings, seed, self.callbacks or ())
-        ensemble = ensemble_estimator(
-            result, dataset["categorical_columns"], settings["voting"], seed
-        )
+        ensemble = ensemble_estimator(result, data.encoding, settings["voting"], seed)
         start = time.perf_counter()
         with quiet_iteration_caps():
             self.ensemble_ = ensemble.fit(features, target)

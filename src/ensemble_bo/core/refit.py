@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 
 import numpy as np
 import pandas as pd
 from sklearn.base import BaseEstimator
 from sklearn.metrics import log_loss, roc_auc_score
 
+from ensemble_bo.core.encoding import FeatureEncoding
 from ensemble_bo.core.estimator import build_ensemble_model
 from ensemble_bo.core.losses import brier_loss, zero_one_loss
 from ensemble_bo.core.results import EnsembleSearchResult
@@ -19,14 +20,15 @@ from ensemble_bo.core.zoo import make_model, quiet_iteration_caps
 
 def ensemble_estimator(
     result: EnsembleSearchResult,
-    categorical_columns: Sequence[str],
+    encoding: FeatureEncoding,
     voting: str,
     seed: int,
     weights: Mapping[int, float] | None = None,
 ) -> BaseEstimator:
     """Unfitted model on raw feature frames: the members `weights` names (pool
     index -> weight; default the search's ensemble), each built with the
-    search's model seed (as in its cross-validation), one-hot encoding first.
+    search's model seed and categorical columns (as in its cross-validation),
+    the search's feature encoding first.
     `voting` "auto" combines classifiers as the objective the ensemble was
     chosen by does (EnsembleSearchResult.voting).
     """
@@ -37,11 +39,16 @@ def ensemble_estimator(
     return build_ensemble_model(
         result.task,
         [
-            make_model(result.model_name, result.pool.configs[i], model_seed)
+            make_model(
+                result.model_name,
+                result.pool.configs[i],
+                model_seed,
+                encoding.categorical_features,
+            )
             for i in weights
         ],
         list(weights.values()),
-        list(categorical_columns),
+        encoding,
         voting=voting,
     )
 
@@ -94,7 +101,7 @@ def refit_and_score(
     train_target: pd.Series,
     test_features: pd.DataFrame,
     test_target: pd.Series,
-    categorical_columns: Sequence[str],
+    encoding: FeatureEncoding,
     target_scaling: Mapping[str, float],
     voting: str,
     seed: int,
@@ -112,7 +119,7 @@ def refit_and_score(
     task = result.task
 
     def fitted_losses(weights: Mapping[int, float] | None):
-        model = ensemble_estimator(result, categorical_columns, voting, seed, weights)
+        model = ensemble_estimator(result, encoding, voting, seed, weights)
         start = time.perf_counter()
         with quiet_iteration_caps():
             model.fit(train_features, train_target)
