@@ -140,21 +140,30 @@ def main() -> None:
         "--max-rows", type=int, default=3000, help="a seeded sample of larger tables"
     )
     parser.add_argument("--output", default="categorical_encoding")
+    parser.add_argument(
+        "--report", action="store_true", help="only re-read the records and report"
+    )
     args = parser.parse_args()
+    records_path = RESULTS / f"{args.output}.jsonl"
+    if args.report:
+        records = [json.loads(line) for line in records_path.read_text().splitlines()]
+        tables.write_report(report(records, args.budget), RESULTS / f"{args.output}.md")
+        return
     scripts.quiet_learners()
+    RESULTS.mkdir(parents=True, exist_ok=True)
+    records_path.write_text("")
     records = []
-    for dataset in args.datasets:
-        for seed in args.seeds:
+    # seed by seed, so that a run cut short still compares encodings on its seeds
+    for seed in args.seeds:
+        for dataset in args.datasets:
             name, raw = load(dataset, args.max_rows, seed)
             for levels in args.levels:
                 record = run_one(name, raw, levels, seed, args.budget)
                 scripts.log(json.dumps(record))
+                with records_path.open("a") as lines:
+                    lines.write(json.dumps(record) + "\n")
                 records.append(record)
-    text = report(records, args.budget)
-    tables.write_report(text, RESULTS / f"{args.output}.md")
-    (RESULTS / f"{args.output}.jsonl").write_text(
-        "".join(json.dumps(record) + "\n" for record in records)
-    )
+    tables.write_report(report(records, args.budget), RESULTS / f"{args.output}.md")
 
 
 if __name__ == "__main__":

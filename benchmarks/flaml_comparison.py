@@ -13,8 +13,9 @@ for regression, error rate for classification. Tools:
 - segor_paper (`--with-paper-space`, regression): SEGOR in its paper's default
   space, decision_tree_regressor, at the same T.
 
-Both get the same raw DataFrame (text columns as they are): ours one-hot encodes
-them, FLAML makes them pandas categoricals. Everything runs single-threaded.
+Both get the same raw DataFrame (text columns as they are): ours encodes them
+(one-hot, or ordinal codes for many values: core.encoding), FLAML makes them
+pandas categoricals. Everything runs single-threaded.
 FLAML and its learners are dev-only dependencies (benchmarks/requirements-flaml.txt):
 
     .venv/bin/uv pip install --python .venv/bin/python -r benchmarks/requirements-flaml.txt \\

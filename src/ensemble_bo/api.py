@@ -327,7 +327,8 @@ class _BaseEnsembleSearch(BaseEstimator, metaclass=ABCMeta):
         ----------
         X : array-like or DataFrame of shape (n_samples, n_features)
             Features; missing values are imputed, a DataFrame's text columns
-            one-hot encoded.
+            one-hot encoded, or ordinal-coded if they have many values
+            (core.encoding).
         y : array-like of shape (n_samples,)
             Target: numbers for regression, class labels for classification.
         groups : array-like of shape (n_samples,), default=None
