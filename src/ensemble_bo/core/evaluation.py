@@ -171,8 +171,8 @@ class CrossValidation:
     classification); fold_ids: (n,) fold index of each row.
     model_factory(model_name, config, random_state) builds the unfitted model;
     it defaults to the zoo's `make_model` (and only for it, or a partial of it,
-    is `model_name` checked against the zoo). For a worker process it must be picklable, i.e.
-    a module-level function.
+    is `model_name` checked against the zoo). For a worker process it must be
+    picklable: a module-level function, or a partial of one.
     """
 
     model_name: str

@@ -27,8 +27,8 @@ def ensemble_estimator(
 ) -> BaseEstimator:
     """Unfitted model on raw feature frames: the members `weights` names (pool
     index -> weight; default the search's ensemble), each built with the
-    search's model seed and categorical columns (as in its cross-validation),
-    the search's feature encoding first.
+    search's model seed and told its columns of category codes (as in its
+    cross-validation), the search's feature encoding first.
     `voting` "auto" combines classifiers as the objective the ensemble was
     chosen by does (EnsembleSearchResult.voting).
     """
