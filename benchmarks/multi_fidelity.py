@@ -62,6 +62,7 @@ import pandas as pd
 from ensemble_bo.api import EnsembleSearch, default_parameters
 from ensemble_bo.benchmarking import scripts, tables
 from ensemble_bo.benchmarking.store import CellLines
+from ensemble_bo.core.encoding import categorical_columns
 from ensemble_bo.core.estimator import build_ensemble_model
 from ensemble_bo.core.evaluation import out_of_fold_predictions
 from ensemble_bo.core.grid import (
@@ -71,11 +72,7 @@ from ensemble_bo.core.grid import (
     run_tool_cell,
 )
 from ensemble_bo.core.losses import objective as loss_objective
-from ensemble_bo.core.preparation import (
-    assign_folds,
-    categorical_columns,
-    make_model_input,
-)
+from ensemble_bo.core.preparation import assign_folds, make_model_input
 from ensemble_bo.core.seeding import derive_seed
 from ensemble_bo.core.selection.greedy import greedy_selection_with_replacement
 from ensemble_bo.core.space import CategoricalParameter, ConstantParameter, SearchSpace
@@ -237,7 +234,6 @@ def _optuna_input(cell: ToolCell, X: pd.DataFrame, y: pd.Series) -> dict[str, An
     return {
         "features": features,
         "target": target,
-        "categorical": dataset["categorical_columns"],
         "data": make_model_input(features, target, dataset, fold_ids),
         "model_seed": derive_seed(cell.seed, "models"),
     }
@@ -292,7 +288,12 @@ class _PrunedCV:
 
     def _fold(self, config: dict[str, Any], fold: int) -> np.ndarray:
         """Fold `fold`'s predictions (its rows; the others NaN), fitted on the rest."""
-        model = make_model(self.model_name, config, self.model_seed)
+        model = make_model(
+            self.model_name,
+            config,
+            self.model_seed,
+            self.data.encoding.categorical_features,
+        )
         with quiet_iteration_caps():
             part, _ = out_of_fold_predictions(
                 model,
@@ -359,11 +360,12 @@ def _caruana_refit(
                 objective.model_name,
                 objective.configs[complete[i]],
                 prepared["model_seed"],
+                prepared["data"].encoding.categorical_features,
             )
             for i in members
         ],
         [counts[i] / selection.size for i in members],
-        prepared["categorical"],
+        prepared["data"].encoding,
     )
     with quiet_iteration_caps():
         model.fit(prepared["features"], prepared["target"])

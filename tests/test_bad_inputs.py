@@ -516,7 +516,7 @@ def run_end_to_end(data, method, model, budget=2, seed=0):
         split.train_target,
         split.test_features,
         split.test_target,
-        split.info["categorical_columns"],
+        model_input.encoding,
         model_input.target_scaling,
         "hard",
         seed,

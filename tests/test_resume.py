@@ -106,7 +106,7 @@ def uninterrupted_metrics() -> dict[str, float]:
         split.train_target,
         split.test_features,
         split.test_target,
-        split.info["categorical_columns"],
+        data.encoding,
         data.target_scaling,
         parameters["voting"],
         1,

@@ -9,6 +9,7 @@ import pandas as pd
 import pytest
 from sklearn.tree import DecisionTreeRegressor
 
+from ensemble_bo.core.encoding import FeatureEncoding
 from ensemble_bo.core.estimator import build_ensemble_model
 from ensemble_bo.tracking.artifacts import log_model
 from tests.support import PROJECT, serve_csv
@@ -28,7 +29,7 @@ def model_uri(tmp_path_factory):
     )
     assert FEATURES["age"].dtype == np.int64
     trees = [DecisionTreeRegressor(max_depth=depth, random_state=0) for depth in (3, 6)]
-    model = build_ensemble_model("regression", trees, [0.5, 0.5], [])
+    model = build_ensemble_model("regression", trees, [0.5, 0.5], FeatureEncoding())
     model.fit(FEATURES, CONCRETE["target"])
     with mlflow.start_run(experiment_id=experiment) as run:
         log_model("segor_model", model, FEATURES)

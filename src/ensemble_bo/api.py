@@ -41,13 +41,13 @@ from sklearn.utils.validation import (
     validate_data,
 )
 
+from ensemble_bo.core.encoding import categorical_columns
 from ensemble_bo.core.methods import TASK_METHODS, Callback, parse_method, run_method
 from ensemble_bo.core.preparation import (
     TASK_OPTIONS,
     TASKS,
     ModelInput,
     assign_folds,
-    categorical_columns,
     check_table,
     infer_task,
     make_model_input,
@@ -332,7 +332,8 @@ class _BaseEnsembleSearch(BaseEstimator, metaclass=ABCMeta):
         ----------
         X : array-like or DataFrame of shape (n_samples, n_features)
             Features; missing values are imputed, a DataFrame's text columns
-            one-hot encoded.
+            one-hot encoded, or ordinal-coded if they have many values
+            (core.encoding).
         y : array-like of shape (n_samples,)
             Target: numbers for regression, class labels for classification.
         groups : array-like of shape (n_samples,), default=None
@@ -378,7 +379,7 @@ class _BaseEnsembleSearch(BaseEstimator, metaclass=ABCMeta):
         result = run_method(method, data, settings, seed, self.callbacks or ())
         ensemble = ensemble_estimator(
             result,
-            dataset["categorical_columns"],
+            data.encoding,
             settings["voting"],
             seed,
             fold_ids=bagging_folds(settings["final_model"], data),

@@ -27,8 +27,11 @@ from sklearn.tree import DecisionTreeClassifier, DecisionTreeRegressor
 from sklearn.utils.estimator_checks import parametrize_with_checks
 
 from ensemble_bo.core import estimator
+from ensemble_bo.core.encoding import FeatureEncoding
 from ensemble_bo.core.estimator import WeightedVoteClassifier, build_ensemble_model
-from ensemble_bo.core.preparation import make_feature_encoder
+
+NO_CATEGORIES = FeatureEncoding()
+COLOUR_ONE_HOT = FeatureEncoding(one_hot=("colour",))
 
 
 def _classifier(voting="hard", weights=(0.3, 0.7)):
@@ -65,7 +68,7 @@ def _numeric_frame(n=8):
 
 def test_regression_ensemble_is_sklearns_voting_regressor():
     members = [DummyRegressor(strategy="constant", constant=c) for c in (10.0, -2.0)]
-    model = build_ensemble_model("regression", members, [3, 1], categorical=[])
+    model = build_ensemble_model("regression", members, [3, 1], encoding=NO_CATEGORIES)
     ensemble = model.regressor.named_steps["ensemble"]
     assert type(ensemble) is VotingRegressor
     assert [name for name, _ in ensemble.estimators] == ["member_0", "member_1"]
@@ -85,8 +88,8 @@ def test_the_same_configuration_may_be_a_member_twice():
     X = np.arange(8.0).reshape(-1, 1)
     y = X.ravel() ** 2
     tree = DecisionTreeRegressor(max_depth=2, random_state=0)
-    twice = build_ensemble_model("regression", [tree, tree], [0.5, 0.5], [])
-    once = build_ensemble_model("regression", [tree], [1.0], [])
+    twice = build_ensemble_model("regression", [tree, tree], [0.5, 0.5], NO_CATEGORIES)
+    once = build_ensemble_model("regression", [tree], [1.0], NO_CATEGORIES)
     features = _numeric_frame()
     np.testing.assert_allclose(
         twice.fit(features, y).predict(features),
@@ -326,7 +329,7 @@ def _regression_model():
         "regression",
         [DecisionTreeRegressor(max_depth=3, random_state=0), LinearRegression()],
         [0.3, 0.7],
-        categorical=[],
+        encoding=NO_CATEGORIES,
     )
 
 
@@ -406,11 +409,13 @@ def test_setting_a_member_parameter_changes_that_member_and_its_fit():
 
 def test_builder_members_are_tuned_through_the_pipeline():
     tree = DecisionTreeClassifier(max_depth=5)
-    classifier = build_ensemble_model("classification", [tree], [1.0], [])
+    classifier = build_ensemble_model("classification", [tree], [1.0], NO_CATEGORIES)
     classifier.set_params(ensemble__member_0__max_depth=2)
     assert classifier.named_steps["ensemble"].estimators[0][1].max_depth == 2
 
-    regressor = build_ensemble_model("regression", [DecisionTreeRegressor()], [1.0], [])
+    regressor = build_ensemble_model(
+        "regression", [DecisionTreeRegressor()], [1.0], NO_CATEGORIES
+    )
     regressor.set_params(regressor__ensemble__member_0__max_depth=3)
     member = regressor.regressor.named_steps["ensemble"].estimators[0][1]
     assert member.max_depth == 3
@@ -517,7 +522,7 @@ def test_builder_rejects_weights_voting_regressor_would_take(task, weights, matc
     # VotingRegressor itself would average with a negative weight, silently.
     members = [DummyRegressor(), DummyRegressor()]
     with pytest.raises(ValueError, match=match):
-        build_ensemble_model(task, members, weights, [])
+        build_ensemble_model(task, members, weights, NO_CATEGORIES)
 
 
 def test_unknown_voting_is_named():
@@ -548,10 +553,10 @@ def test_classifier_rejects_a_continuous_target():
 
 def test_builder_names_an_unknown_task_and_mismatched_weights():
     with pytest.raises(ValueError, match="unknown task 'ranking'"):
-        build_ensemble_model("ranking", [DummyRegressor()], [1.0], [])
+        build_ensemble_model("ranking", [DummyRegressor()], [1.0], NO_CATEGORIES)
     with pytest.raises(ValueError, match="got 2 members and 1 weights"):
         build_ensemble_model(
-            "regression", [DummyRegressor(), DummyRegressor()], [1.0], []
+            "regression", [DummyRegressor(), DummyRegressor()], [1.0], NO_CATEGORIES
         )
 
 
@@ -573,7 +578,7 @@ def test_regression_model_predicts_in_the_targets_units():
         "regression",
         [LinearRegression(), DecisionTreeRegressor(max_depth=3, random_state=0)],
         [0.25, 0.75],
-        categorical=["colour"],
+        encoding=COLOUR_ONE_HOT,
     )
     assert isinstance(model, TransformedTargetRegressor)
     model.fit(features, target)
@@ -581,7 +586,7 @@ def test_regression_model_predicts_in_the_targets_units():
     def direct(member):
         # The same member fitted on the raw target, without standardization.
         return (
-            Pipeline([("encode", make_feature_encoder(["colour"])), ("m", member)])
+            Pipeline([("encode", COLOUR_ONE_HOT.encoder()), ("m", member)])
             .fit(features, target)
             .predict(features)
         )
@@ -607,7 +612,7 @@ def test_regression_builder_standardizes_the_target():
             DummyRegressor(strategy="constant", constant=-1.0),
         ],
         [0.75, 0.25],
-        categorical=["colour"],
+        encoding=COLOUR_ONE_HOT,
     ).fit(features, target)
     # members predict +1 and -1 standardized; 0.75 * 1 + 0.25 * -1 = 0.5
     np.testing.assert_allclose(
@@ -623,7 +628,7 @@ def test_classification_model_on_a_frame_with_a_categorical_column(voting):
         "classification",
         [DecisionTreeClassifier(max_depth=3, random_state=0)],
         [1.0],
-        categorical=["colour"],
+        encoding=COLOUR_ONE_HOT,
         voting=voting,
     )
     assert isinstance(model, Pipeline)
@@ -632,7 +637,7 @@ def test_classification_model_on_a_frame_with_a_categorical_column(voting):
 
     direct = Pipeline(
         [
-            ("encode", make_feature_encoder(["colour"])),
+            ("encode", COLOUR_ONE_HOT.encoder()),
             ("tree", DecisionTreeClassifier(max_depth=3, random_state=0)),
         ]
     ).fit(features, labels)
@@ -652,7 +657,7 @@ def test_classification_builder_combines_several_members():
         "classification",
         [DecisionTreeClassifier(max_depth=2, random_state=0), LogisticRegression()],
         [0.5, 0.5],
-        categorical=["colour"],
+        encoding=COLOUR_ONE_HOT,
         voting="soft",
     ).fit(features, labels)
     proba = model.predict_proba(features)

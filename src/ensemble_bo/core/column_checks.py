@@ -1,8 +1,7 @@
 """Columns that would mislead a search without a word, refused with what to do.
 
 - Features: a date column, or a text column of identifiers or free text,
-  would be one-hot encoded like labels, a column per value
-  (`check_text_features`).
+  would be encoded like labels, a category per value (`check_text_features`).
 - A regression target: values too large for float64 to square and average,
   or a few values far enough from the rest to set its scale alone
   (`check_target_scale`); the search standardizes the target by its standard
@@ -37,8 +36,9 @@ TARGET_OUTLIER_IQRS = 1e6
 IDENTIFIER_MIN_VALUES = 20
 # A text feature column with more than IDENTIFIER_MIN_VALUES distinct values
 # that are at least this share of its rows is refused as identifier-like (or
-# free text): one-hot encoded, nearly every row would get a column of its own,
-# which no model can learn from, nor use for a value it has not seen.
+# free text): nearly every row would get a category of its own (an ordinal code
+# of its own, core.encoding), which no model can learn from, nor use for a
+# value it has not seen.
 IDENTIFIER_DISTINCT_SHARE = 0.9
 # A date (optionally with a time) as text: 2021-03-04, 2021/3/4, 04.03.2021,
 # 3/4/2021, 2021-03-04T10:30:00Z.
@@ -67,7 +67,7 @@ def _is_date_column(values: pd.Series) -> bool:
 def check_text_features(features: pd.DataFrame, name: str = "dataset") -> None:
     """Refuse date and identifier-like columns, naming them, with what to do.
 
-    Both would be one-hot encoded like labels, a column per value, without a
+    Both would be encoded like labels, a category per value, without a
     word: a date column (text such as "2021-03-04", or datetimes) is refused
     rather than turned into numbers, since which numbers (days since a start,
     year, month, day of week) depends on what the dates mean; a text column
@@ -109,8 +109,8 @@ def check_text_features(features: pd.DataFrame, name: str = "dataset") -> None:
         )
         raise ValueError(
             f"{name}: feature column(s) {list(identifiers)} look like identifiers "
-            f"or free text ({described}); one-hot encoded, nearly every row would "
-            "get a column of its own, which no model can learn from. Drop the "
+            f"or free text ({described}); nearly every row would be a category "
+            "of its own, which no model can learn from. Drop the "
             "column(s), or turn what they mean into a few numbers or categories"
         )
 

@@ -6,7 +6,7 @@ a weighted plurality vote (SEGO) or a weighted mean of member probabilities,
 because its votes must tie where `VotingClassifier`'s do not (see its docstring).
 Both fit every member on all of the data they are given: the weights come from
 the search, not from the fit. `build_ensemble_model` wraps either one with the
-feature encoder, so the result fits on raw feature frames.
+feature encoder (core.encoding), so the result fits on raw feature frames.
 """
 
 from __future__ import annotations
@@ -28,8 +28,9 @@ from sklearn.utils.validation import (
     validate_data,
 )
 
+from ensemble_bo.core.encoding import FeatureEncoding
 from ensemble_bo.core.losses import vote_winners
-from ensemble_bo.core.preparation import TASKS, make_feature_encoder
+from ensemble_bo.core.preparation import TASKS
 
 VOTING = ("hard", "soft")
 
@@ -324,10 +325,10 @@ def build_ensemble_model(
     task: str,
     members: Sequence[BaseEstimator],
     weights: Sequence[float],
-    categorical: list[str],
+    encoding: FeatureEncoding,
     voting: str = "hard",
 ) -> Pipeline | TransformedTargetRegressor:
-    """Unfitted model on raw feature frames: one-hot encoding, then the ensemble.
+    """Unfitted model on raw feature frames: `encoding`'s encoder, then the ensemble.
 
     `members` are unfitted estimators, named member_0, member_1, ... (tune one
     with `set_params(ensemble__member_0__...)`, or `regressor__ensemble__...` for
@@ -353,9 +354,7 @@ def build_ensemble_model(
         ensemble = WeightedVoteClassifier(named, weights=list(weights), voting=voting)
     else:
         ensemble = VotingRegressor(named, weights=list(weights))
-    model = Pipeline(
-        [("encode", make_feature_encoder(categorical)), ("ensemble", ensemble)]
-    )
+    model = Pipeline([("encode", encoding.encoder()), ("ensemble", ensemble)])
     if task == "classification":
         return model
     return TransformedTargetRegressor(regressor=model, transformer=StandardScaler())

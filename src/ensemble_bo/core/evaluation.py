@@ -209,9 +209,9 @@ class CrossValidation:
     X: (n, p) features; y: (n,) targets (class codes 0..K-1 for
     classification); fold_ids: (n,) fold index of each row.
     model_factory(model_name, config, random_state) builds the unfitted model;
-    it defaults to the zoo's `make_model` (and only then is `model_name`
-    checked against the zoo). For a worker process it must be picklable, i.e.
-    a module-level function.
+    it defaults to the zoo's `make_model` (and only for it, or a partial of it,
+    is `model_name` checked against the zoo). For a worker process it must be
+    picklable: a module-level function, or a partial of one.
     """
 
     model_name: str
@@ -222,7 +222,9 @@ class CrossValidation:
     model_factory: ModelFactory = make_model
 
     def __post_init__(self) -> None:
-        if self.model_factory is make_model and self.model_name not in MODEL_FACTORIES:
+        # make_model, or make_model with some of its arguments given (a partial)
+        zoo_factory = getattr(self.model_factory, "func", self.model_factory)
+        if zoo_factory is make_model and self.model_name not in MODEL_FACTORIES:
             raise ValueError(
                 f"unknown model {self.model_name!r}; available: "
                 f"{sorted(MODEL_FACTORIES)}"

@@ -548,7 +548,7 @@ def _finished_cell(
         split.train_target,
         split.test_features,
         split.test_target,
-        split.info["categorical_columns"],
+        data.encoding,
         data.target_scaling,
         cell.settings["voting"],
         cell.seed,

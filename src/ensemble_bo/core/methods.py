@@ -16,6 +16,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
+from functools import partial
 from typing import Any
 
 from ensemble_bo.core.evaluation import CrossValidation
@@ -63,6 +64,7 @@ from ensemble_bo.core.strategies import (
 from ensemble_bo.core.time_budget import TimeBudget
 from ensemble_bo.core.validation import check_fidelity, check_settings
 from ensemble_bo.core.workers import WorkerEvaluator
+from ensemble_bo.core.zoo import make_model
 
 REGRESSION = frozenset({"regression"})
 CLASSIFICATION = frozenset({"classification"})
@@ -552,6 +554,10 @@ def run_method(
             data.target,
             data.fold_ids,
             random_state=derive_seed(seed, "models"),
+            # histogram gradient boosting takes the code columns as categories
+            model_factory=partial(
+                make_model, categorical_features=data.encoding.categorical_features
+            ),
         ),
         time_limit=search.time_limit,
     )

@@ -19,11 +19,10 @@ from typing import Any
 import numpy as np
 import pandas as pd
 from pandas.api.types import is_bool_dtype, is_numeric_dtype
-from sklearn.compose import ColumnTransformer
 from sklearn.model_selection import KFold, StratifiedKFold, train_test_split
-from sklearn.preprocessing import OneHotEncoder
 
 from ensemble_bo.core.column_checks import check_target_scale, check_text_features
+from ensemble_bo.core.encoding import FeatureEncoding, categorical_columns
 from ensemble_bo.core.messages import examples, plain
 from ensemble_bo.core.seeding import derive_seed
 
@@ -352,39 +351,13 @@ def assign_folds(y: pd.Series, task: str, n_folds: int, seed: int) -> np.ndarray
     return fold_ids
 
 
-def categorical_columns(features: pd.DataFrame) -> list[str]:
-    """Columns that need encoding: every non-numeric (text, category, bool) column."""
-    return [
-        column
-        for column in features.columns
-        if not is_numeric_dtype(features[column]) or features[column].dtype == bool
-    ]
-
-
-def make_feature_encoder(categorical: list[str]) -> ColumnTransformer:
-    """One-hot for `categorical` columns, numeric columns passed through.
-
-    Unknown categories at prediction time become all-zero rows instead of errors.
-    """
-    return ColumnTransformer(
-        [
-            (
-                "one_hot",
-                OneHotEncoder(handle_unknown="ignore", sparse_output=False),
-                categorical,
-            )
-        ],
-        remainder="passthrough",
-        verbose_feature_names_out=False,
-    )
-
-
 @dataclass(frozen=True)
 class DatasetSplit:
     """A validated table held out into a training and a test part.
 
     `info` describes the dataset: name, task, target, rows, features,
-    categorical_columns, encoded_features (the columns after one-hot
+    categorical_columns, ordinal_columns (those of them with more levels than
+    one-hot encoding takes, core.encoding), encoded_features (the columns after
     encoding, fitted on the training part), fingerprint, train_rows, test_rows.
     """
 
@@ -403,7 +376,9 @@ class ModelInput:
     target (SEGOR s.4) or class codes 0..K-1 in sorted label order; fold_ids:
     (n,) fold of each row; target_scaling: the raw target's mean and std
     (identity for classes); dataset: the DatasetSplit's info (or the caller's
-    description: at least name, task and categorical_columns).
+    description: at least name, task and categorical_columns); encoding: how
+    the raw categorical columns became `features` (its `categorical_features`
+    are the columns of category codes).
     """
 
     features: np.ndarray
@@ -412,6 +387,7 @@ class ModelInput:
     task: str
     target_scaling: dict[str, float]
     dataset: dict[str, Any]
+    encoding: FeatureEncoding = FeatureEncoding()
 
     def __post_init__(self) -> None:
         if self.task not in TASKS:
@@ -449,6 +425,7 @@ def split_dataset(
     )
     categorical = categorical_columns(raw.drop(columns=target))
     train_features = train_set.drop(columns=target)
+    encoding = FeatureEncoding.choose(train_features, categorical)
     info = {
         "name": name,
         "task": task,
@@ -456,12 +433,11 @@ def split_dataset(
         "rows": len(raw),
         "features": raw.shape[1] - 1,
         "categorical_columns": categorical,
+        "ordinal_columns": list(encoding.ordinal),
         # what the models see: more of them than training rows is warned of
         # (make_model_input), and logged with the dataset's description
         "encoded_features": len(
-            make_feature_encoder(categorical)
-            .fit(train_features)
-            .get_feature_names_out()
+            encoding.encoder().fit(train_features).get_feature_names_out()
         ),
         "fingerprint": fingerprint,
         "train_rows": len(train_set),
@@ -484,13 +460,13 @@ def make_model_input(
 ) -> ModelInput:
     """Encode the features and standardize a regression target (or code the classes).
 
-    dataset: at least name, task and categorical_columns (a DatasetSplit's info).
+    dataset: at least name, task and categorical_columns (a DatasetSplit's info);
+    their encoding is chosen by their levels in `features` (core.encoding).
     More encoded features than rows is allowed, with a logged warning.
     """
     task = dataset["task"]
-    matrix = make_feature_encoder(dataset["categorical_columns"]).fit_transform(
-        features
-    )
+    encoding = FeatureEncoding.choose(features, dataset["categorical_columns"])
+    matrix = encoding.encoder().fit_transform(features)
     if matrix.shape[1] > len(matrix):
         # Not refused: wide data is common (measurements of many genes), and
         # trees and regularized models take it; but the user should know.
@@ -529,6 +505,7 @@ def make_model_input(
         task,
         scaling,
         dict(dataset),
+        encoding,
     )
 
 

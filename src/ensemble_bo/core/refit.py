@@ -4,7 +4,7 @@ bagged over the search's folds, and its test losses."""
 from __future__ import annotations
 
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 
 import numpy as np
 import pandas as pd
@@ -12,6 +12,7 @@ from sklearn.base import BaseEstimator
 from sklearn.metrics import log_loss, roc_auc_score
 
 from ensemble_bo.core.bagging import bagged
+from ensemble_bo.core.encoding import FeatureEncoding
 from ensemble_bo.core.estimator import build_ensemble_model
 from ensemble_bo.core.losses import brier_loss, zero_one_loss
 from ensemble_bo.core.preparation import ModelInput
@@ -30,7 +31,7 @@ def bagging_folds(final_model: str, data: ModelInput) -> np.ndarray | None:
 
 def ensemble_estimator(
     result: EnsembleSearchResult,
-    categorical_columns: Sequence[str],
+    encoding: FeatureEncoding,
     voting: str,
     seed: int,
     weights: Mapping[int, float] | None = None,
@@ -38,7 +39,8 @@ def ensemble_estimator(
 ) -> BaseEstimator:
     """Unfitted model on raw feature frames: the members `weights` names (pool
     index -> weight; default the search's ensemble), each built with the
-    search's model seed (as in its cross-validation), one-hot encoding first.
+    search's model seed and told its columns of category codes (as in its
+    cross-validation), the search's feature encoding first.
     `voting` "auto" combines classifiers as the objective the ensemble was
     chosen by does (EnsembleSearchResult.voting). `fold_ids` (n_train,): bag
     each member over these folds (core.bagging), fitting its k fold models
@@ -49,7 +51,12 @@ def ensemble_estimator(
         voting = result.voting
     model_seed = derive_seed(seed, "models")
     members = [
-        make_model(result.model_name, result.pool.configs[i], model_seed)
+        make_model(
+            result.model_name,
+            result.pool.configs[i],
+            model_seed,
+            encoding.categorical_features,
+        )
         for i in weights
     ]
     if fold_ids is not None:
@@ -58,7 +65,7 @@ def ensemble_estimator(
         result.task,
         members,
         list(weights.values()),
-        list(categorical_columns),
+        encoding,
         voting=voting,
     )
 
@@ -111,7 +118,7 @@ def refit_and_score(
     train_target: pd.Series,
     test_features: pd.DataFrame,
     test_target: pd.Series,
-    categorical_columns: Sequence[str],
+    encoding: FeatureEncoding,
     target_scaling: Mapping[str, float],
     voting: str,
     seed: int,
@@ -132,9 +139,7 @@ def refit_and_score(
     task = result.task
 
     def fitted_losses(weights: Mapping[int, float] | None):
-        model = ensemble_estimator(
-            result, categorical_columns, voting, seed, weights, fold_ids
-        )
+        model = ensemble_estimator(result, encoding, voting, seed, weights, fold_ids)
         start = time.perf_counter()
         with quiet_iteration_caps():
             model.fit(train_features, train_target)

@@ -22,12 +22,17 @@ the side that fits best) gets them as they are; every other one gets a median
 SimpleImputer in front of it (and of its scaler), fitted inside each fold like
 the scaler (`make_model`). On data without missing values the imputer changes
 nothing.
+
+Histogram gradient boosting takes the columns of category codes
+(core.encoding) as categories, splitting on sets of levels rather than on an
+order of codes that means nothing: `make_model` tells it which columns those
+are. Every other model takes the codes as numbers.
 """
 
 from __future__ import annotations
 
 import warnings
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from typing import Any, Literal
 
@@ -393,15 +398,34 @@ def with_imputation(model: BaseEstimator) -> BaseEstimator:
     return make_pipeline(imputer, model)
 
 
+def with_native_categories(
+    model: BaseEstimator, categorical_features: Sequence[int]
+) -> BaseEstimator:
+    """`model`, a histogram gradient boosting one told that the feature columns
+    `categorical_features` (indices) hold category codes; any other unchanged."""
+    estimator = model[-1] if isinstance(model, Pipeline) else model
+    if categorical_features and isinstance(
+        estimator, HistGradientBoostingClassifier | HistGradientBoostingRegressor
+    ):
+        estimator.set_params(categorical_features=list(categorical_features))
+    return model
+
+
 def make_model(
-    model_name: str, params: dict[str, Any], random_state: int
+    model_name: str,
+    params: dict[str, Any],
+    random_state: int,
+    categorical_features: Sequence[int] = (),
 ) -> BaseEstimator:
     """An unfitted estimator of the model `model_name` with hyperparameters `params`.
 
-    It takes features with missing values (see the module's docstring).
+    It takes features with missing values, and learners with native
+    categories take the columns `categorical_features` (indices of the
+    encoded matrix, core.encoding) as categories (see the module's docstring).
     """
     try:
         factory = MODEL_FACTORIES[model_name]
     except KeyError:
         raise _unknown(model_name) from None
-    return with_imputation(factory(params, random_state))
+    model = factory(params, random_state)
+    return with_imputation(with_native_categories(model, categorical_features))

@@ -136,7 +136,7 @@ def refit_and_score(
         train_target,
         test_features,
         test_target,
-        model_input.dataset["categorical_columns"],
+        model_input.encoding,
         model_input.target_scaling,
         voting,
         seed,
