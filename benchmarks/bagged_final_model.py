@@ -129,11 +129,7 @@ def measure_final_model(
     import skops.io  # noqa: PLC0415 - in the measuring process only
 
     model = ensemble_estimator(
-        result,
-        split.info["categorical_columns"],
-        voting,
-        seed,
-        fold_ids=bagging_folds(final_model, data),
+        result, data.encoding, voting, seed, fold_ids=bagging_folds(final_model, data)
     )
     Path("/proc/self/clear_refs").write_text("5")  # VmHWM := VmRSS
     before = _memory_kib("VmRSS")

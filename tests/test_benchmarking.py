@@ -138,6 +138,32 @@ def test_a_classification_cell_also_records_the_test_probability_metrics():
     assert "test_log_loss" not in regression
 
 
+def fit_stopped_by_ctrl_c(cell, X, y):
+    try:
+        raise KeyboardInterrupt
+    except KeyboardInterrupt as pressed:
+        raise RuntimeError("search stopped after 2 of 8 iterations") from pressed
+
+
+def test_ctrl_c_in_a_cell_stops_the_grid_instead_of_failing_the_cell(monkeypatch):
+    # a search stopped by Ctrl-C raises SearchInterrupted from the
+    # KeyboardInterrupt: the cell must not take it for a broken cell
+    with pytest.raises(KeyboardInterrupt):
+        run_tool_cell(tool_cell(), diabetes(), DATA_PROCESSING, fit_stopped_by_ctrl_c)
+    settings = parse_settings(
+        {**GRID, "datasets": ["diabetes"], "methods": ["random_search"], "budget": 3}
+    )
+    (cell, _) = grid_cells(
+        settings, {"diabetes": diabetes()}, DATA_PROCESSING, PARAMETERS
+    )
+    monkeypatch.setattr(
+        "ensemble_bo.core.grid._finished_cell",
+        lambda *args: fit_stopped_by_ctrl_c(None, None, None),
+    )
+    with pytest.raises(KeyboardInterrupt):
+        run_cell(cell, diabetes(), DATA_PROCESSING)
+
+
 def test_a_tool_cell_that_raises_is_a_failed_record_with_its_traceback():
     raw = diabetes()
     broken = run_tool_cell(tool_cell(), raw, DATA_PROCESSING, fit_broken)

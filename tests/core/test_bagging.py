@@ -122,7 +122,7 @@ def _search(task):
 def test_the_fold_models_reproduce_the_pools_out_of_fold_predictions(task):
     data, result = _search(task)
     model = ensemble_estimator(
-        result, ["colour"], "soft", 7, fold_ids=bagging_folds("bagged", data)
+        result, data.encoding, "soft", 7, fold_ids=bagging_folds("bagged", data)
     )
     model.fit(FEATURES, SETTINGS[task][2])
     pipeline = model.regressor_ if task == "regression" else model
@@ -156,7 +156,7 @@ def test_the_fold_models_reproduce_the_pools_out_of_fold_predictions(task):
 def test_the_bagged_ensemble_round_trips_through_skops_with_its_own_types_trusted():
     data, result = _search("classification")
     model = ensemble_estimator(
-        result, ["colour"], "soft", 7, fold_ids=data.fold_ids
+        result, data.encoding, "soft", 7, fold_ids=data.fold_ids
     ).fit(FEATURES, LABELS)
     dumped = skops.io.dumps(model)
     trusted = skops.io.get_untrusted_types(data=dumped)

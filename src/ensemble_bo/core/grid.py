@@ -511,6 +511,12 @@ def _finite_or_none(value: float) -> float | None:
     return float(value) if math.isfinite(value) else None
 
 
+def _reraise_ctrl_c(error: Exception) -> None:
+    """Raise the Ctrl-C a search was stopped by (SearchInterrupted's cause)."""
+    if isinstance(error.__cause__, KeyboardInterrupt):
+        raise error.__cause__
+
+
 def run_cell(
     cell: MethodCell,
     raw: pd.DataFrame,
@@ -523,12 +529,14 @@ def run_cell(
     key), so a cell stopped mid-search resumes without retraining them.
 
     A cell that raises is a record with status
-    "failed" and the error text, so the other cells go on.
+    "failed" and the error text, so the other cells go on; Ctrl-C, also as
+    the stopped search it leaves, stops the grid.
     """
     start = time.perf_counter()
     try:
         record = _finished_cell(cell, raw, data_processing, journals)
     except Exception as error:  # noqa: BLE001 - one broken cell must not stop the grid
+        _reraise_ctrl_c(error)
         record = cell.failed_record(error)
     return {**record, "wall_seconds": time.perf_counter() - start}
 
@@ -593,7 +601,8 @@ def run_tool_cell(
     the target standardized by the training part's std, or 0/1 errors); a
     classifier with predict_proba also gets its test log-loss, Brier score and
     ROC AUC (`classification_test_metrics`). A cell
-    that raises is a record too: status failed, its error and traceback.
+    that raises is a record too: status failed, its error and traceback; Ctrl-C
+    (also as the stopped search it leaves) stops the grid.
     """
     record = cell.coordinates
     start = time.perf_counter()
@@ -631,6 +640,7 @@ def run_tool_cell(
             **info,
         )
     except Exception as error:  # noqa: BLE001 - a failed cell is a result to report
+        _reraise_ctrl_c(error)
         record.update(
             status="failed",
             error=f"{type(error).__name__}: {error}",
