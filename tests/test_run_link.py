@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import multiprocessing
 import os
+import signal
 from pathlib import Path
 
 import mlflow
@@ -287,6 +288,30 @@ def test_only_requests_without_an_answer_count_as_the_server_being_away():
     ]
     assert [server_unreachable(error) for error in away] == [True] * 4
     assert [server_unreachable(error) for error in answered] == [False] * 3
+
+
+def test_ctrl_c_during_a_write_to_a_sqlite_store_takes_effect_after_it(tmp_path):
+    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    mlflow.set_tracking_uri(uri)
+    link = RunLink(uri, tmp_path / "buffers")
+    link.start_run()
+    written = []
+
+    def log_while_ctrl_c_is_pressed():
+        signal.raise_signal(signal.SIGINT)  # pressed mid-write
+        mlflow.log_metric("trials", 3.0)
+        written.append(True)
+
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            link.call(log_while_ctrl_c_is_pressed)
+        assert written  # the write was not cut short...
+        ended = link.end("KILLED")  # ...so the database is not left locked
+    finally:
+        mlflow.end_run()
+    assert ended.status == "KILLED"
+    run = MlflowClient(uri).get_run(link.run_id)
+    assert run.info.status == "KILLED" and run.data.metrics["trials"] == 3.0
 
 
 def test_a_run_ends_failed_on_an_error_and_killed_on_ctrl_c(tmp_path):

@@ -26,7 +26,7 @@ import signal
 import threading
 import time
 from collections.abc import Callable, Iterator, Mapping
-from contextlib import contextmanager, suppress
+from contextlib import contextmanager, nullcontext, suppress
 from pathlib import Path
 from typing import Any, NamedTuple, TypeVar
 
@@ -42,6 +42,7 @@ from ensemble_bo.tracking.store import (
     first_line,
     http_limits,
     server_unreachable,
+    sqlite_database,
 )
 
 logger = logging.getLogger(__name__)
@@ -148,8 +149,15 @@ class RunLink:
         if self._buffering and not self._stopping:
             self._reconnect_if_due()
         if not self._buffering:
+            # Ctrl-C in the middle of a write to a SQLite store leaves the
+            # database locked, so that the run can no longer be ended KILLED: a
+            # local write (milliseconds) finishes first. A server's request is
+            # bounded instead (limits).
+            local = (
+                ctrl_c_after() if sqlite_database(self.tracking_uri) else nullcontext()
+            )
             try:
-                with self.limits():
+                with self.limits(), local:
                     return action(*args, **kwargs)
             except Exception as error:
                 if not server_unreachable(error):
