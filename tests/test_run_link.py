@@ -302,12 +302,15 @@ def test_ctrl_c_during_a_write_to_a_sqlite_store_takes_effect_after_it(tmp_path)
         mlflow.log_metric("trials", 3.0)
         written.append(True)
 
+    # Python's own Ctrl-C handler, whatever the test runner installed
+    runner_handler = signal.signal(signal.SIGINT, signal.default_int_handler)
     try:
         with pytest.raises(KeyboardInterrupt):
             link.call(log_while_ctrl_c_is_pressed)
         assert written  # the write was not cut short...
         ended = link.end("KILLED")  # ...so the database is not left locked
     finally:
+        signal.signal(signal.SIGINT, runner_handler)
         mlflow.end_run()
     assert ended.status == "KILLED"
     run = MlflowClient(uri).get_run(link.run_id)
