@@ -204,6 +204,20 @@ def test_an_upload_cut_short_goes_on_without_making_anything_twice(
     assert server.client.get_run(run_id).info.status == "FAILED"
 
 
+def test_a_step_the_server_took_as_it_went_away_is_uploaded_once(server, tmp_path):
+    link = open_link(server, tmp_path / "buffer")
+    run_id = link.run_id
+    server.up = False
+    link.call(server.answering(log_step), 0)  # no answer: buffered
+    link.call(server.answering(log_step), 1)
+    link.end("FAILED")
+    # ...though step 0 had reached the server before it went away
+    server.up = True
+    server.client.log_metric(run_id, "cv_loss_ensemble", 1.0, step=0, timestamp=1)
+    RunBuffer.open(tmp_path / "buffer").upload(server.client)
+    assert steps(server, run_id) == [0, 1]
+
+
 def buffer_a_step_then_die(server: Server, buffer: Path, connection) -> None:
     """A run's process that buffers a step, then dies without ending its run."""
     link = open_link(server, buffer)

@@ -223,11 +223,20 @@ class RunBuffer:
         params = [Param(key, value) for key, value in run.data.params.items()]
         skipped = set(skipped_tags)
         tags = [RunTag(k, v) for k, v in run.data.tags.items() if k not in skipped]
-        metrics = [
-            metric
-            for key in sorted(run.data.metrics)
-            for metric in source.get_metric_history(run_id, key)
-        ]
+        # A value the server already has at a step is not copied: a request
+        # the server carried out as it went away, but whose answer never
+        # came, was buffered as well, at another timestamp.
+        metrics = []
+        for key in sorted(run.data.metrics):
+            held = {
+                (metric.step, metric.value)
+                for metric in target.get_metric_history(target_run_id, key)
+            }
+            metrics += [
+                metric
+                for metric in source.get_metric_history(run_id, key)
+                if (metric.step, metric.value) not in held
+            ]
         for batch in _batches(params, _PARAMS_PER_BATCH):
             target.log_batch(target_run_id, params=batch)
         # A repeated batch is no second value: the server drops a metric whose
