@@ -31,7 +31,7 @@ from mlflow.exceptions import MlflowException
 from mlflow.tracking import MlflowClient
 
 from ensemble_bo.core.result_files import write_result
-from ensemble_bo.core.results import EnsembleSearchResult
+from ensemble_bo.core.results import EnsembleSearchResult, interrupted_by_user
 from ensemble_bo.rerun import (
     DIFFERENT,
     REFUSED,
@@ -42,7 +42,7 @@ from ensemble_bo.rerun import (
 )
 from ensemble_bo.scheduled import SCHEDULE, read_schedule, run_schedule
 from ensemble_bo.summary import run_address
-from ensemble_bo.tracking.hook import end_interrupted_runs, interrupted_by_user
+from ensemble_bo.tracking.hook import end_interrupted_runs
 from ensemble_bo.tracking.model_integrity import ModelNotVerifiable, verify_model
 from ensemble_bo.tracking.run_buffer import RunBuffer, RunBufferError
 from ensemble_bo.tracking.run_link import RETRIES, TIMEOUT

@@ -61,6 +61,7 @@ from ensemble_bo.core.refit import (
     refit_and_score,
     test_sample_losses,
 )
+from ensemble_bo.core.results import interrupted_by_user
 from ensemble_bo.core.zoo import model_task
 
 # Parameters every cell reads besides its method's: the final model's combiner
@@ -511,12 +512,6 @@ def _finite_or_none(value: float) -> float | None:
     return float(value) if math.isfinite(value) else None
 
 
-def _reraise_ctrl_c(error: Exception) -> None:
-    """Raise the Ctrl-C a search was stopped by (SearchInterrupted's cause)."""
-    if isinstance(error.__cause__, KeyboardInterrupt):
-        raise error.__cause__
-
-
 def run_cell(
     cell: MethodCell,
     raw: pd.DataFrame,
@@ -536,7 +531,8 @@ def run_cell(
     try:
         record = _finished_cell(cell, raw, data_processing, journals)
     except Exception as error:  # noqa: BLE001 - one broken cell must not stop the grid
-        _reraise_ctrl_c(error)
+        if interrupted_by_user(error):  # Ctrl-C stops the grid, not the cell
+            raise KeyboardInterrupt from error
         record = cell.failed_record(error)
     return {**record, "wall_seconds": time.perf_counter() - start}
 
@@ -640,7 +636,8 @@ def run_tool_cell(
             **info,
         )
     except Exception as error:  # noqa: BLE001 - a failed cell is a result to report
-        _reraise_ctrl_c(error)
+        if interrupted_by_user(error):  # Ctrl-C stops the grid, not the cell
+            raise KeyboardInterrupt from error
         record.update(
             status="failed",
             error=f"{type(error).__name__}: {error}",

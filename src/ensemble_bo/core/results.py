@@ -146,6 +146,18 @@ class EnsembleSearchResult:
         return int(np.nanargmin(self.single_losses))
 
 
+def interrupted_by_user(error: BaseException) -> bool:
+    """Whether `error` is Ctrl-C, or was raised from it (a stopped search)."""
+    seen: set[int] = set()
+    cause: BaseException | None = error
+    while cause is not None and id(cause) not in seen:
+        if isinstance(cause, KeyboardInterrupt):
+            return True
+        seen.add(id(cause))
+        cause = cause.__cause__ or cause.__context__
+    return False
+
+
 class SearchInterrupted(RuntimeError):
     """A search stopped early (an error, Ctrl-C); `result` holds what it had trained."""
 

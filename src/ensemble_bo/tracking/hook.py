@@ -35,7 +35,7 @@ from kedro.framework.hooks import hook_impl
 from mlflow.tracking import MlflowClient
 
 from ensemble_bo import events
-from ensemble_bo.core.results import SearchInterrupted
+from ensemble_bo.core.results import SearchInterrupted, interrupted_by_user
 from ensemble_bo.summary import log_run_summary, run_address
 from ensemble_bo.tracking.artifacts import (
     PARTIAL,
@@ -68,18 +68,6 @@ logger = logging.getLogger(__name__)
 # Hooks whose run is open. Ctrl-C outside a search (the benchmark, loading a
 # dataset) reaches no Kedro hook: the `run` command ends them (end_interrupted_runs).
 _open_hooks: list[MlflowTrackingHook] = []
-
-
-def interrupted_by_user(error: BaseException) -> bool:
-    """Whether `error` is Ctrl-C, or was raised from it (a stopped search)."""
-    seen: set[int] = set()
-    cause: BaseException | None = error
-    while cause is not None and id(cause) not in seen:
-        if isinstance(cause, KeyboardInterrupt):
-            return True
-        seen.add(id(cause))
-        cause = cause.__cause__ or cause.__context__
-    return False
 
 
 def end_interrupted_runs() -> None:
