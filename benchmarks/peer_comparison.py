@@ -1,4 +1,4 @@
-"""Our ensemble searches against AutoML peers at equal wall time, bundled datasets.
+"""Our ensemble searches against AutoML peers at equal wall time, on real datasets.
 
 Every cell is one (dataset, repetition, tool, time budget T): the project's own
 test split of repetition r (the benchmark pipeline's `split_dataset` with seed
@@ -20,6 +20,11 @@ ROC AUC for classification. Tools (peer_tools.py):
   (squared_margin, error, log_loss, brier), its ensemble combined as the
   objective scores it, against the first one named.
 
+Two suites of 8 regression and 8 classification datasets: `bundled` (the
+project's data/01_raw, on which its defaults were chosen) and `heldout`
+(benchmarks/heldout, written by build_heldout_suite.py and never used to
+choose a default: what a new user's data looks like to the defaults).
+
 All get the same raw DataFrame (text columns as they are) and do their own
 preprocessing. Every tool runs on one core (OMP/BLAS threads 1). The peers are
 dev-only dependencies (benchmarks/requirements-flaml.txt,
@@ -27,10 +32,12 @@ benchmarks/requirements-autogluon.txt; benchmarks/README.md says how to
 install them):
 
     .venv/bin/python benchmarks/peer_comparison.py --jobs 2      # full grid, days
+    .venv/bin/python benchmarks/peer_comparison.py --suite heldout --jobs 2
     .venv/bin/python benchmarks/peer_comparison.py --report      # tables only
 
 Each finished cell is appended as one JSON line to
-benchmarks/results/peer_comparison.jsonl; a rerun skips the cells already
+benchmarks/results/peer_comparison.jsonl (peer_comparison_heldout.jsonl for
+the held-out suite); a rerun skips the cells already
 there (failed cells are run again), so a killed run resumes. Cells run by
 budget, the smallest first. The report (peer_report.py) goes to the .md next
 to the JSON lines (and is printed).
@@ -76,9 +83,11 @@ from ensemble_bo.core.grid import (
     run_tool_cell,
     split_dataset,
 )
+from ensemble_bo.manifest import read_manifest
 
 PROJECT = Path(__file__).resolve().parents[1]
-DEFAULT_OUTPUT = PROJECT / "benchmarks" / "results" / "peer_comparison.jsonl"
+RESULTS = PROJECT / "benchmarks" / "results"
+HELDOUT = PROJECT / "benchmarks" / "heldout"
 
 REGRESSION = [
     "auto_mpg",
@@ -103,7 +112,15 @@ CLASSIFICATION = [
 # The row cap: the default datasets have at most 4,597 rows (spambase); adult
 # (32,561 rows) and letter (20,000) are left out, as in the project's results
 # grid (conf/results/parameters_benchmark.yml); --datasets may name them.
-DEFAULT_DATASETS = REGRESSION + CLASSIFICATION
+# Each suite: its datasets' folder, its default datasets, its default output.
+SUITES = {
+    "bundled": (None, REGRESSION + CLASSIFICATION, RESULTS / "peer_comparison.jsonl"),
+    "heldout": (
+        HELDOUT,
+        [entry["name"] for entry in read_manifest(HELDOUT)],
+        RESULTS / "peer_comparison_heldout.jsonl",
+    ),
+}
 DEFAULT_TIME_BUDGETS = (10.0, 30.0, 120.0, 600.0)
 # A large budget of configurations: the time budget is what ends our searches.
 DEFAULT_BUDGET = 10_000
@@ -174,10 +191,16 @@ def build_cells(
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument(
+        "--suite",
+        choices=sorted(SUITES),
+        default="bundled",
+        help="bundled: data/01_raw (default); heldout: benchmarks/heldout",
+    )
+    parser.add_argument(
         "--datasets",
         nargs="+",
-        default=DEFAULT_DATASETS,
-        help="names in data/01_raw (default: the 16 bundled ones but adult, letter)",
+        help="names in the suite's folder (default: its 16, for bundled all but "
+        "adult and letter)",
     )
     parser.add_argument(
         "--time-budgets", nargs="+", type=float, default=list(DEFAULT_TIME_BUDGETS)
@@ -211,9 +234,11 @@ def main() -> None:
         default=DEFAULT_BUDGET,
         help="our configurations per search; the time budget ends it first",
     )
-    scripts.add_run_arguments(parser, DEFAULT_OUTPUT)
+    scripts.add_run_arguments(parser, None)
     args = parser.parse_args()
-    output = args.output.resolve()
+    folder, datasets, default_output = SUITES[args.suite]
+    args.datasets = args.datasets or datasets
+    output = (args.output or default_output).resolve()
 
     if not args.report:
         if args.with_paper_space and "segor_paper" not in args.tools:
@@ -236,7 +261,7 @@ def main() -> None:
         parameters = default_parameters()
         data_processing = dict(parameters["data_processing"])
         base_seed = int(parameters["benchmark"]["seed"])
-        frames = scripts.raw_datasets(args.datasets, PROJECT)
+        frames = scripts.raw_datasets(args.datasets, PROJECT, folder)
         tasks = {
             name: dataset_task(frame, name, data_processing)
             for name, frame in frames.items()

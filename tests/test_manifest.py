@@ -37,6 +37,7 @@ from ensemble_bo.validation import check_run_inputs
 
 PROJECT = Path(__file__).resolve().parents[1]
 RAW_DATA = PROJECT / "data" / "01_raw"
+HELDOUT = PROJECT / "benchmarks" / "heldout"
 WRITE_MANIFEST = PROJECT / "scripts" / "write_manifest.py"
 PARAMETERS = default_parameters()
 ABC_SHA256 = "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad"
@@ -71,16 +72,24 @@ def test_file_sha256_is_the_sha256_of_the_bytes(tmp_path):
     assert file_sha256(tmp_path / "empty") == hashlib.sha256(b"").hexdigest()
 
 
-def test_every_bundled_csv_matches_its_manifest_entry():
-    manifest = load_manifest(RAW_DATA)
-    assert sorted(manifest) == sorted(p.name for p in RAW_DATA.glob("*.csv"))
+@pytest.mark.parametrize("folder", [RAW_DATA, HELDOUT], ids=["bundled", "heldout"])
+def test_every_bundled_csv_matches_its_manifest_entry(folder):
+    manifest = load_manifest(folder)
+    assert sorted(manifest) == sorted(p.name for p in folder.glob("*.csv"))
     for name, entry in manifest.items():
-        path = RAW_DATA / name
+        path = folder / name
         assert entry["sha256"] == hashlib.sha256(path.read_bytes()).hexdigest(), name
         assert entry["rows"] == len(pd.read_csv(path)), name
         assert entry["name"] == path.stem
         assert "sha256_16" not in entry
-        check_raw_file(path, RAW_DATA, f"data/01_raw/{name}")
+        check_raw_file(path, folder, str(path.relative_to(PROJECT)))
+
+
+def test_the_heldout_suite_shares_no_dataset_with_the_bundled_one():
+    heldout = load_manifest(HELDOUT)
+    assert not set(heldout) & set(load_manifest(RAW_DATA))
+    tasks = [entry["task"] for entry in heldout.values()]
+    assert tasks.count("regression") == 8 and len(tasks) == 16
 
 
 @pytest.mark.parametrize(

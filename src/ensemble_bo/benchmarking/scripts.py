@@ -92,8 +92,11 @@ def shown(path: Path, project: Path) -> str:
         return str(path)
 
 
-def add_run_arguments(parser: argparse.ArgumentParser, default_output: Path) -> None:
-    """The options every cell-grid script ends with: --jobs, --output, --report."""
+def add_run_arguments(
+    parser: argparse.ArgumentParser, default_output: Path | None
+) -> None:
+    """The options every cell-grid script ends with: --jobs, --output, --report
+    (default_output None: the script chooses one after parsing)."""
     parser.add_argument(
         "--jobs", type=int, default=1, help="cells run at once (at most the cores)"
     )
@@ -110,9 +113,12 @@ def quiet_learners() -> None:
     os.environ["PYTHONWARNINGS"] = "ignore"
 
 
-def raw_datasets(names: Iterable[str], project: Path) -> dict[str, pd.DataFrame]:
-    """data/01_raw/<name>.csv of the project as the pipelines load it, by name."""
-    raw = project / "data" / "01_raw"
+def raw_datasets(
+    names: Iterable[str], project: Path, folder: Path | None = None
+) -> dict[str, pd.DataFrame]:
+    """folder/<name>.csv (default: the project's data/01_raw) as the pipelines
+    load it, by name; a manifest.json in folder is checked as data/01_raw's."""
+    raw = project / "data" / "01_raw" if folder is None else folder
     return {name: load_raw_dataset(name, raw, project_path=project) for name in names}
 
 
