@@ -264,21 +264,26 @@ def test_sego_on_a_classification_dataset_logs_a_voting_model(project):
     assert "sego_model/code/ensemble_bo" in code
 
 
-def test_a_bagged_final_model_is_logged_verified_and_served(project):
+def test_a_bagged_stacked_final_model_is_logged_verified_and_served(project):
     completed = kedro_run(
         project,
         "--pipelines=sego",
         "--params",
         "dataset=wine,budget=4,sego.ensemble_size=3,sego.optimizer.n_initial=4,"
-        "final_model=bagged,seed=5",
+        "final_model=bagged,stacking=true,seed=5",
     )
     assert completed.returncode == 0, completed.stderr[-3000:]
     run = latest_run(client_for(project))
     assert run.data.params["final_model"] == "bagged"
+    metrics = run.data.metrics
+    chosen = metrics["stacking_cv_loss"] < metrics["stacking_ensemble_cv_loss"]
+    assert metrics["stacking_chosen"] == float(chosen)
     uri = f"runs:/{run.info.run_id}/sego_model"
     check = verify_model(uri)
     assert check.matches, check.report()
     assert "ensemble_bo.core.bagging.BaggedClassifier" in check.trusted_types
+    stacked = "ensemble_bo.core.estimator.StackedClassifier"
+    assert (stacked in check.trusted_types) == chosen
     raw = pd.read_csv(project / "data" / "01_raw" / "wine.csv")
     features = raw.drop(columns="target").head(20)
     served = mlflow.pyfunc.load_model(uri)

@@ -56,7 +56,7 @@ from ensemble_bo.core.preparation import (
     validate_features,
     validate_target,
 )
-from ensemble_bo.core.refit import bagging_folds, ensemble_estimator
+from ensemble_bo.core.refit import bagging_folds, ensemble_estimator, search_stack
 from ensemble_bo.core.results import EnsembleSearchResult
 from ensemble_bo.core.seeding import derive_seed
 from ensemble_bo.core.settings import did_you_mean
@@ -202,6 +202,8 @@ _PARAMETERS = """\
         there: e.g. {"ensemble": {"variant": "g-m"}}, {"segor": {"optimizer":
         {"n_initial": 5}, "time_limit": None}}, {"voting": "soft"},
         {"final_model": "bagged"} (each member the mean of its CV fold models),
+        {"stacking": True} (a level-2 model combines the members where CV
+        says it beats their weighted mean; `stack_` says what it found),
         {"parallel": {"backend": "dask", "n_workers": 8}}, {"sego":
         {"optimizer": {"portfolio": False}}} (a Sobol start without the
         space's portfolio, conf/base/parameters_portfolios.yml). A key the
@@ -218,8 +220,13 @@ _PARAMETERS = """\
 _ATTRIBUTES = """\
     ensemble_ : estimator
         The final ensemble refit on all of X (or bagged: each member the mean
-        of its fold models, `final_model`): a scikit-learn Pipeline on the
-        raw feature columns (regression predicts in the target's units).
+        of its fold models, `final_model`; stacked where `stack_` was chosen):
+        a scikit-learn Pipeline on the raw feature columns (regression
+        predicts in the target's units).
+    stack_ : core.stacking.Stack or None
+        With `stacking`, the level-2 model over the ensemble: its CV loss and
+        the plain ensemble's on the same folds, and whether it was chosen;
+        None without.
     result_ : EnsembleSearchResult
         The search: its pool (every configuration with its out-of-fold
         predictions), history, ensemble, `search_seconds` and `stopped_by`.
@@ -383,12 +390,14 @@ class _BaseEnsembleSearch(BaseEstimator, metaclass=ABCMeta):
             settings["voting"],
             seed,
             fold_ids=bagging_folds(settings["final_model"], data),
+            stack=(stack := search_stack(settings["stacking"], result, data)),
         )
         start = time.perf_counter()
         with quiet_iteration_caps():
             self.ensemble_ = ensemble.fit(features, target)
         self.refit_seconds_ = time.perf_counter() - start
         self.result_: EnsembleSearchResult = result
+        self.stack_ = stack
         self.cv_loss_ = float(result.history[-1].ensemble_loss)
         self.members_ = pd.DataFrame(
             [

@@ -51,6 +51,7 @@ from ensemble_bo.core.validation import (
     check_final_model,
     check_seed,
     check_settings,
+    check_stacking,
     check_voting,
 )
 from ensemble_bo.manifest import check_raw_file
@@ -250,6 +251,7 @@ _SHARED_PARAMETER_CHECKS: dict[str, Callable[[Any], None]] = {
     "seed": check_seed,
     "voting": check_voting,
     "final_model": check_final_model,
+    "stacking": check_stacking,
     "data_processing": check_data_processing,
 }
 

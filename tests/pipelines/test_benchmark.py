@@ -85,6 +85,7 @@ def test_the_pipeline_passes_every_parameter_block_a_method_reads():
     assert inputs == (read - {"budget"}) | {
         "voting",
         "final_model",
+        "stacking",
         "data_processing",
         "benchmark",
     }

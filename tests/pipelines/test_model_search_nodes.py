@@ -107,6 +107,7 @@ def test_refit_scores_a_classification_ensemble_by_its_error_rate():
         "hard",
         0,
         "refit",
+        False,
     )
     predictions = model.predict(FEATURES[40:])
     assert set(predictions) <= {"low", "mid", "high"}
@@ -129,9 +130,14 @@ def test_refit_scores_regression_on_the_standardized_target():
         "hard",
         0,
         "refit",
+        True,
     )
     residuals = (model.predict(FEATURES[40:]) - VALUES[40:]) / VALUES.std(ddof=0)
     assert metrics["test_mse_ensemble"] == pytest.approx(np.mean(residuals**2))
+    # stacking asked for: both CV losses and the choice are logged
+    assert metrics["stacking_chosen"] == float(
+        metrics["stacking_cv_loss"] < metrics["stacking_ensemble_cv_loss"]
+    )
     # the time split: the search's seconds (from its result) and the refit's
     assert metrics["search_seconds"] == result.search_seconds > 0
     assert metrics["refit_seconds"] > 0 and metrics["trials"] == 5

@@ -5,8 +5,11 @@ members (SEGOR s.3) is exactly its job. Classification uses `WeightedVoteClassif
 a weighted plurality vote (SEGO) or a weighted mean of member probabilities,
 because its votes must tie where `VotingClassifier`'s do not (see its docstring).
 Both fit every member on all of the data they are given: the weights come from
-the search, not from the fit. `build_ensemble_model` wraps either one with the
-feature encoder (core.encoding), so the result fits on raw feature frames.
+the search, not from the fit. A stacked ensemble (core.stacking) replaces the
+weights with a level-2 model fitted on the members' out-of-fold predictions:
+`StackedRegressor` and `StackedClassifier`. `build_ensemble_model` wraps any of
+them with the feature encoder (core.encoding), so the result fits on raw
+feature frames.
 """
 
 from __future__ import annotations
@@ -31,6 +34,7 @@ from sklearn.utils.validation import (
 from ensemble_bo.core.encoding import FeatureEncoding
 from ensemble_bo.core.losses import vote_winners
 from ensemble_bo.core.preparation import TASKS
+from ensemble_bo.core.stacking import stack_features
 
 VOTING = ("hard", "soft")
 
@@ -321,12 +325,71 @@ class WeightedVoteClassifier(ClassifierMixin, BaseEstimator):
         return tags
 
 
+class StackedRegressor(VotingRegressor):
+    """Members combined by a fitted level-2 regressor on their predictions.
+
+    Parameters
+    ----------
+    estimators : list of (str, estimator)
+        Named members, as in VotingRegressor; fit fits a clone of each on all rows.
+    combiner : fitted estimator
+        Maps the members' predictions, (n_samples, n_estimators) in `estimators`
+        order, to the ensemble's prediction; fitted on their out-of-fold
+        predictions (core.stacking) and frozen, so fit leaves it as it is.
+    """
+
+    # The combiner, not weights, combines the members.
+    weights = None
+
+    def __init__(self, estimators, *, combiner, n_jobs=None, verbose=False):
+        super().__init__(estimators, n_jobs=n_jobs, verbose=verbose)
+        self.combiner = combiner
+
+    def predict(self, X):
+        """The combiner's prediction from the members', shape (n_samples,)."""
+        check_is_fitted(self)
+        return self.combiner.predict(stack_features(self.transform(X).T))
+
+
+class StackedClassifier(WeightedVoteClassifier):
+    """Members combined by a fitted level-2 classifier on their probabilities.
+
+    Parameters
+    ----------
+    estimators : list of (str, estimator)
+        Named members, as in WeightedVoteClassifier (one without predict_proba
+        contributes the one-hot of its prediction).
+    combiner : fitted classifier
+        Maps the members' log-probabilities (core.stacking.stack_features of
+        their (n_estimators, n_samples, n_classes) probabilities) to class
+        probabilities over the class codes 0..n_classes-1; fitted on their
+        out-of-fold probabilities and frozen, so fit leaves it as it is.
+    """
+
+    # The combiner, not a vote, combines the members' probabilities.
+    weights = None
+    voting = "soft"
+
+    def __init__(self, estimators, *, combiner):
+        self.estimators = estimators
+        self.combiner = combiner
+
+    def _class_scores(self, X) -> np.ndarray:
+        n_classes = len(self.classes_)
+        scores = np.stack([self._member_scores(m, X) for m in self.estimators_])
+        proba = np.asarray(self.combiner.predict_proba(stack_features(scores)))
+        aligned = np.zeros((proba.shape[0], n_classes))
+        aligned[:, np.asarray(self.combiner.classes_, dtype=int)] = proba
+        return aligned
+
+
 def build_ensemble_model(
     task: str,
     members: Sequence[BaseEstimator],
     weights: Sequence[float],
     encoding: FeatureEncoding,
     voting: str = "hard",
+    combiner: BaseEstimator | None = None,
 ) -> Pipeline | TransformedTargetRegressor:
     """Unfitted model on raw feature frames: `encoding`'s encoder, then the ensemble.
 
@@ -337,7 +400,9 @@ def build_ensemble_model(
     (population std, as in data processing) and predictions come back in the
     target's own units.
     Classification: a `WeightedVoteClassifier`; `voting` is "hard" (SEGO) or "soft".
-    `voting` is ignored for regression.
+    `voting` is ignored for regression. `combiner`: a fitted level-2 model
+    (core.stacking.Stack.combiner) that replaces weights and voting: a
+    `StackedRegressor` or `StackedClassifier`.
     """
     if task not in TASKS:
         raise ValueError(f"unknown task {task!r}; expected one of {list(TASKS)}")
@@ -350,7 +415,10 @@ def build_ensemble_model(
     # at predict; checked here for both tasks so a bad search result fails now.
     _checked_weights(weights, len(members))
     named = [(f"member_{i}", member) for i, member in enumerate(members)]
-    if task == "classification":
+    if combiner is not None:
+        stacked = StackedClassifier if task == "classification" else StackedRegressor
+        ensemble = stacked(named, combiner=combiner)
+    elif task == "classification":
         ensemble = WeightedVoteClassifier(named, weights=list(weights), voting=voting)
     else:
         ensemble = VotingRegressor(named, weights=list(weights))

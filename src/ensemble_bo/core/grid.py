@@ -59,6 +59,7 @@ from ensemble_bo.core.refit import (
     bagging_folds,
     classification_test_metrics,
     refit_and_score,
+    search_stack,
     test_sample_losses,
 )
 from ensemble_bo.core.results import interrupted_by_user
@@ -66,7 +67,7 @@ from ensemble_bo.core.zoo import model_task
 
 # Parameters every cell reads besides its method's: the final model's combiner
 # and what its members are.
-REFIT_PARAMS = ("voting", "final_model")
+REFIT_PARAMS = ("voting", "final_model", "stacking")
 # Characters a cell key may hold (it is a file name and an MLflow run name).
 _UNSAFE_KEY_CHARACTERS = re.compile(r"[^A-Za-z0-9_.+=-]")
 # Length of the parameter hash in a cell key (hex digits of sha256).
@@ -557,6 +558,7 @@ def _finished_cell(
         cell.settings["voting"],
         cell.seed,
         bagging_folds(cell.settings["final_model"], data),
+        search_stack(cell.settings["stacking"], result, data),
     )
     curve = [_finite_or_none(record.ensemble_loss) for record in result.history]
     return {

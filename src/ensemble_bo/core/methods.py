@@ -421,6 +421,7 @@ OTHER_PARAMS = (
     "seed",
     "voting",
     "final_model",
+    "stacking",
     "resume",
     "data_processing",
     "posthoc_source",

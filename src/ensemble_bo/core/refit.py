@@ -1,5 +1,5 @@
 """The final model of a search: its ensemble refit on all training data, or
-bagged over the search's folds, and its test losses."""
+bagged over the search's folds, optionally stacked, and its test losses."""
 
 from __future__ import annotations
 
@@ -18,7 +18,8 @@ from ensemble_bo.core.losses import brier_loss, zero_one_loss
 from ensemble_bo.core.preparation import ModelInput
 from ensemble_bo.core.results import EnsembleSearchResult
 from ensemble_bo.core.seeding import derive_seed
-from ensemble_bo.core.validation import check_final_model
+from ensemble_bo.core.stacking import Stack, fitted_stack
+from ensemble_bo.core.validation import check_final_model, check_stacking
 from ensemble_bo.core.zoo import make_model, quiet_iteration_caps
 
 
@@ -29,6 +30,15 @@ def bagging_folds(final_model: str, data: ModelInput) -> np.ndarray | None:
     return data.fold_ids if final_model == "bagged" else None
 
 
+def search_stack(
+    stacking: bool, result: EnsembleSearchResult, data: ModelInput
+) -> Stack | None:
+    """The level-2 model over the search's ensemble if `stacking` asks for one
+    (core.stacking, cross-validated on the search's folds), else None."""
+    check_stacking(stacking)
+    return fitted_stack(result, data.fold_ids) if stacking else None
+
+
 def ensemble_estimator(
     result: EnsembleSearchResult,
     encoding: FeatureEncoding,
@@ -36,6 +46,7 @@ def ensemble_estimator(
     seed: int,
     weights: Mapping[int, float] | None = None,
     fold_ids: np.ndarray | None = None,
+    stack: Stack | None = None,
 ) -> BaseEstimator:
     """Unfitted model on raw feature frames: the members `weights` names (pool
     index -> weight; default the search's ensemble), each built with the
@@ -44,8 +55,13 @@ def ensemble_estimator(
     `voting` "auto" combines classifiers as the objective the ensemble was
     chosen by does (EnsembleSearchResult.voting). `fold_ids` (n_train,): bag
     each member over these folds (core.bagging), fitting its k fold models
-    where the fit refits it on all rows; None: refit.
+    where the fit refits it on all rows; None: refit. `stack` (search_stack):
+    where cross-validation chose it, its members combined by its level-2
+    model instead of weights and voting.
     """
+    stacked = stack is not None and stack.chosen and weights is None
+    if stacked:
+        weights = dict.fromkeys(stack.members, 1.0)
     weights = result.member_weights if weights is None else weights
     if voting == "auto":
         voting = result.voting
@@ -67,6 +83,7 @@ def ensemble_estimator(
         list(weights.values()),
         encoding,
         voting=voting,
+        combiner=stack.combiner if stacked else None,
     )
 
 
@@ -123,9 +140,11 @@ def refit_and_score(
     voting: str,
     seed: int,
     fold_ids: np.ndarray | None = None,
+    stack: Stack | None = None,
 ) -> tuple[BaseEstimator, dict[str, float], np.ndarray]:
     """Refit the ensemble and the single best model on all non-test data, or
-    bag them over `fold_ids` (bagging_folds); score both.
+    bag them over `fold_ids` (bagging_folds); score both. The ensemble is
+    stacked where `stack` (search_stack) was chosen; its metrics join the run's.
 
     Returns the fitted ensemble, the run's metrics (test MSE of the
     standardized target for regression, error rate for classification, of the
@@ -139,7 +158,9 @@ def refit_and_score(
     task = result.task
 
     def fitted_losses(weights: Mapping[int, float] | None):
-        model = ensemble_estimator(result, encoding, voting, seed, weights, fold_ids)
+        model = ensemble_estimator(
+            result, encoding, voting, seed, weights, fold_ids, stack
+        )
         start = time.perf_counter()
         with quiet_iteration_caps():
             model.fit(train_features, train_target)
@@ -164,6 +185,7 @@ def refit_and_score(
         "refit_seconds": refit_seconds,
         "time_budget_reached": float(result.stopped_by == "time_budget"),
         **result.search_metrics,
+        **(stack.metrics() if stack is not None else {}),
     }
     if task == "classification":
         for model, which in ((ensemble, "ensemble"), (single, "single_best")):

@@ -126,6 +126,16 @@ def check_final_model(final_model: Any) -> None:
         )
 
 
+def check_stacking(stacking: Any) -> None:
+    """Whether the final ensemble may be stacked: true or false."""
+    if not isinstance(stacking, bool):
+        raise InvalidInput(
+            f"stacking={stacking!r} is not true or false (true: a level-2 model "
+            "on the members' out-of-fold predictions combines them where "
+            "cross-validation says it beats their weighted mean)"
+        )
+
+
 # --- models ------------------------------------------------------------------
 
 
@@ -296,10 +306,13 @@ def check_settings(
         )
     except ValueError as error:
         raise InvalidInput(str(error)) from None
-    if "voting" in parameters:
-        check_voting(parameters["voting"])
-    if "final_model" in parameters:
-        check_final_model(parameters["final_model"])
+    for name, check in (
+        ("voting", check_voting),
+        ("final_model", check_final_model),
+        ("stacking", check_stacking),
+    ):
+        if name in parameters:
+            check(parameters[name])
     try:
         parallel = ParallelSettings.from_block(parameters["parallel"])
     except (TypeError, ValueError) as error:

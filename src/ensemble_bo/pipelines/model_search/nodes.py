@@ -122,13 +122,14 @@ def refit_and_score(
     voting: str,
     seed: int,
     final_model: str,
+    stacking: bool,
 ) -> tuple[BaseEstimator, dict[str, float]]:
     """Refit the ensemble and the single best model on all non-test data (or
     bag them over the search's folds) and score both.
 
     Regression scores the MSE of the standardized target (SEGOR s.4), classification
     the error rate. `voting` is the classifiers' combiner; `final_model`:
-    refit or bagged.
+    refit or bagged; `stacking`: whether a level-2 model may combine the members.
     """
     model, metrics, _ = refit.refit_and_score(
         search_result,
@@ -141,6 +142,7 @@ def refit_and_score(
         voting,
         seed,
         refit.bagging_folds(final_model, model_input),
+        refit.search_stack(stacking, search_result, model_input),
     )
     return model, metrics
 

@@ -74,6 +74,7 @@ def _refit_and_report(name: str, display_name_blocks: tuple[str, ...]) -> Pipeli
                     "params:voting",
                     "params:seed",
                     "params:final_model",
+                    "params:stacking",
                 ],
                 outputs=[f"{name}_model", f"{name}_test_metrics"],
                 name=f"{name}_refit_and_score",
