@@ -18,7 +18,10 @@ import pandas as pd
 import pytest
 from scipy import stats
 
-from ensemble_bo.core.grid import ToolCell, run_tool_cell, split_dataset
+from ensemble_bo.api import default_parameters
+from ensemble_bo.benchmarking import scripts
+from ensemble_bo.core.grid import ToolCell, dataset_task, run_tool_cell, split_dataset
+from ensemble_bo.manifest import read_manifest
 from tests.core.test_grid import CONF
 
 BENCHMARKS = Path(__file__).resolve().parents[1] / "benchmarks"
@@ -305,3 +308,20 @@ def test_a_tool_with_settings_runs_ours_with_those_parameters_overridden():
 def test_a_bad_tool_name_is_refused_naming_it(tool, message):
     with pytest.raises(argparse.ArgumentTypeError, match=re.escape(message)):
         peer_tools.tool_name(tool)
+
+
+def test_every_heldout_dataset_loads_as_its_manifest_says_and_passes_our_checks():
+    # (peer_comparison.py itself is not imported: it pins the thread counts of
+    # the process it is imported in)
+    folder = BENCHMARKS / "heldout"
+    entries = {entry["name"]: entry for entry in read_manifest(folder)}
+    data_processing = default_parameters()["data_processing"]
+    frames = scripts.raw_datasets(entries, BENCHMARKS.parent, folder)
+    assert len(frames) == 16
+    for name, frame in frames.items():
+        expected = entries[name]["task"]
+        assert dataset_task(frame, name, data_processing) == (
+            "regression" if expected == "regression" else "classification"
+        )
+        # what every cell does first: our split, checks and feature encoding
+        split_dataset(frame, name, data_processing, 0)
