@@ -181,6 +181,7 @@ def test_the_conf_spaces_and_the_factories_name_the_same_models():
         "gradient_boosting_classifier",
         "mlp_classifier",
         "hist_gradient_boosting_classifier",
+        "lightgbm_classifier",
         "sego_svm",
         "sego_sklearn",
         "sego_sklearn_paper",
@@ -196,6 +197,7 @@ def test_model_task_names_each_entry_and_refuses_unknown_ones():
         "random_forest_regressor",
         "gradient_boosting_regressor",
         "hist_gradient_boosting_regressor",
+        "lightgbm_regressor",
         "segor_sklearn",
     }
     for name in MODEL_FACTORIES:
@@ -593,3 +595,32 @@ def test_the_imputer_changes_nothing_on_complete_data(name, config):
     imputed = make_model(name, config, 0).fit(X, y).predict(X)
     bare = MODEL_FACTORIES[name](config, 0).fit(X, y).predict(X)
     np.testing.assert_array_equal(imputed, bare)
+
+
+@pytest.mark.parametrize("name", ["lightgbm_regressor", "lightgbm_classifier"])
+def test_lightgbm_members_are_seeded_quiet_and_round_trip_through_skops(name):
+    import skops.io  # noqa: PLC0415
+
+    space = SearchSpace.from_dict(MODELS[name])
+    config = space.decode(np.full(space.dim, 0.5))
+    # the ranges of histogram boosting's space, under LightGBM's names
+    assert config["n_estimators"] == 100 and 2 <= config["num_leaves"] <= 256
+    model = make_model(name, config, 7)
+    # LightGBM takes missing values itself: no imputer in front
+    estimator = model
+    assert type(estimator).__module__ == "lightgbm.sklearn"
+    assert estimator.random_state == 7 and estimator.verbose == -1
+    X, y = load_iris(return_X_y=True)
+    target = y if name == "lightgbm_classifier" else X[:, 0]
+    model.fit(X, target)
+    dumped = skops.io.dumps(model)
+    loaded = skops.io.loads(dumped, trusted=skops.io.get_untrusted_types(data=dumped))
+    np.testing.assert_array_equal(loaded.predict(X), model.predict(X))
+
+
+def test_a_lightgbm_model_without_lightgbm_says_which_extra_to_install(monkeypatch):
+    import sys  # noqa: PLC0415
+
+    monkeypatch.setitem(sys.modules, "lightgbm", None)  # import lightgbm fails
+    with pytest.raises(ImportError, match=r"pip install 'ensemble_bo\[lightgbm\]'"):
+        make_model("lightgbm_regressor", {"n_estimators": 100}, 0)

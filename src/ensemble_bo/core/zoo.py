@@ -23,6 +23,11 @@ SimpleImputer in front of it (and of its scaler), fitted inside each fold like
 the scaler (`make_model`). On data without missing values the imputer changes
 nothing.
 
+LightGBM (`lightgbm_regressor`, `lightgbm_classifier`) is an optional family:
+its package comes with the `lightgbm` extra (`pip install
+'ensemble_bo[lightgbm]'`) and is imported when such a model is first built,
+so the base install does without it. It takes the category codes as numbers.
+
 Histogram gradient boosting takes the columns of category codes
 (core.encoding) as categories, splitting on sets of levels rather than on an
 order of codes that means nothing: `make_model` tells it which columns those
@@ -166,6 +171,26 @@ def _hist_gradient_boosting(estimator_class: type[BaseEstimator]) -> Factory:
     return _estimator(estimator_class, required=("max_iter", "early_stopping"))
 
 
+def _lightgbm(estimator_name: str) -> Factory:
+    """LightGBM's scikit-learn estimator `estimator_name`, imported on first use."""
+
+    def factory(params: dict[str, Any], seed: int) -> BaseEstimator:
+        try:
+            import lightgbm  # noqa: PLC0415 - optional: the `lightgbm` extra
+        except ImportError:
+            raise ImportError(
+                f"the model {estimator_name} needs LightGBM: pip install "
+                "'ensemble_bo[lightgbm]' (or pip install lightgbm)"
+            ) from None
+        estimator_class = getattr(lightgbm, estimator_name)
+        _require(estimator_class, params, "n_estimators")
+        # verbose -1: no per-fit chatter; its OpenMP threads are limited per
+        # worker like scikit-learn's (core.threads).
+        return estimator_class(random_state=seed, verbose=-1, **params)
+
+    return factory
+
+
 def _conditional(key: str, factories: Mapping[str, Factory]) -> Factory:
     """The factory of a conditional space whose categorical `key` picks the algorithm.
 
@@ -294,6 +319,7 @@ _REGRESSORS: dict[str, Factory] = {
     ),
     "gradient_boosting_regressor": _gradient_boosting_regressor,
     "hist_gradient_boosting_regressor": _hist_gradient_boosting_regressor,
+    "lightgbm_regressor": _lightgbm("LGBMRegressor"),
     "segor_sklearn": _conditional("regressor", SEGOR_REGRESSORS),
 }
 
@@ -315,6 +341,7 @@ _CLASSIFIERS: dict[str, Factory] = {
     "hist_gradient_boosting_classifier": _hist_gradient_boosting(
         HistGradientBoostingClassifier
     ),
+    "lightgbm_classifier": _lightgbm("LGBMClassifier"),
     "sego_sklearn": _sego_sklearn,
     # The paper's nine (no histogram boosting): the same factory, a narrower space.
     "sego_sklearn_paper": _sego_sklearn,
@@ -343,6 +370,8 @@ ITERATION_SETTINGS: dict[str, str] = {
     "gradient_boosting_classifier": "n_estimators",
     "hist_gradient_boosting_regressor": "max_iter",
     "hist_gradient_boosting_classifier": "max_iter",
+    "lightgbm_regressor": "n_estimators",
+    "lightgbm_classifier": "n_estimators",
 }
 
 
