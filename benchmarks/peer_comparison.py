@@ -16,6 +16,9 @@ ROC AUC for classification. Tools (peer_tools.py):
   segor_sklearn / sego_sklearn, `EnsembleSearch(time_budget=T)`;
 - segor_paper (`--with-paper-space`, regression): SEGOR in its paper's default
   space, decision_tree_regressor, at the same T;
+- ours+model=NAME: ours in another model or space of conf/base/
+  parameters_models.yml, for the task it serves (e.g. lightgbm_regressor),
+  against the first such tool of the same task;
 - ours:<objective> (classification): SEGO with each objective of `sego.loss`
   (squared_margin, error, log_loss, brier), its ensemble combined as the
   objective scores it, against the first one named.
@@ -212,7 +215,8 @@ def main() -> None:
         type=tool_name,
         default=[*PEERS, "ours"],
         help=f"of {', '.join(TOOLS)}, each of ours optionally with +name=value "
-        "settings of our parameters (e.g. ours+max_trial_share=0.1); default: "
+        "settings of our parameters (e.g. ours+max_trial_share=0.1), or "
+        "+model=NAME for another model or space of the task NAME serves; default: "
         f"{' '.join(PEERS)} ours",
     )
     parser.add_argument(

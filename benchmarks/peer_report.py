@@ -17,6 +17,7 @@ import pandas as pd
 from peer_tools import PEERS, SETTING_SEPARATOR, TOOLS, label, parse_tool
 
 from ensemble_bo.benchmarking import tables
+from ensemble_bo.core.zoo import model_task
 
 # Classification metrics of every record that has them, reported side by side.
 PROBABILITY_METRICS = {
@@ -71,6 +72,13 @@ def comparison_pairs(tools: list[str]) -> list[tuple[str, str]]:
         for tool in tools
         if SETTING_SEPARATOR in tool and parse_tool(tool)[0] in tools
     ]
+    # tools that differ only by their model: each against the first of its task
+    by_task: dict[str, list[str]] = {}
+    for tool in tools:
+        name, params = parse_tool(tool)
+        if name == "ours" and set(params) == {"model"}:
+            by_task.setdefault(model_task(params["model"]), []).append(tool)
+    pairs += [(tool, same[0]) for same in by_task.values() for tool in same[1:]]
     return pairs
 
 

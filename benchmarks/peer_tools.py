@@ -115,6 +115,9 @@ def tool_setup(tool: str, task: str, options: Any) -> dict[str, Any]:
     options: the script's arguments (budget, regression_space, classification_space).
     """
     tool, params = parse_tool(tool)
+    # `model=NAME` picks our model or space (for the task it serves) instead of
+    # the default space: a parameter of the search, not of the parameter files.
+    model_setting = params.pop("model", None)
     if tool == "flaml":
         return {"estimator_list": "auto", "eval_method": "cv", "n_splits": N_FOLDS}
     if tool in AUTOGLUON_PRESETS:
@@ -134,6 +137,7 @@ def tool_setup(tool: str, task: str, options: Any) -> dict[str, Any]:
         method, model = "segor", options.regression_space
     else:
         method, model = "sego", options.classification_space
+    model = model_setting or model
     if model_task(model) != task:  # e.g. a classification objective on regression
         return {}
     setup = {"method": method, "model": model, "budget": options.budget}

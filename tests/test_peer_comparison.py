@@ -297,6 +297,26 @@ def test_a_tool_with_settings_runs_ours_with_those_parameters_overridden():
     )
 
 
+def test_a_model_setting_runs_ours_in_that_space_for_its_task_only():
+    hgb = "ours+model=hist_gradient_boosting_regressor"
+    lgbm = "ours+model=lightgbm_regressor"
+    lgbm_classes = "ours+model=lightgbm_classifier+voting=soft"
+    assert peer_tools.tool_setup(lgbm, "regression", ARGS) == {
+        "method": "segor",
+        "model": "lightgbm_regressor",
+        "budget": 9,
+    }
+    assert peer_tools.tool_setup(lgbm, "classification", ARGS) == {}
+    setup = peer_tools.tool_setup(lgbm_classes, "classification", ARGS)
+    assert setup["model"] == "lightgbm_classifier"
+    assert json.loads(setup["params"]) == {"voting": "soft"}
+    # models of one task meet the first of them named; other settings their tool
+    hgb_classes = "ours+model=hist_gradient_boosting_classifier"
+    lgbm_only = "ours+model=lightgbm_classifier"
+    pairs = peer_report.comparison_pairs([hgb, hgb_classes, lgbm, lgbm_only])
+    assert pairs == [(lgbm, hgb), (lgbm_only, hgb_classes)]
+
+
 @pytest.mark.parametrize(
     ("tool", "message"),
     [
