@@ -69,7 +69,7 @@ lint: $(VENV)/.installed
 # (every distribution with its sha256; versions already in the lock are kept
 # unless pyproject.toml rules them out: `uv pip compile` reuses its output file).
 lock: | $(BIN)/uv
-	$(BIN)/uv pip compile pyproject.toml --extra dev --extra lightgbm --python-version 3.11 \
+	$(BIN)/uv pip compile pyproject.toml --extra dev --extra lightgbm --extra catboost --python-version 3.11 \
 		--no-header --generate-hashes --output-file requirements.lock
 
 # A team MLflow server: runs in $(SERVER_DIR)/mlflow.db, artifacts uploaded

@@ -64,7 +64,7 @@ def test_the_shipped_parameters_pass_for_every_method(method):
             "segor.model",
             "svm",
             "segor.model='svm' is a classification model but the data is a "
-            "regression task; choose one of ['decision_tree_regressor',",
+            "regression task; choose one of ['catboost_regressor', 'decision_tree_regressor',",
         ),
         (
             "segor",

@@ -151,7 +151,8 @@ def final_step(model):
 
 
 def fits_and_predicts_labels(model):
-    predictions = model.fit(IRIS_X, IRIS_Y).predict(IRIS_X)
+    # raveled: CatBoost's classifiers give their labels as a column (n, 1)
+    predictions = np.ravel(model.fit(IRIS_X, IRIS_Y).predict(IRIS_X))
     assert predictions.shape == IRIS_Y.shape
     assert set(np.unique(predictions)) <= {0, 1, 2}
 
@@ -182,6 +183,7 @@ def test_the_conf_spaces_and_the_factories_name_the_same_models():
         "mlp_classifier",
         "hist_gradient_boosting_classifier",
         "lightgbm_classifier",
+        "catboost_classifier",
         "sego_svm",
         "sego_sklearn",
         "sego_sklearn_paper",
@@ -198,6 +200,7 @@ def test_model_task_names_each_entry_and_refuses_unknown_ones():
         "gradient_boosting_regressor",
         "hist_gradient_boosting_regressor",
         "lightgbm_regressor",
+        "catboost_regressor",
         "segor_sklearn",
     }
     for name in MODEL_FACTORIES:
@@ -565,7 +568,8 @@ def test_every_model_space_fits_and_predicts_with_missing_feature_values(name):
     X, y = missing_value_data(name)
     for config in branch_configurations(name):
         model = make_model(name, config, 0)
-        predictions = model.fit(X[:60], y[:60]).predict(X[60:])
+        # raveled: CatBoost's classifiers give their labels as a column (n, 1)
+        predictions = np.ravel(model.fit(X[:60], y[:60]).predict(X[60:]))
         assert predictions.shape == (30,) and np.isfinite(predictions).all(), config
         # an estimator that cannot take NaN imputes them first (median), inside
         # the model, so each fold and the final refit learn their own medians
@@ -597,30 +601,53 @@ def test_the_imputer_changes_nothing_on_complete_data(name, config):
     np.testing.assert_array_equal(imputed, bare)
 
 
-@pytest.mark.parametrize("name", ["lightgbm_regressor", "lightgbm_classifier"])
-def test_lightgbm_members_are_seeded_quiet_and_round_trip_through_skops(name):
+OPTIONAL_FAMILIES = {
+    # model: (its seed's and its threads' parameters, its iterations)
+    "lightgbm_regressor": ("random_state", "n_jobs", "n_estimators"),
+    "lightgbm_classifier": ("random_state", "n_jobs", "n_estimators"),
+    "catboost_regressor": ("random_seed", "thread_count", "iterations"),
+    "catboost_classifier": ("random_seed", "thread_count", "iterations"),
+}
+
+
+@pytest.mark.parametrize("name", sorted(OPTIONAL_FAMILIES))
+def test_optional_boosting_members_are_seeded_threaded_and_round_trip_skops(name):
     import skops.io  # noqa: PLC0415
 
+    from ensemble_bo.core.threads import limit_threads  # noqa: PLC0415
+
+    seed_name, threads_name, iterations = OPTIONAL_FAMILIES[name]
     space = SearchSpace.from_dict(MODELS[name])
     config = space.decode(np.full(space.dim, 0.5))
-    # the ranges of histogram boosting's space, under LightGBM's names
-    assert config["n_estimators"] == 100 and 2 <= config["num_leaves"] <= 256
-    model = make_model(name, config, 7)
-    # LightGBM takes missing values itself: no imputer in front
-    estimator = model
-    assert type(estimator).__module__ == "lightgbm.sklearn"
-    assert estimator.random_state == 7 and estimator.verbose == -1
+    assert config[iterations] == 100  # as every boosting space here
+    # in a trial worker limited to one thread, the model takes one thread
+    limit_threads(1)
+    try:
+        model = make_model(name, config, 7)
+    finally:
+        limit_threads(None)
+    # both take missing values themselves: no imputer in front
+    assert type(model).__module__.split(".")[0] in {"lightgbm", "catboost"}
+    params = model.get_params()
+    assert params[seed_name] == 7 and params[threads_name] == 1
     X, y = load_iris(return_X_y=True)
-    target = y if name == "lightgbm_classifier" else X[:, 0]
+    X[::7, 1] = np.nan
+    target = y if name.endswith("classifier") else X[:, 0]
     model.fit(X, target)
     dumped = skops.io.dumps(model)
     loaded = skops.io.loads(dumped, trusted=skops.io.get_untrusted_types(data=dumped))
     np.testing.assert_array_equal(loaded.predict(X), model.predict(X))
 
 
-def test_a_lightgbm_model_without_lightgbm_says_which_extra_to_install(monkeypatch):
+@pytest.mark.parametrize(
+    ("name", "package"),
+    [("lightgbm_regressor", "lightgbm"), ("catboost_classifier", "catboost")],
+)
+def test_an_optional_model_without_its_package_names_the_extra(
+    monkeypatch, name, package
+):
     import sys  # noqa: PLC0415
 
-    monkeypatch.setitem(sys.modules, "lightgbm", None)  # import lightgbm fails
-    with pytest.raises(ImportError, match=r"pip install 'ensemble_bo\[lightgbm\]'"):
-        make_model("lightgbm_regressor", {"n_estimators": 100}, 0)
+    monkeypatch.setitem(sys.modules, package, None)  # its import fails
+    with pytest.raises(ImportError, match=rf"pip install 'ensemble_bo\[{package}\]'"):
+        make_model(name, {"n_estimators": 100, "iterations": 100}, 0)

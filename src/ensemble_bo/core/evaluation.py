@@ -116,7 +116,8 @@ def out_of_fold_predictions(
     for test, fitted in fitted_fold_models(
         model, X, targets, fold_ids, folds, train_fraction, random_state
     ):
-        predictions[test] = fitted.predict(X[test])
+        # ravel: CatBoost's classifiers give their labels as a column (m, 1)
+        predictions[test] = np.ravel(fitted.predict(X[test]))
         if classifier:
             probabilities[test] = class_probabilities(
                 fitted, X[test], n_classes, predictions[test]

@@ -60,15 +60,28 @@ def trial_threads(n_workers: int) -> int | None:
 # The limits this process set last, undone before others are set: a worker
 # passes from search to search (core.workers), each with its own share.
 _limits: threadpool_limits | None = None
+_threads: int | None = None
+
+
+def model_threads() -> int | None:
+    """Threads a learner with a thread pool of its own (CatBoost's) or an
+    OpenMP runtime loaded after the limits were set (LightGBM's) should take:
+    this process's limit (limit_threads), else the user's OMP_NUM_THREADS
+    number, else None (every core)."""
+    if _threads is not None:
+        return _threads
+    user = os.environ.get(USER_THREADS_VARIABLE, "").strip()
+    return int(user) if user.isdigit() and int(user) > 0 else None
 
 
 def limit_threads(threads: int | None) -> None:
     """Limit this process's OpenMP and BLAS thread pools to `threads` each, until
     the next call; None: back to what they were."""
-    global _limits  # noqa: PLW0603 - one set of limits per process
+    global _limits, _threads  # noqa: PLW0603 - one set of limits per process
     if _limits is not None:
         _limits.restore_original_limits()
         _limits = None
+    _threads = threads
     if threads is None:
         return
     # threadpoolctl limits the libraries loaded so far: load scikit-learn's

@@ -23,10 +23,13 @@ SimpleImputer in front of it (and of its scaler), fitted inside each fold like
 the scaler (`make_model`). On data without missing values the imputer changes
 nothing.
 
-LightGBM (`lightgbm_regressor`, `lightgbm_classifier`) is an optional family:
-its package comes with the `lightgbm` extra (`pip install
-'ensemble_bo[lightgbm]'`) and is imported when such a model is first built,
-so the base install does without it. It takes the category codes as numbers.
+LightGBM (`lightgbm_regressor`, `lightgbm_classifier`) and CatBoost
+(`catboost_regressor`, `catboost_classifier`) are optional families: their
+packages come with the `lightgbm` and `catboost` extras (`pip install
+'ensemble_bo[lightgbm,catboost]'`) and are imported when such a model is first
+built, so the base install does without them. Both take the category codes as
+numbers, and each takes the threads its worker may use (core.threads): their
+thread pools are their own, out of reach of the limits set before they load.
 
 Histogram gradient boosting takes the columns of category codes
 (core.encoding) as categories, splitting on sets of levels rather than on an
@@ -36,6 +39,7 @@ are. Every other model takes the codes as numbers.
 
 from __future__ import annotations
 
+import importlib
 import warnings
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
@@ -68,6 +72,8 @@ from sklearn.preprocessing import StandardScaler
 from sklearn.svm import SVC, SVR
 from sklearn.tree import DecisionTreeClassifier, DecisionTreeRegressor
 from sklearn.utils import get_tags
+
+from ensemble_bo.core.threads import model_threads
 
 Factory = Callable[[dict[str, Any], int], BaseEstimator]
 Task = Literal["regression", "classification"]
@@ -171,22 +177,42 @@ def _hist_gradient_boosting(estimator_class: type[BaseEstimator]) -> Factory:
     return _estimator(estimator_class, required=("max_iter", "early_stopping"))
 
 
-def _lightgbm(estimator_name: str) -> Factory:
-    """LightGBM's scikit-learn estimator `estimator_name`, imported on first use."""
+def _optional(package: str, estimator_name: str) -> type[BaseEstimator]:
+    """`package`.`estimator_name`, imported now; a missing package names its extra."""
+    try:
+        module = importlib.import_module(package)
+    except ImportError:
+        raise ImportError(
+            f"the model {estimator_name} needs {package}: pip install "
+            f"'ensemble_bo[{package}]' (or pip install {package})"
+        ) from None
+    return getattr(module, estimator_name)
 
+
+def _lightgbm(estimator_name: str) -> Factory:
     def factory(params: dict[str, Any], seed: int) -> BaseEstimator:
-        try:
-            import lightgbm  # noqa: PLC0415 - optional: the `lightgbm` extra
-        except ImportError:
-            raise ImportError(
-                f"the model {estimator_name} needs LightGBM: pip install "
-                "'ensemble_bo[lightgbm]' (or pip install lightgbm)"
-            ) from None
-        estimator_class = getattr(lightgbm, estimator_name)
+        estimator_class = _optional("lightgbm", estimator_name)
         _require(estimator_class, params, "n_estimators")
-        # verbose -1: no per-fit chatter; its OpenMP threads are limited per
-        # worker like scikit-learn's (core.threads).
-        return estimator_class(random_state=seed, verbose=-1, **params)
+        # verbose -1: no chatter at every fit.
+        return estimator_class(
+            random_state=seed, verbose=-1, n_jobs=model_threads(), **params
+        )
+
+    return factory
+
+
+def _catboost(estimator_name: str) -> Factory:
+    def factory(params: dict[str, Any], seed: int) -> BaseEstimator:
+        estimator_class = _optional("catboost", estimator_name)
+        _require(estimator_class, params, "iterations")
+        # Silent, and no catboost_info/ folder written into the working directory.
+        return estimator_class(
+            random_seed=seed,
+            logging_level="Silent",
+            allow_writing_files=False,
+            thread_count=model_threads() or -1,
+            **params,
+        )
 
     return factory
 
@@ -320,6 +346,7 @@ _REGRESSORS: dict[str, Factory] = {
     "gradient_boosting_regressor": _gradient_boosting_regressor,
     "hist_gradient_boosting_regressor": _hist_gradient_boosting_regressor,
     "lightgbm_regressor": _lightgbm("LGBMRegressor"),
+    "catboost_regressor": _catboost("CatBoostRegressor"),
     "segor_sklearn": _conditional("regressor", SEGOR_REGRESSORS),
 }
 
@@ -342,6 +369,7 @@ _CLASSIFIERS: dict[str, Factory] = {
         HistGradientBoostingClassifier
     ),
     "lightgbm_classifier": _lightgbm("LGBMClassifier"),
+    "catboost_classifier": _catboost("CatBoostClassifier"),
     "sego_sklearn": _sego_sklearn,
     # The paper's nine (no histogram boosting): the same factory, a narrower space.
     "sego_sklearn_paper": _sego_sklearn,
@@ -372,6 +400,8 @@ ITERATION_SETTINGS: dict[str, str] = {
     "hist_gradient_boosting_classifier": "max_iter",
     "lightgbm_regressor": "n_estimators",
     "lightgbm_classifier": "n_estimators",
+    "catboost_regressor": "iterations",
+    "catboost_classifier": "iterations",
 }
 
 
