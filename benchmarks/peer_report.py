@@ -231,11 +231,18 @@ def family_lines(frame: pd.DataFrame, tools: list[str]) -> list[str]:
             for name, n in appears.most_common()
         )
         members = tables.mean_of(part["ensemble_members_distinct"])
+        stacked = part.get("stacking_chosen", pd.Series(dtype=object)).dropna()
         lines.append(
             f"- {label(tool)}: {tables.fmt(n_families.mean(), 2)} "
             f"families per ensemble on average (max {int(n_families.max())})"
             + (f", {tables.fmt(members, 1)} distinct members" if members else "")
-            + f"; ensembles using each family (of {len(part)}): {mix}."
+            + f"; ensembles using each family (of {len(part)}): {mix}"
+            + (
+                f"; stacked where CV chose it: {int(stacked.sum())} of {len(stacked)}"
+                if len(stacked)
+                else ""
+            )
+            + "."
         )
     return lines
 

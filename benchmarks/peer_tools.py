@@ -245,6 +245,8 @@ def fit_ours(
         "n_families": len(families),
         "families": families,  # family -> summed weight of its members
         "cv_loss": float(search.cv_loss_),
+        # with stacking: whether CV chose the stack over the weighted mean
+        "stacking_chosen": None if search.stack_ is None else search.stack_.chosen,
         # ensemble_: the fitted ensemble; the search also keeps its record (result_)
         **deployment(search, search.ensemble_, test_features, cell.task),
     }

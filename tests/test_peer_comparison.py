@@ -202,6 +202,27 @@ def test_every_one_of_our_tools_meets_every_peer():
     ]
 
 
+def test_the_family_mix_counts_the_cells_whose_stack_cv_chose():
+    tool = "ours+stacking=true"
+    cells = {(tool, "d1", 0): 0.1, (tool, "d1", 1): 0.2, (tool, "d2", 0): 0.3}
+    chosen = iter([True, False, True])
+    frame = pd.DataFrame(
+        {**record, "stacking_chosen": next(chosen)}
+        for record in records(
+            cells,
+            n_families=2,
+            families={"knn": 0.5, "svr": 0.5},
+            ensemble_members_distinct=3,
+        ).values()
+    )
+    (line,) = peer_report.family_lines(frame, [tool])
+    assert line.endswith("; stacked where CV chose it: 2 of 3.")
+    # a tool without stacking says nothing of it
+    frame["stacking_chosen"] = None
+    (line,) = peer_report.family_lines(frame, [tool])
+    assert "stacked" not in line and line.endswith("svr 3 (mean weight 0.50).")
+
+
 def test_costs_are_means_per_tool_with_the_budget_share_and_megabytes():
     losses = {key: loss for key, loss in LOSSES.items() if key[0] == "autogluon_best"}
     frame = pd.DataFrame(
