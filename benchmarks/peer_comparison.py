@@ -18,7 +18,7 @@ ROC AUC for classification. Tools (peer_tools.py):
   space, decision_tree_regressor, at the same T;
 - ours+model=NAME: ours in another model or space of conf/base/
   parameters_models.yml, for the task it serves (e.g. lightgbm_regressor),
-  against the first such tool of the same task;
+  against every other such tool of the same task;
 - ours:<objective> (classification): SEGO with each objective of `sego.loss`
   (squared_margin, error, log_loss, brier), its ensemble combined as the
   objective scores it, against the first one named.

@@ -72,13 +72,18 @@ def comparison_pairs(tools: list[str]) -> list[tuple[str, str]]:
         for tool in tools
         if SETTING_SEPARATOR in tool and parse_tool(tool)[0] in tools
     ]
-    # tools that differ only by their model: each against the first of its task
+    # tools that differ only by their model: every pair of the same task
     by_task: dict[str, list[str]] = {}
     for tool in tools:
         name, params = parse_tool(tool)
         if name == "ours" and set(params) == {"model"}:
             by_task.setdefault(model_task(params["model"]), []).append(tool)
-    pairs += [(tool, same[0]) for same in by_task.values() for tool in same[1:]]
+    pairs += [
+        (same[j], same[i])
+        for same in by_task.values()
+        for i in range(len(same))
+        for j in range(i + 1, len(same))
+    ]
     return pairs
 
 

@@ -331,11 +331,17 @@ def test_a_model_setting_runs_ours_in_that_space_for_its_task_only():
     setup = peer_tools.tool_setup(lgbm_classes, "classification", ARGS)
     assert setup["model"] == "lightgbm_classifier"
     assert json.loads(setup["params"]) == {"voting": "soft"}
-    # models of one task meet the first of them named; other settings their tool
+    # models of one task meet each other
     hgb_classes = "ours+model=hist_gradient_boosting_classifier"
     lgbm_only = "ours+model=lightgbm_classifier"
-    pairs = peer_report.comparison_pairs([hgb, hgb_classes, lgbm, lgbm_only])
-    assert pairs == [(lgbm, hgb), (lgbm_only, hgb_classes)]
+    catboost = "ours+model=catboost_regressor"
+    pairs = peer_report.comparison_pairs([catboost, hgb, hgb_classes, lgbm, lgbm_only])
+    assert pairs == [
+        (hgb, catboost),
+        (lgbm, catboost),
+        (lgbm, hgb),
+        (lgbm_only, hgb_classes),
+    ]
 
 
 @pytest.mark.parametrize(
