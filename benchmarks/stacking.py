@@ -12,7 +12,9 @@ plain ensemble's is the loss it was chosen on, the stack's is cross-validated.
 
     nice -n 10 .venv/bin/python benchmarks/stacking.py --suite heldout --seeds 0 1
 
-Writes benchmarks/results/stacking_<suite>.{jsonl,md} and prints the report.
+Appends one JSON line per search to benchmarks/results/stacking_<suite>.jsonl
+(a rerun skips the (dataset, seed) pairs already there) and writes the report
+to the .md beside it.
 """
 
 from __future__ import annotations
@@ -52,7 +54,7 @@ def run_one(name: str, raw: pd.DataFrame, seed: int, budget: int) -> dict[str, A
     split, data = prepare(raw, name, parameters["data_processing"], seed)
     method = METHODS[data.task]
     result = run_method(method, data, parameters, seed)
-    stack = fitted_stack(result, data.fold_ids)
+    stack = fitted_stack(result, data.fold_ids, parameters["voting"])
     loss = "test_error" if data.task == "classification" else "test_mse"
     record: dict[str, Any] = {
         "dataset": name,
@@ -148,6 +150,10 @@ def report(records: list[dict[str, Any]], suite: str, budget: int) -> str:
     )
 
 
+def _lines(path: Path) -> list[str]:
+    return path.read_text().splitlines() if path.exists() else []
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--suite", choices=sorted(SUITES), default="heldout")
@@ -167,9 +173,15 @@ def main() -> None:
         ]
         frames = scripts.raw_datasets(names, PROJECT, folder)
         scripts.quiet_learners()
-        with output.open("w") as file:
+        done = {
+            (record["dataset"], record["seed"])
+            for record in map(json.loads, _lines(output))
+        }
+        with output.open("a") as file:
             for name, raw in frames.items():
                 for seed in args.seeds:
+                    if (name, seed) in done:  # a rerun skips what is stored
+                        continue
                     record = run_one(name, raw, seed, args.budget)
                     scripts.log(
                         f"{name} seed {seed}: plain {record['test_loss_plain']:.4f}, "
@@ -178,7 +190,7 @@ def main() -> None:
                     )
                     file.write(json.dumps(record) + "\n")
                     file.flush()
-    records = [json.loads(line) for line in output.read_text().splitlines()]
+    records = [json.loads(line) for line in _lines(output)]
     tables.write_report(
         report(records, args.suite, args.budget), output.with_suffix(".md")
     )

@@ -126,7 +126,8 @@ def test_install_syncs_exactly_the_lock_then_the_project_and_records_its_hash():
 def test_lock_target_compiles_with_hashes():
     out = commands(make("lock"))
     assert (
-        ".venv/bin/uv pip compile pyproject.toml --extra dev --python-version 3.11"
+        ".venv/bin/uv pip compile pyproject.toml --extra dev --extra lightgbm"
+        " --extra catboost --python-version 3.11"
         " --no-header --generate-hashes --output-file requirements.lock"
     ) in out
 

@@ -232,7 +232,8 @@ _ATTRIBUTES = """\
         predictions), history, ensemble, `search_seconds` and `stopped_by`.
     cv_loss_ : float
         CV loss of the final ensemble (regression: MSE of the standardized
-        target, or the method's loss; classification: the method's objective).
+        target, or the method's loss; classification: the method's objective;
+        a chosen stack: its own, `stack_.metric`).
     members_ : pandas.DataFrame
         One row per distinct member: pool trial, weight, configuration.
     task_ : str
@@ -390,7 +391,11 @@ class _BaseEnsembleSearch(BaseEstimator, metaclass=ABCMeta):
             settings["voting"],
             seed,
             fold_ids=bagging_folds(settings["final_model"], data),
-            stack=(stack := search_stack(settings["stacking"], result, data)),
+            stack=(
+                stack := search_stack(
+                    settings["stacking"], result, data, settings["voting"]
+                )
+            ),
         )
         start = time.perf_counter()
         with quiet_iteration_caps():
@@ -398,7 +403,11 @@ class _BaseEnsembleSearch(BaseEstimator, metaclass=ABCMeta):
         self.refit_seconds_ = time.perf_counter() - start
         self.result_: EnsembleSearchResult = result
         self.stack_ = stack
-        self.cv_loss_ = float(result.history[-1].ensemble_loss)
+        self.cv_loss_ = (
+            stack.cv_loss
+            if stack is not None and stack.chosen
+            else float(result.history[-1].ensemble_loss)
+        )
         self.members_ = pd.DataFrame(
             [
                 {"trial": trial, "weight": weight, **result.pool.configs[trial]}

@@ -10,6 +10,7 @@ from kedro.config import OmegaConfigLoader
 from ensemble_bo.benchmarking.store import CellFolder
 from ensemble_bo.core.grid import (
     REFIT_PARAMS,
+    cell_fingerprint,
     cell_settings,
     expand_grid,
     grid_cells,
@@ -170,6 +171,7 @@ def test_cell_keys_are_stable_unique_and_file_safe():
             }
         },
         {"parameters": {**PARAMETERS, "voting": "soft"}},
+        {"parameters": {**PARAMETERS, "stacking": True}},
         # a time budget changes where each search stops
         {"parameters": {**PARAMETERS, "time_budget": 30}},
         {
@@ -212,6 +214,14 @@ def test_a_parameter_the_cell_does_not_read_leaves_the_key(change):
     assert [c.key for c in grid()] == [
         c.key for c in grid(parameters={**PARAMETERS, **change})
     ]
+
+
+def test_stacking_off_leaves_the_keys_of_cells_run_before_it_existed():
+    settings = cell_settings("segor", CONF, "decision_tree_regressor", 5, None)
+    assert settings["stacking"] is False
+    before = {name: value for name, value in settings.items() if name != "stacking"}
+    fingerprint = cell_fingerprint(settings, "decision_tree_regressor", {}, "sha")
+    assert fingerprint == cell_fingerprint(before, "decision_tree_regressor", {}, "sha")
 
 
 # --- errors -------------------------------------------------------------------------

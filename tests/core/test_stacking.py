@@ -7,7 +7,11 @@ import numpy as np
 import pandas as pd
 import pytest
 import skops.io
+from sklearn.base import clone
 from sklearn.datasets import load_diabetes, load_wine
+from sklearn.frozen import FrozenEstimator
+from sklearn.linear_model import LogisticRegression
+from sklearn.tree import DecisionTreeClassifier
 
 from ensemble_bo import EnsembleClassifier, EnsembleRegressor
 from ensemble_bo.core.encoding import FeatureEncoding
@@ -115,6 +119,45 @@ def test_inverted_class_probabilities_are_turned_around_by_the_logistic_stack():
     assert stack.metric == "log_loss"
     assert stack.ensemble_cv_loss == pytest.approx(by_hand)
     assert stack.chosen and stack.cv_loss < 0.5 * by_hand
+
+
+def test_the_plain_ensemble_is_compared_as_its_voting_combines_it():
+    rng = np.random.default_rng(3)
+    labels = rng.integers(0, 2, size=N)
+    # soft: the mean probability of the true class is 0.6 on every row; hard:
+    # the member votes for the true class, a vote share of 1
+    member = np.eye(2)[labels] * 0.2 + 0.4
+    result = search_result([member], labels, "error", labels)
+    soft = fitted_stack(result, FOLDS, "soft")
+    hard = fitted_stack(result, FOLDS, "hard")
+    assert soft.metric == hard.metric == "error"
+    assert soft.ensemble_cv_loss == hard.ensemble_cv_loss == 0.0
+    result = search_result([member], labels, "log_loss", labels)
+    assert fitted_stack(result, FOLDS, "soft").ensemble_cv_loss == pytest.approx(
+        -np.log(0.6)
+    )
+    # hard votes as probabilities: the true class gets all of it
+    assert fitted_stack(result, FOLDS, "hard").ensemble_cv_loss == pytest.approx(0.0)
+
+
+def test_stacked_estimators_clone_with_their_fitted_combiner():
+    X, y = load_wine(return_X_y=True)
+    members = [("member_0", DecisionTreeClassifier(max_depth=2, random_state=0))]
+    probabilities = DecisionTreeClassifier(max_depth=2, random_state=0).fit(X, y)
+    combiner = FrozenEstimator(
+        LogisticRegression(max_iter=1000).fit(
+            stack_features(probabilities.predict_proba(X)[None]), y
+        )
+    )
+    model = StackedClassifier(members, combiner=combiner)
+    assert set(model.get_params(deep=False)) == {"estimators", "combiner"}
+    copy = clone(model)
+    assert copy.combiner is combiner  # frozen: cloned as it is, still fitted
+    np.testing.assert_allclose(
+        copy.fit(X, y).predict_proba(X), model.fit(X, y).predict_proba(X)
+    )
+    model.set_params(member_0__max_depth=3)
+    assert model.estimators[0][1].max_depth == 3
 
 
 def test_fold_ids_must_match_the_pool():

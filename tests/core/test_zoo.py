@@ -651,3 +651,31 @@ def test_an_optional_model_without_its_package_names_the_extra(
     monkeypatch.setitem(sys.modules, package, None)  # its import fails
     with pytest.raises(ImportError, match=rf"pip install 'ensemble_bo\[{package}\]'"):
         make_model(name, {"n_estimators": 100, "iterations": 100}, 0)
+
+
+def test_without_the_extras_every_other_model_searches_and_theirs_are_refused(
+    monkeypatch,
+):
+    import sys  # noqa: PLC0415
+
+    import pandas as pd  # noqa: PLC0415
+
+    from ensemble_bo import EnsembleRegressor  # noqa: PLC0415
+    from ensemble_bo.core.validation import InvalidInput  # noqa: PLC0415
+
+    for package in ("lightgbm", "catboost"):
+        monkeypatch.setitem(sys.modules, package, None)  # neither is importable
+    monkeypatch.setattr(
+        "importlib.util.find_spec",
+        lambda name, *args: None if name in {"lightgbm", "catboost"} else True,
+    )
+    X = pd.DataFrame({"x": np.arange(30.0)})
+    y = np.sin(np.arange(30.0))
+    search = EnsembleRegressor(model="decision_tree_regressor", budget=3, cv=3)
+    assert len(search.fit(X, y).result_.pool) == 3
+    with pytest.raises(
+        InvalidInput,
+        match=r"segor.model='catboost_regressor' needs catboost: "
+        r"pip install 'ensemble_bo\[catboost\]'",
+    ):
+        EnsembleRegressor(model="catboost_regressor", budget=3, cv=3).fit(X, y)

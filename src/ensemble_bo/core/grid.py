@@ -374,13 +374,16 @@ def cell_fingerprint(
     """What the key hashes besides its readable part: the cell's parameter blocks
     (but the shared ones: `models`, `budget`, ...), the model, its space, the
     data_processing parameters and the data's sha256; and the time budget when
-    one is set, and the model's portfolio when it has one (left out otherwise,
-    so the keys of cells run before they existed still match)."""
+    one is set, and the model's portfolio when it has one, and `stacking`
+    when on (left out otherwise, so the keys of cells run before they existed
+    still match)."""
     time_budget = settings.get("time_budget")
     portfolio = settings["portfolios"].get(model)
     return {
         "params": {
-            name: block for name, block in settings.items() if name not in SHARED_PARAMS
+            name: block
+            for name, block in settings.items()
+            if name not in SHARED_PARAMS and not (name == "stacking" and not block)
         },
         **({"time_budget": time_budget} if time_budget is not None else {}),
         **({"portfolio": portfolio} if portfolio else {}),
@@ -558,7 +561,7 @@ def _finished_cell(
         cell.settings["voting"],
         cell.seed,
         bagging_folds(cell.settings["final_model"], data),
-        search_stack(cell.settings["stacking"], result, data),
+        search_stack(cell.settings["stacking"], result, data, cell.settings["voting"]),
     )
     curve = [_finite_or_none(record.ensemble_loss) for record in result.history]
     return {

@@ -31,12 +31,13 @@ def bagging_folds(final_model: str, data: ModelInput) -> np.ndarray | None:
 
 
 def search_stack(
-    stacking: bool, result: EnsembleSearchResult, data: ModelInput
+    stacking: bool, result: EnsembleSearchResult, data: ModelInput, voting: str
 ) -> Stack | None:
     """The level-2 model over the search's ensemble if `stacking` asks for one
-    (core.stacking, cross-validated on the search's folds), else None."""
+    (core.stacking, cross-validated on the search's folds and compared with
+    the ensemble combined by `voting`), else None."""
     check_stacking(stacking)
-    return fitted_stack(result, data.fold_ids) if stacking else None
+    return fitted_stack(result, data.fold_ids, voting) if stacking else None
 
 
 def ensemble_estimator(

@@ -124,14 +124,17 @@ def _loss(metric: str, outputs: np.ndarray, target: np.ndarray) -> float:
     return float(np.mean(brier_loss(outputs - one_hot)))
 
 
-def _ensemble_outputs(result: EnsembleSearchResult, members: list[int]) -> np.ndarray:
+def _ensemble_outputs(
+    result: EnsembleSearchResult, members: list[int], voting: str
+) -> np.ndarray:
     """The plain ensemble's out-of-fold predictions (n,) or class scores (n, K),
-    combined as its final model combines them (vote shares under hard voting)."""
+    combined as its final model combines them by `voting` (vote shares under
+    hard voting)."""
     weights = np.array([result.member_weights[i] for i in members], dtype=float)
     weights /= weights.sum()
     if result.task == "regression":
         return weights @ result.pool.predictions[members]
-    if result.voting == "soft":
+    if voting == "soft":
         scores = result.pool.member_outputs("probabilities")[members]
     else:
         codes = result.pool.member_outputs("class_codes")[members]
@@ -139,12 +142,22 @@ def _ensemble_outputs(result: EnsembleSearchResult, members: list[int]) -> np.nd
     return np.tensordot(weights, scores, axes=1)
 
 
-def fitted_stack(result: EnsembleSearchResult, fold_ids: np.ndarray) -> Stack:
+def fitted_stack(
+    result: EnsembleSearchResult, fold_ids: np.ndarray, voting: str = "auto"
+) -> Stack:
     """The level-2 model over `result`'s ensemble, fitted and cross-validated.
 
     fold_ids (n,): the search's folds, the rows of its pool; the level-2
-    model's CV loss comes from these same folds.
+    model's CV loss comes from these same folds. voting: how the plain
+    ensemble it is compared with combines classifiers (the `voting`
+    parameter; "auto": as its objective does).
+
+    The plain ensemble's CV loss is the one its members and weights were
+    chosen on, so it is optimistic, while the stack's is cross-validated:
+    the comparison favours the plain ensemble.
     """
+    if voting == "auto":
+        voting = result.voting
     members = sorted(result.member_weights)
     target = np.asarray(result.target)
     if result.task == "regression":
@@ -169,6 +182,8 @@ def fitted_stack(result: EnsembleSearchResult, fold_ids: np.ndarray) -> Stack:
         members=tuple(members),
         combiner=FrozenEstimator(model.fit(features, target)),
         cv_loss=_loss(metric, stacked, target),
-        ensemble_cv_loss=_loss(metric, _ensemble_outputs(result, members), target),
+        ensemble_cv_loss=_loss(
+            metric, _ensemble_outputs(result, members, voting), target
+        ),
         metric=metric,
     )

@@ -41,6 +41,7 @@ from ensemble_bo.core.zoo import (
     ITERATION_SETTINGS,
     MODEL_FACTORIES,
     make_model,
+    missing_package,
     model_task,
 )
 
@@ -163,7 +164,8 @@ def check_model_space(name: str, specs: Any) -> SearchSpace:
         space = SearchSpace.from_dict(specs)
     except ValueError as error:
         raise _space_error(name, f"models.{name}", error) from None
-    if name in MODEL_FACTORIES:
+    # An optional family without its package is checked where a search uses it.
+    if name in MODEL_FACTORIES and missing_package(name) is None:
         for config in space.grid(1):  # the midpoint of every categorical branch
             try:
                 make_model(name, config, 0)
@@ -213,6 +215,8 @@ def _check_model_name(
             f"{path}={model!r} is not a model of `models` ({MODELS_FILE}); "
             f"available: {sorted(models)}"
         )
+    if missing := missing_package(model):
+        raise InvalidInput(f"{path}={model!r} {missing}")
     if model not in MODEL_FACTORIES:
         raise InvalidInput(
             f"{path}={model!r}: no learning algorithm of that name in "

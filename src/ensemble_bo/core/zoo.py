@@ -40,6 +40,7 @@ are. Every other model takes the codes as numbers.
 from __future__ import annotations
 
 import importlib
+import importlib.util
 import warnings
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
@@ -177,15 +178,16 @@ def _hist_gradient_boosting(estimator_class: type[BaseEstimator]) -> Factory:
     return _estimator(estimator_class, required=("max_iter", "early_stopping"))
 
 
+def _needs(package: str) -> str:
+    return f"needs {package}: pip install 'ensemble_bo[{package}]' (or pip install {package})"
+
+
 def _optional(package: str, estimator_name: str) -> type[BaseEstimator]:
     """`package`.`estimator_name`, imported now; a missing package names its extra."""
     try:
         module = importlib.import_module(package)
     except ImportError:
-        raise ImportError(
-            f"the model {estimator_name} needs {package}: pip install "
-            f"'ensemble_bo[{package}]' (or pip install {package})"
-        ) from None
+        raise ImportError(f"the model {estimator_name} {_needs(package)}") from None
     return getattr(module, estimator_name)
 
 
@@ -376,6 +378,23 @@ _CLASSIFIERS: dict[str, Factory] = {
 }
 
 MODEL_FACTORIES: dict[str, Factory] = {**_REGRESSORS, **_CLASSIFIERS}
+
+# The models of the optional families, by the package (and extra) they need.
+OPTIONAL_PACKAGES = {
+    "lightgbm_regressor": "lightgbm",
+    "lightgbm_classifier": "lightgbm",
+    "catboost_regressor": "catboost",
+    "catboost_classifier": "catboost",
+}
+
+
+def missing_package(model_name: str) -> str | None:
+    """What the model `model_name` lacks to be built, as a message; None: nothing."""
+    package = OPTIONAL_PACKAGES.get(model_name)
+    if package is None or importlib.util.find_spec(package) is not None:
+        return None
+    return _needs(package)
+
 
 MODEL_TASKS: dict[str, Task] = {
     **dict.fromkeys(_REGRESSORS, "regression"),

@@ -142,7 +142,7 @@ def refit_and_score(
         voting,
         seed,
         refit.bagging_folds(final_model, model_input),
-        refit.search_stack(stacking, search_result, model_input),
+        refit.search_stack(stacking, search_result, model_input, voting),
     )
     return model, metrics
 
