@@ -61,7 +61,11 @@ TABLES = (
     Table("car_prices", "modeldata", "car_prices", "Price", "regression"),
     Table("college_gpa", "wooldridge", "gpa2", "colgpa", "regression"),
     Table("swiss_labor", "AER", "SwissLabor", "participation", "binary"),
-    Table("credit_card", "AER", "CreditCard", "card", "binary"),
+    # expenditure (and share, expenditure over income) is 0 exactly where the
+    # application was refused: the target itself.
+    Table(
+        "credit_card", "AER", "CreditCard", "card", "binary", ("expenditure", "share")
+    ),
     Table("orange_juice", "ISLR", "OJ", "Purchase", "binary"),
     Table("credit_status", "modeldata", "credit_data", "Status", "binary"),
     Table("attrition", "modeldata", "attrition", "Attrition", "binary"),
