@@ -178,6 +178,37 @@ def test_a_fit_past_the_time_limit_is_a_failed_trial_and_the_next_one_runs(limit
     assert limited(request({"probe": "sleep", "seconds": 0.01})).ok
 
 
+def test_a_fit_collected_after_its_limit_is_cut_though_it_ended_in_time(
+    monkeypatch,
+):
+    evaluate = cross_validation_evaluator(
+        "decision_tree_regressor",
+        X,
+        Y,
+        FOLDS,
+        random_state=7,
+        time_limit=0.5,
+        model_factory=_probe_factory,
+    )
+    try:
+        _worker_pid(evaluate)  # the worker is up
+        executor = evaluate._executor
+        submit = executor.submit
+
+        def held_submit(*args, **kwargs):
+            future = submit(*args, **kwargs)
+            future.result()  # the fit ends in the worker...
+            time.sleep(0.6)  # ...while this thread is held past the limit
+            return future
+
+        monkeypatch.setattr(executor, "submit", held_submit)
+        result = evaluate(request({"probe": "sleep", "seconds": 0.01}))
+        assert result.error == "TimeoutError: fit exceeded the time limit of 0.5 s"
+        assert result.fit_seconds >= 0.5
+    finally:
+        evaluate.close()
+
+
 def test_the_time_limit_leaves_the_predictions_unchanged(limited):
     in_process = cross_validation_evaluator(
         "decision_tree_regressor", X, Y, FOLDS, random_state=7

@@ -158,6 +158,11 @@ def _stop_parked_worker_at_exit() -> None:
     multiprocessing.util.Finalize(None, _stop_parked_worker, exitpriority=0)
 
 
+def _elapsed(start: float) -> float:
+    """Seconds since `start` (a time.perf_counter() reading)."""
+    return time.perf_counter() - start
+
+
 def _park_worker(executor: ProcessPoolExecutor) -> None:
     _stop_parked_worker_at_exit()
     try:
@@ -330,12 +335,12 @@ class WorkerEvaluator:
                 None if request.folds is None else list(request.folds),
                 request.train_fraction,
             )
-            return future.result(timeout=limit)
+            result = future.result(
+                timeout=None if limit is None else max(0.0, limit - _elapsed(start))
+            )
         except FutureTimeoutError:
             self._kill_worker()
-            return TrialResult(
-                None, time.perf_counter() - start, f"TimeoutError: fit {cut_by}"
-            )
+            return TrialResult(None, _elapsed(start), f"TimeoutError: fit {cut_by}")
         except Exception as error:  # noqa: BLE001 - a dead worker, an unpicklable config
             if isinstance(error, BrokenProcessPool):
                 self._kill_worker()
@@ -345,6 +350,11 @@ class WorkerEvaluator:
         except BaseException:  # KeyboardInterrupt: do not leave the fit running
             self._kill_worker()
             raise
+        # A loaded machine can hold this thread between submit and result while
+        # the fit ends in the worker: the limit is on the trial's wall time.
+        if limit is not None and _elapsed(start) > limit:
+            return TrialResult(None, _elapsed(start), f"TimeoutError: fit {cut_by}")
+        return result
 
     def _ready_worker(self) -> ProcessPoolExecutor:
         """The worker holding this evaluator's data: a parked one, or a new one.
