@@ -8,6 +8,7 @@ a record lacks is shown as "-".
 
 from __future__ import annotations
 
+import itertools
 import json
 import math
 from collections import Counter
@@ -79,10 +80,9 @@ def comparison_pairs(tools: list[str]) -> list[tuple[str, str]]:
         if name == "ours" and set(params) == {"model"}:
             by_task.setdefault(model_task(params["model"]), []).append(tool)
     pairs += [
-        (same[j], same[i])
+        (later, earlier)
         for same in by_task.values()
-        for i in range(len(same))
-        for j in range(i + 1, len(same))
+        for earlier, later in itertools.combinations(same, 2)
     ]
     return pairs
 

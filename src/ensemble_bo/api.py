@@ -385,17 +385,14 @@ class _BaseEnsembleSearch(BaseEstimator, metaclass=ABCMeta):
         fold_ids = _fold_ids(self.cv, features, target, groups, task, seed)
         data: ModelInput = make_model_input(features, target, dataset, fold_ids)
         result = run_method(method, data, settings, seed, self.callbacks or ())
+        stack = search_stack(settings["stacking"], result, data, settings["voting"])
         ensemble = ensemble_estimator(
             result,
             data.encoding,
             settings["voting"],
             seed,
             fold_ids=bagging_folds(settings["final_model"], data),
-            stack=(
-                stack := search_stack(
-                    settings["stacking"], result, data, settings["voting"]
-                )
-            ),
+            stack=stack,
         )
         start = time.perf_counter()
         with quiet_iteration_caps():

@@ -138,7 +138,7 @@ def _ensemble_outputs(
         scores = result.pool.member_outputs("probabilities")[members]
     else:
         codes = result.pool.member_outputs("class_codes")[members]
-        scores = np.eye(result.pool.member_outputs("probabilities").shape[2])[codes]
+        scores = np.eye(result.pool.n_classes)[codes]
     return np.tensordot(weights, scores, axes=1)
 
 

@@ -51,10 +51,19 @@ def trial_threads(n_workers: int) -> int | None:
     The user's number is set explicitly, not only inherited: a worker started
     before it was set, then passed to a later search, follows it too.
     """
-    user = os.environ.get(USER_THREADS_VARIABLE, "").strip()
+    user = _user_setting()
     if user:
-        return int(user) if user.isdigit() and int(user) > 0 else None
+        return _user_threads(user)
     return max(1, usable_cores() // n_workers)
+
+
+def _user_setting() -> str:
+    return os.environ.get(USER_THREADS_VARIABLE, "").strip()
+
+
+def _user_threads(user: str) -> int | None:
+    """The user's OMP_NUM_THREADS as one positive number; None where it is not."""
+    return int(user) if user.isdigit() and int(user) > 0 else None
 
 
 # The limits this process set last, undone before others are set: a worker
@@ -68,10 +77,7 @@ def model_threads() -> int | None:
     OpenMP runtime loaded after the limits were set (LightGBM's) should take:
     this process's limit (limit_threads), else the user's OMP_NUM_THREADS
     number, else None (every core)."""
-    if _threads is not None:
-        return _threads
-    user = os.environ.get(USER_THREADS_VARIABLE, "").strip()
-    return int(user) if user.isdigit() and int(user) > 0 else None
+    return _threads if _threads is not None else _user_threads(_user_setting())
 
 
 def limit_threads(threads: int | None) -> None:
