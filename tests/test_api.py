@@ -97,6 +97,58 @@ def test_classification_predicts_labels_and_probabilities():
     assert search.score(X, y) == pytest.approx(np.mean(search.predict(X) == y))
 
 
+def test_intervals_come_from_the_fold_ensembles_by_cv_plus(fitted, concrete):
+    X, y = concrete
+    conformal = fitted.conformal_
+    # the ensemble_ is the model refit on all rows; the fold models beside it
+    assert conformal.estimator_ is fitted.ensemble_
+    assert len(conformal.fold_estimators_) == 5
+    np.testing.assert_array_equal(conformal.score_folds_, fitted.fold_ids_)
+    bounds = fitted.predict_interval(X.head(30), coverage=0.8)
+    assert bounds.shape == (30, 2) and (bounds[:, 0] < bounds[:, 1]).all()
+    wider = fitted.predict_interval(X.head(30), coverage=0.95)
+    assert (wider[:, 1] - wider[:, 0] >= bounds[:, 1] - bounds[:, 0]).all()
+    # CV+ by hand from the fold ensembles' predictions and the residuals
+    centres = np.stack([m.predict(X.head(1)) for m in conformal.fold_estimators_])
+    own = centres[conformal.score_folds_, 0]
+    rank = int(np.ceil(0.8 * (len(y) + 1)))
+    assert bounds[0, 1] == pytest.approx(np.sort(own + conformal.residuals_)[rank - 1])
+    assert bounds[0, 0] == pytest.approx(-np.sort(conformal.residuals_ - own)[rank - 1])
+    assert not hasattr(fitted, "predict_set")
+    with pytest.raises(ValueError, match=r"coverage must be in \(0, 1\), got 90"):
+        fitted.predict_interval(X.head(2), coverage=90)
+
+
+def test_prediction_sets_and_no_fold_models_without_conformal():
+    raw = pd.read_csv(RAW / "wine.csv")
+    X, y = raw.drop(columns="target"), raw["target"]
+    search = EnsembleSearch(
+        method="sego",
+        model="decision_tree_classifier",
+        budget=4,
+        random_state=0,
+        params={"sego": {"optimizer": {"n_initial": 3}, "time_limit": None}},
+    ).fit(X, y)
+    sets = search.predict_set(X, coverage=0.9)
+    assert sets.shape == (len(X), 3) and sets.dtype == bool
+    assert not hasattr(search, "predict_interval")
+    plain = EnsembleSearch(
+        method="sego",
+        model="decision_tree_classifier",
+        budget=4,
+        random_state=0,
+        params={
+            "sego": {"optimizer": {"n_initial": 3}, "time_limit": None},
+            "conformal": False,
+        },
+    ).fit(X, y)
+    assert plain.conformal_ is None
+    # the same ensemble, without the fold models
+    np.testing.assert_array_equal(plain.predict(X), search.predict(X))
+    with pytest.raises(ValueError, match="fitted with conformal=False"):
+        plain.predict_set(X)
+
+
 def test_a_splitter_sets_the_folds_with_its_groups(concrete):
     X, y = concrete
     groups = np.arange(len(y)) % 7

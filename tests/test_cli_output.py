@@ -585,6 +585,36 @@ def test_run_summary_for_a_sqlite_store_names_the_command_and_the_page():
     assert one.split("\n")[1] == "  1 trial searched in 3.0 s, refit in 0.5 s"
 
 
+def test_the_summary_gives_the_90_percent_intervals_or_sets_in_one_line():
+    coverage = {
+        f"test_interval_{what}_{level}": value
+        for level in (80, 90, 95)
+        for what, value in (("coverage", level / 100 + 0.004), ("width", 1.5))
+    }
+    text = run_summary(
+        run_id="abc123",
+        tracking_uri="http://mlflow.example:5000",
+        experiment_id="1",
+        experiment_name="ensemble_bo",
+        metrics={"test_mse_ensemble": 0.19514, **coverage},
+    )
+    assert text.split("\n")[1:3] == [
+        "  test_mse_ensemble  0.1951",
+        "  90% intervals: 90.4% of test targets inside, mean width 1.5 standard "
+        "deviations",
+    ]
+    sets = run_summary(
+        run_id="abc123",
+        tracking_uri="http://mlflow.example:5000",
+        experiment_id="1",
+        experiment_name="ensemble_bo",
+        metrics={"test_set_coverage_90": 0.9149, "test_set_size_90": 0.9202},
+    )
+    assert sets.split("\n")[1] == (
+        "  90% sets: 91.5% hold the test class, 0.92 classes on average"
+    )
+
+
 def test_a_resumed_runs_summary_tells_the_trials_trained_from_those_replayed():
     metrics = {"trials": 60.0, "search_seconds": 201.26, "refit_seconds": 3.1}
     assert search_line({**metrics, "trials_reused": 5.0}) == (

@@ -194,7 +194,18 @@ def test_run_logs_artifacts_and_a_loadable_model(project, concrete_run, tmp_path
         "tables/segor_ensemble_composition.csv",
         "plots/segor_convergence_plot.png",
         "plots/segor_diversity_heatmap.png",
+        "plots/segor_uncertainty_plot.png",
     } <= artifacts
+    # the conformal model's test coverage and width at each reported level
+    metrics = concrete_run.data.metrics
+    for level in (80, 90, 95):
+        assert 0.6 <= metrics[f"test_interval_coverage_{level}"] <= 1.0
+        assert metrics[f"test_interval_width_{level}"] > 0
+    assert (
+        metrics["test_interval_width_80"]
+        <= metrics["test_interval_width_90"]
+        <= metrics["test_interval_width_95"]
+    )
     history = pd.read_csv(
         client.download_artifacts(run_id, "tables/segor_trial_history.csv")
     )
@@ -217,6 +228,8 @@ def test_run_logs_artifacts_and_a_loadable_model(project, concrete_run, tmp_path
     assert predictions.shape == (20,) and np.all(np.isfinite(predictions))
     # predictions are in the target's own units (MPa), not standardized
     assert 5 < predictions.mean() < 80
+    intervals = model.predict(features.head(20), params={"coverage": 0.9})
+    assert (intervals["lower"] < intervals["upper"]).all()
 
 
 def test_classification_dataset_is_refused_by_segor_before_any_run_is_opened(
@@ -288,9 +301,13 @@ def test_a_bagged_stacked_final_model_is_logged_verified_and_served(project):
     features = raw.drop(columns="target").head(20)
     served = mlflow.pyfunc.load_model(uri)
     local = mlflow.sklearn.load_model(uri)
-    members = local.named_steps["ensemble"].estimators_
+    # the conformal model: the bagged ensemble, and the plain one per fold
+    members = local.estimator_.named_steps["ensemble"].estimators_
     assert all(len(member.estimators_) == 5 for member in members)  # the 5 folds
+    assert len(local.fold_estimators_) == 5
     np.testing.assert_array_equal(served.predict(features), local.predict(features))
+    sets = local.predict_set(features, 0.9)
+    assert sets.shape == (20, 3) and sets.dtype == bool
 
 
 @pytest.mark.parametrize("method", ["esmbo", "ers"])

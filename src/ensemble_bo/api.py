@@ -56,7 +56,12 @@ from ensemble_bo.core.preparation import (
     validate_features,
     validate_target,
 )
-from ensemble_bo.core.refit import bagging_folds, ensemble_estimator, search_stack
+from ensemble_bo.core.refit import (
+    bagging_folds,
+    conformal_folds,
+    ensemble_estimator,
+    search_stack,
+)
 from ensemble_bo.core.results import EnsembleSearchResult
 from ensemble_bo.core.seeding import derive_seed
 from ensemble_bo.core.settings import did_you_mean
@@ -204,6 +209,8 @@ _PARAMETERS = """\
         {"final_model": "bagged"} (each member the mean of its CV fold models),
         {"stacking": True} (a level-2 model combines the members where CV
         says it beats their weighted mean; `stack_` says what it found),
+        {"conformal": False} (no fold models: point predictions only, no
+        `predict_interval` or `predict_set`),
         {"parallel": {"backend": "dask", "n_workers": 8}}, {"sego":
         {"optimizer": {"portfolio": False}}} (a Sobol start without the
         space's portfolio, conf/base/parameters_portfolios.yml). A key the
@@ -223,6 +230,10 @@ _ATTRIBUTES = """\
         of its fold models, `final_model`; stacked where `stack_` was chosen):
         a scikit-learn Pipeline on the raw feature columns (regression
         predicts in the target's units).
+    conformal_ : core.conformal.CrossConformalRegressor or CrossConformalClassifier
+        With `conformal` (the default), `ensemble_` with the ensemble fitted
+        on each CV fold's complement and its out-of-fold residuals or scores:
+        what predict_interval and predict_set use. None without.
     stack_ : core.stacking.Stack or None
         With `stacking`, the level-2 model over the ensemble: its CV loss and
         the plain ensemble's on the same folds, and whether it was chosen;
@@ -244,7 +255,7 @@ _ATTRIBUTES = """\
         The seed used.
     refit_seconds_ : float
         Seconds the refit of the final ensemble on all of X took (bagged:
-        its fold models).
+        its fold models; with `conformal`, the fold ensembles too).
     n_features_in_ : int
         Number of feature columns seen in fit.
     feature_names_in_ : ndarray of shape (n_features_in_,)
@@ -393,11 +404,14 @@ class _BaseEnsembleSearch(BaseEstimator, metaclass=ABCMeta):
             seed,
             fold_ids=bagging_folds(settings["final_model"], data),
             stack=stack,
+            conformal_folds=conformal_folds(settings["conformal"], data),
         )
         start = time.perf_counter()
         with quiet_iteration_caps():
-            self.ensemble_ = ensemble.fit(features, target)
+            ensemble.fit(features, target)
         self.refit_seconds_ = time.perf_counter() - start
+        self.conformal_ = ensemble if settings["conformal"] else None
+        self.ensemble_ = ensemble.estimator_ if settings["conformal"] else ensemble
         self.result_: EnsembleSearchResult = result
         self.stack_ = stack
         self.cv_loss_ = (
@@ -434,6 +448,46 @@ class _BaseEnsembleSearch(BaseEstimator, metaclass=ABCMeta):
         check_is_fitted(self)
         return self.ensemble_.predict(self._features(X, reset=False))
 
+    def _conformal(self, method: str):
+        """The fitted conformal model; ValueError saying why where there is none."""
+        check_is_fitted(self)
+        if self.conformal_ is None:
+            raise ValueError(
+                f"{method} needs the fold models that params={{'conformal': True}} "
+                "(the default) fits; this search was fitted with conformal=False"
+            )
+        return self.conformal_
+
+
+class _Intervals:
+    """`predict_interval` of the searches that regress."""
+
+    def predict_interval(self, X: Any, coverage: float = 0.9) -> np.ndarray:
+        """Prediction intervals that hold the true target at `coverage`.
+
+        CV+ (core.conformal): from the ensemble fitted on each CV fold's
+        complement and its out-of-fold residuals R_i, the interval of x runs
+        from the floor((1 - coverage)(n+1))-th smallest of mu_{-k(i)}(x) - R_i
+        to the ceil(coverage (n+1))-th smallest of mu_{-k(i)}(x) + R_i over
+        the n training rows. For exchangeable data it covers with probability
+        at least about 1 - 2 (1 - coverage) (Barber et al. 2021), and close
+        to `coverage` in practice; the run's test split measures it.
+
+        Parameters
+        ----------
+        X : array-like or DataFrame of shape (n_samples, n_features)
+            The columns seen in fit.
+        coverage : float in (0, 1), default=0.9
+            The share of true targets the intervals should hold.
+
+        Returns
+        -------
+        intervals : ndarray of shape (n_samples, 2)
+            Lower and upper bound of each row, in the target's units.
+        """
+        model = self._conformal("predict_interval")
+        return model.predict_interval(self._features(X, reset=False), coverage)
+
 
 class _ClassProbabilities:
     """`predict_proba` of the searches that classify."""
@@ -455,8 +509,34 @@ class _ClassProbabilities:
         check_is_fitted(self)
         return self.ensemble_.predict_proba(self._features(X, reset=False))
 
+    def predict_set(self, X: Any, coverage: float = 0.9) -> np.ndarray:
+        """Prediction sets that hold the true class at `coverage`.
 
-class EnsembleRegressor(RegressorMixin, _BaseEnsembleSearch):
+        Cross-conformal sets (core.conformal, the CV+ construction for
+        classes) with the score 1 - p(class): a class is in the set of x while
+        fewer than ceil(coverage (n+1)) training rows have an out-of-fold
+        score below the one the fold model that held them out gives x and the
+        class. For exchangeable data a set holds the true class with
+        probability at least about 1 - 2 (1 - coverage), and close to
+        `coverage` in practice. A set may be empty or hold every class.
+
+        Parameters
+        ----------
+        X : array-like or DataFrame of shape (n_samples, n_features)
+            The columns seen in fit.
+        coverage : float in (0, 1), default=0.9
+            The share of true classes the sets should hold.
+
+        Returns
+        -------
+        sets : ndarray of bool, shape (n_samples, n_classes)
+            True where the class (columns in `classes_` order) is in the set.
+        """
+        model = self._conformal("predict_set")
+        return model.predict_set(self._features(X, reset=False), coverage)
+
+
+class EnsembleRegressor(RegressorMixin, _Intervals, _BaseEnsembleSearch):
     __doc__ = f"""Search the regression ensemble that generalizes best.
 
     The target is taken as numbers (a text or boolean target is refused,
@@ -586,6 +666,12 @@ class EnsembleSearch(_BaseEnsembleSearch):
         return self._known_task() != "regression"
 
     predict_proba = available_if(_may_predict_proba)(_ClassProbabilities.predict_proba)
+    predict_set = available_if(_may_predict_proba)(_ClassProbabilities.predict_set)
+
+    def _may_predict_interval(self) -> bool:
+        return self._known_task() != "classification"
+
+    predict_interval = available_if(_may_predict_interval)(_Intervals.predict_interval)
 
     def score(self, X: Any, y: Any, sample_weight: Any = None) -> float:
         """Accuracy for classification, R^2 for regression, as scikit-learn scores.

@@ -33,6 +33,7 @@ from ensemble_bo.core.comparison import (
     pairwise_wilcoxon,
 )
 from ensemble_bo.core.comparison_table import comparison_table, markdown_table
+from ensemble_bo.core.conformal import expected_calibration_error
 from ensemble_bo.core.diversity import mutual_information_matrix, pairwise_disagreement
 from ensemble_bo.core.results import EnsembleSearchResult
 
@@ -168,6 +169,97 @@ def diversity_heatmap(result: EnsembleSearchResult, title: str) -> Figure:
     axes.set_yticks(range(len(members)), labels)
     axes.set_title(title)
     figure.colorbar(image, ax=axes, label=label)
+    return figure
+
+
+def _interval_plot(axes: Axes, model: Any, features: pd.DataFrame, truth: np.ndarray):
+    """Test rows by prediction: the 90% interval (where the model gives one)
+    and the true target, red where it falls outside."""
+    predictions = np.asarray(model.predict(features), dtype=float)
+    order = np.argsort(predictions)
+    rows = np.arange(len(order))
+    axes.plot(rows, predictions[order], color="C0", lw=1, label="prediction")
+    title = "test split"
+    if hasattr(model, "predict_interval"):
+        bounds = model.predict_interval(features, 0.9)[order]
+        axes.fill_between(
+            rows,
+            bounds[:, 0],
+            bounds[:, 1],
+            color="C0",
+            alpha=0.25,
+            label="90% interval",
+        )
+        outside = (truth[order] < bounds[:, 0]) | (truth[order] > bounds[:, 1])
+        title = f"{np.mean(~outside):.1%} of test targets inside their 90% interval"
+    else:
+        outside = np.zeros(len(order), dtype=bool)
+    axes.scatter(rows[~outside], truth[order][~outside], s=8, color="k", label="truth")
+    axes.scatter(
+        rows[outside], truth[order][outside], s=10, color="C3", label="truth outside"
+    )
+    axes.set_xlabel("test rows, by prediction")
+    axes.set_ylabel("target")
+    return title
+
+
+def _reliability_plot(
+    axes: Axes, model: Any, features: pd.DataFrame, truth: np.ndarray
+):
+    """Top-label reliability diagram: accuracy against mean confidence per bin."""
+    probabilities = model.predict_proba(features)
+    error, table = expected_calibration_error(
+        probabilities, np.searchsorted(model.classes_, truth)
+    )
+    bins = pd.DataFrame(table)
+    axes.plot([0, 1], [0, 1], color="grey", ls="--", lw=1, label="calibrated")
+    axes.bar(
+        bins["bin_lower"],
+        bins["accuracy"],
+        width=bins["bin_upper"] - bins["bin_lower"],
+        align="edge",
+        alpha=0.5,
+        edgecolor="C0",
+        label="accuracy",
+    )
+    axes.plot(bins["mean_confidence"], bins["accuracy"], "o-", color="C0")
+    for _, row in bins.iterrows():
+        axes.annotate(
+            str(int(row["rows"])),
+            (row["mean_confidence"], row["accuracy"]),
+            textcoords="offset points",
+            xytext=(0, 5),
+            ha="center",
+            fontsize=7,
+        )
+    axes.set_xlim(0, 1)
+    axes.set_ylim(0, 1.05)
+    axes.set_xlabel("confidence (top class probability)")
+    axes.set_ylabel("accuracy")
+    title = f"expected calibration error {error:.3f}"
+    if hasattr(model, "predict_set"):
+        sets = model.predict_set(features, 0.9)
+        covered = sets[np.arange(len(truth)), np.searchsorted(model.classes_, truth)]
+        title += (
+            f"; 90% sets: {covered.mean():.1%} hold the class, "
+            f"{sets.sum(axis=1).mean():.2f} classes on average"
+        )
+    return title
+
+
+def uncertainty_plot(
+    model: Any, features: pd.DataFrame, target: pd.Series, task: str, title: str
+) -> Figure:
+    """The final model on the test split: regression, the 90% prediction
+    intervals against the true targets; classification, the reliability
+    diagram (with the counts of rows per bin) and the 90% sets' coverage."""
+    figure, axes = _figure(8, 4.5)
+    truth = np.asarray(target)
+    plot = _reliability_plot if task == "classification" else _interval_plot
+    detail = plot(axes, model, features, truth)
+    axes.set_title(f"{title}\n{detail}", fontsize=10)
+    axes.legend(fontsize=8, loc="best")
+    axes.grid(alpha=0.3)
     return figure
 
 

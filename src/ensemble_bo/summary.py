@@ -88,22 +88,40 @@ def run_summary(
     """The few lines a run ends with: the MLflow run, its test metrics, where to look.
 
     `metrics` may be all of the run's metrics: only the final test ones
-    (`test_*`) are shown, then the time split of a search (trials, those
-    replayed from a journal, search and refit seconds, and whether its time
-    budget ended it).
+    (`test_*`) are shown, the 90% intervals' or sets' coverage in one line
+    (the other coverages are in MLflow), then the time split of a search
+    (trials, those replayed from a journal, search and refit seconds, and
+    whether its time budget ended it).
     """
     named = f"{run_name} ({run_id})" if run_name else run_id
     lines = [f"MLflow run {named} {status.lower()}, experiment '{experiment_name}'"]
     tests = sorted(
-        (name, value) for name, value in metrics.items() if name.startswith("test_")
+        (name, value)
+        for name, value in metrics.items()
+        if name.startswith("test_") and not name.startswith(_COVERAGE_METRICS)
     )
     if tests:
         width = max(len(name) for name, _ in tests)
         lines += [f"  {name:<{width}}  {value:.4g}" for name, value in tests]
+    if "test_interval_coverage_90" in metrics:
+        lines.append(
+            f"  90% intervals: {metrics['test_interval_coverage_90']:.1%} of test "
+            f"targets inside, mean width {metrics['test_interval_width_90']:.3g} "
+            "standard deviations"
+        )
+    if "test_set_coverage_90" in metrics:
+        lines.append(
+            f"  90% sets: {metrics['test_set_coverage_90']:.1%} hold the test "
+            f"class, {metrics['test_set_size_90']:.2f} classes on average"
+        )
     if "search_seconds" in metrics and "refit_seconds" in metrics:
         lines.append(f"  {search_line(metrics)}")
     lines += where_to_look(tracking_uri, experiment_id, run_id)
     return "\n".join(lines)
+
+
+# Per-coverage metrics of intervals and sets: summarized in one line.
+_COVERAGE_METRICS = ("test_interval_", "test_set_")
 
 
 def search_line(metrics: Mapping[str, float]) -> str:

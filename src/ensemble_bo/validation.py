@@ -46,6 +46,7 @@ from ensemble_bo.core.methods import (
 from ensemble_bo.core.preparation import validate_dataset
 from ensemble_bo.core.validation import (
     InvalidInput,
+    check_conformal,
     check_data_processing,
     check_default_models,
     check_final_model,
@@ -252,6 +253,7 @@ _SHARED_PARAMETER_CHECKS: dict[str, Callable[[Any], None]] = {
     "voting": check_voting,
     "final_model": check_final_model,
     "stacking": check_stacking,
+    "conformal": check_conformal,
     "data_processing": check_data_processing,
 }
 

@@ -422,6 +422,7 @@ OTHER_PARAMS = (
     "voting",
     "final_model",
     "stacking",
+    "conformal",
     "resume",
     "data_processing",
     "posthoc_source",

@@ -12,6 +12,11 @@ from sklearn.base import BaseEstimator
 from sklearn.metrics import log_loss, roc_auc_score
 
 from ensemble_bo.core.bagging import bagged
+from ensemble_bo.core.conformal import (
+    REPORTED_COVERAGES,
+    cross_conformal,
+    expected_calibration_error,
+)
 from ensemble_bo.core.encoding import FeatureEncoding
 from ensemble_bo.core.estimator import build_ensemble_model
 from ensemble_bo.core.losses import brier_loss, zero_one_loss
@@ -19,7 +24,11 @@ from ensemble_bo.core.preparation import ModelInput
 from ensemble_bo.core.results import EnsembleSearchResult
 from ensemble_bo.core.seeding import derive_seed
 from ensemble_bo.core.stacking import Stack, fitted_stack
-from ensemble_bo.core.validation import check_final_model, check_stacking
+from ensemble_bo.core.validation import (
+    check_conformal,
+    check_final_model,
+    check_stacking,
+)
 from ensemble_bo.core.zoo import make_model, quiet_iteration_caps
 
 
@@ -28,6 +37,13 @@ def bagging_folds(final_model: str, data: ModelInput) -> np.ndarray | None:
     (`data.fold_ids`) for "bagged", None for "refit"."""
     check_final_model(final_model)
     return data.fold_ids if final_model == "bagged" else None
+
+
+def conformal_folds(conformal: bool, data: ModelInput) -> np.ndarray | None:
+    """The folds the final model's fold models fit on for conformal intervals
+    or sets (core.conformal): the search's where `conformal`, else None."""
+    check_conformal(conformal)
+    return data.fold_ids if conformal else None
 
 
 def search_stack(
@@ -48,6 +64,7 @@ def ensemble_estimator(
     weights: Mapping[int, float] | None = None,
     fold_ids: np.ndarray | None = None,
     stack: Stack | None = None,
+    conformal_folds: np.ndarray | None = None,
 ) -> BaseEstimator:
     """Unfitted model on raw feature frames: the members `weights` names (pool
     index -> weight; default the search's ensemble), each built with the
@@ -58,7 +75,10 @@ def ensemble_estimator(
     each member over these folds (core.bagging), fitting its k fold models
     where the fit refits it on all rows; None: refit. `stack` (search_stack):
     where cross-validation chose it, its members combined by its level-2
-    model instead of weights and voting.
+    model instead of weights and voting. `conformal_folds` (n_train,): wrap
+    it in core.conformal's CV+ model, which also fits the ensemble (its
+    members unbagged) on each of these folds' complements, so that it gives
+    prediction intervals (regression) or prediction sets (classification).
     """
     stacked = stack is not None and stack.chosen and weights is None
     if stacked:
@@ -76,16 +96,23 @@ def ensemble_estimator(
         )
         for i in weights
     ]
-    if fold_ids is not None:
-        members = [bagged(member, fold_ids) for member in members]
-    return build_ensemble_model(
-        result.task,
-        members,
-        list(weights.values()),
-        encoding,
-        voting=voting,
-        combiner=stack.combiner if stacked else None,
+
+    def ensemble(members):
+        return build_ensemble_model(
+            result.task,
+            members,
+            list(weights.values()),
+            encoding,
+            voting=voting,
+            combiner=stack.combiner if stacked else None,
+        )
+
+    final = ensemble(
+        members if fold_ids is None else [bagged(m, fold_ids) for m in members]
     )
+    if conformal_folds is None:
+        return final
+    return cross_conformal(final, conformal_folds, result.task, ensemble(members))
 
 
 def test_sample_losses(
@@ -109,11 +136,13 @@ def test_sample_losses(
 def classification_test_metrics(
     model: BaseEstimator, features: pd.DataFrame, target: pd.Series
 ) -> dict[str, float]:
-    """Log-loss, Brier score and ROC AUC of a fitted classifier's predict_proba.
+    """Log-loss, Brier score, ROC AUC and expected calibration error of a
+    fitted classifier's predict_proba.
 
     Brier: the sum over classes of squared probability errors (losses.brier_loss,
     0 to 2). ROC AUC: binary, or the macro one-vs-rest mean for more classes; NaN
-    where the test part lacks a class, which leaves it undefined.
+    where the test part lacks a class, which leaves it undefined. ECE: top-label,
+    10 bins (conformal.expected_calibration_error).
     """
     probabilities = model.predict_proba(features)
     classes = model.classes_
@@ -127,7 +156,48 @@ def classification_test_metrics(
         "log_loss": float(log_loss(labels, probabilities, labels=classes)),
         "brier": float(brier_loss(probabilities - one_hot).mean()),
         "roc_auc": float(auc),
+        "ece": expected_calibration_error(
+            probabilities, np.searchsorted(classes, labels)
+        )[0],
     }
+
+
+def uncertainty_test_metrics(
+    model: BaseEstimator,
+    features: pd.DataFrame,
+    target: pd.Series,
+    target_scaling: Mapping[str, float],
+) -> dict[str, float]:
+    """Test coverage of a conformal model's intervals or sets, and their size,
+    at each of conformal.REPORTED_COVERAGES (e.g. test_interval_coverage_90).
+
+    Regression: the share of test targets inside their interval and the mean
+    width in units of the target's standard deviation (comparable across
+    datasets, as the test MSE is). Classification: the share of test labels
+    in their set and the mean set size (classes). A coverage the training
+    rows are too few for is left out.
+    """
+    metrics = {}
+    truth = np.asarray(target)
+    for coverage in REPORTED_COVERAGES:
+        level = round(100 * coverage)
+        try:
+            if hasattr(model, "predict_interval"):
+                bounds = model.predict_interval(features, coverage)
+                inside = (bounds[:, 0] <= truth) & (truth <= bounds[:, 1])
+                width = (bounds[:, 1] - bounds[:, 0]) / target_scaling["std"]
+                metrics[f"test_interval_coverage_{level}"] = float(inside.mean())
+                metrics[f"test_interval_width_{level}"] = float(width.mean())
+            else:
+                sets = model.predict_set(features, coverage)
+                rows = np.arange(len(truth))
+                inside = sets[rows, np.searchsorted(model.classes_, truth)]
+                metrics[f"test_set_coverage_{level}"] = float(inside.mean())
+                metrics[f"test_set_size_{level}"] = float(sets.sum(axis=1).mean())
+        except ValueError as error:
+            if "training rows" not in str(error):
+                raise
+    return metrics
 
 
 def refit_and_score(
@@ -142,10 +212,14 @@ def refit_and_score(
     seed: int,
     fold_ids: np.ndarray | None = None,
     stack: Stack | None = None,
+    conformal_folds: np.ndarray | None = None,
 ) -> tuple[BaseEstimator, dict[str, float], np.ndarray]:
     """Refit the ensemble and the single best model on all non-test data, or
     bag them over `fold_ids` (bagging_folds); score both. The ensemble is
     stacked where `stack` (search_stack) was chosen; its metrics join the run's.
+    With `conformal_folds` (conformal_folds) the ensemble gives intervals or
+    sets, and their test coverage and size join the metrics
+    (uncertainty_test_metrics); its refit seconds include its fold models'.
 
     Returns the fitted ensemble, the run's metrics (test MSE of the
     standardized target for regression, error rate for classification, of the
@@ -160,7 +234,14 @@ def refit_and_score(
 
     def fitted_losses(weights: Mapping[int, float] | None):
         model = ensemble_estimator(
-            result, encoding, voting, seed, weights, fold_ids, stack
+            result,
+            encoding,
+            voting,
+            seed,
+            weights,
+            fold_ids,
+            stack,
+            conformal_folds if weights is None else None,
         )
         start = time.perf_counter()
         with quiet_iteration_caps():
@@ -194,4 +275,8 @@ def refit_and_score(
                 model, test_features, test_target
             ).items():
                 metrics[f"test_{metric}_{which}"] = value
+    if conformal_folds is not None:
+        metrics |= uncertainty_test_metrics(
+            ensemble, test_features, test_target, target_scaling
+        )
     return ensemble, metrics, ensemble_losses

@@ -137,6 +137,16 @@ def check_stacking(stacking: Any) -> None:
         )
 
 
+def check_conformal(conformal: Any) -> None:
+    """Whether the final model gives conformal intervals or sets: true or false."""
+    if not isinstance(conformal, bool):
+        raise InvalidInput(
+            f"conformal={conformal!r} is not true or false (true: the final model "
+            "also fits on each fold's complement and gives prediction intervals "
+            "or sets, CV+)"
+        )
+
+
 # --- models ------------------------------------------------------------------
 
 
@@ -314,6 +324,7 @@ def check_settings(
         ("voting", check_voting),
         ("final_model", check_final_model),
         ("stacking", check_stacking),
+        ("conformal", check_conformal),
     ):
         if name in parameters:
             check(parameters[name])

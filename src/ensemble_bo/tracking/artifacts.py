@@ -11,20 +11,22 @@ early logs what reporting.SEARCH_REPORTS makes for it, and its pool.
 from __future__ import annotations
 
 import math
+import types
 from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
 import mlflow
+import mlflow.pyfunc
 import mlflow.sklearn
 import pandas as pd
 from matplotlib.figure import Figure
-from mlflow.models import ModelSignature, infer_signature
-from mlflow.types.schema import AnyType, ColSpec, Schema
+from mlflow.models import Model, ModelSignature, infer_signature
+from mlflow.types.schema import AnyType, ColSpec, ParamSchema, ParamSpec, Schema
 from pandas.api.types import is_integer_dtype
 
 import ensemble_bo
-from ensemble_bo import provenance
+from ensemble_bo import provenance, served
 from ensemble_bo.core.results import EnsembleSearchResult
 from ensemble_bo.reporting import (
     FIGURE,
@@ -145,11 +147,33 @@ def served_signature(estimator: Any, example: pd.DataFrame) -> ModelSignature:
             for spec in signature.inputs.inputs
         ]
     )
+    # params={"coverage": 0.9}: intervals or sets (ensemble_bo.served), or,
+    # from a model without fold models, an error that says so rather than
+    # MLflow dropping a parameter its signature lacks.
+    signature.params = ParamSchema([ParamSpec(served.COVERAGE, "double", None)])
     return signature
 
 
+def _save_served_model(path: str, mlflow_model: Model, **kwargs: Any) -> None:
+    """mlflow.sklearn.save_model, with the python_function flavor loading
+    through ensemble_bo.served (point predictions, or intervals and sets when
+    asked); the sklearn flavor stays as it is."""
+    mlflow.sklearn.save_model(path=path, mlflow_model=mlflow_model, **kwargs)
+    mlflow_model.flavors[mlflow.pyfunc.FLAVOR_NAME][mlflow.pyfunc.MAIN] = (
+        served.__name__
+    )
+    mlflow_model.save(str(Path(path) / "MLmodel"))
+
+
+# What Model.log takes as a flavor: a module-like object with save_model.
+_SERVED_FLAVOR = types.SimpleNamespace(
+    __name__="mlflow.sklearn", save_model=_save_served_model
+)
+
+
 def log_model(name: str, estimator: Any, input_example: Any) -> None:
-    """The fitted ensemble as an MLflow sklearn model that loads and serves anywhere."""
+    """The fitted ensemble as an MLflow sklearn model that loads and serves
+    anywhere; served, it also gives intervals or sets (ensemble_bo.served)."""
     # Imported here: skops takes over a second to import, and every `kedro`
     # command loads this module while only a run that logs a model needs it.
     import skops.io  # noqa: PLC0415
@@ -159,9 +183,12 @@ def log_model(name: str, estimator: Any, input_example: Any) -> None:
     # when the model is loaded; anything else is still refused.
     trusted_types = skops.io.get_untrusted_types(data=skops.io.dumps(estimator))
     example = None if input_example is None else input_example.head(5)
-    logged = mlflow.sklearn.log_model(
+    logged = Model.log(
+        artifact_path=None,
+        flavor=_SERVED_FLAVOR,
         sk_model=estimator,
         name=name,
+        serialization_format=mlflow.sklearn.SERIALIZATION_FORMAT_SKOPS,
         skops_trusted_types=trusted_types,
         # Pinned here instead of inferred: inference re-imports the model in a subprocess.
         pip_requirements=provenance.pinned_requirements(_MODEL_REQUIREMENTS),

@@ -11,6 +11,7 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 import pandas as pd
+from matplotlib.figure import Figure
 from sklearn.base import BaseEstimator
 
 import ensemble_bo
@@ -22,7 +23,7 @@ from ensemble_bo.core.results import EnsembleSearchResult
 from ensemble_bo.core.validation import multi_fidelity
 from ensemble_bo.events import SearchResumable, publish, publish_iteration
 from ensemble_bo.pipelines.progress import progress_bar
-from ensemble_bo.reporting import search_reports
+from ensemble_bo.reporting import search_reports, uncertainty_plot
 
 
 def display_name_blocks(method: Method) -> tuple[str, ...]:
@@ -123,13 +124,15 @@ def refit_and_score(
     seed: int,
     final_model: str,
     stacking: bool,
+    conformal: bool,
 ) -> tuple[BaseEstimator, dict[str, float]]:
     """Refit the ensemble and the single best model on all non-test data (or
     bag them over the search's folds) and score both.
 
     Regression scores the MSE of the standardized target (SEGOR s.4), classification
     the error rate. `voting` is the classifiers' combiner; `final_model`:
-    refit or bagged; `stacking`: whether a level-2 model may combine the members.
+    refit or bagged; `stacking`: whether a level-2 model may combine the
+    members; `conformal`: whether the model gives intervals or sets (CV+).
     """
     model, metrics, _ = refit.refit_and_score(
         search_result,
@@ -143,8 +146,26 @@ def refit_and_score(
         seed,
         refit.bagging_folds(final_model, model_input),
         refit.search_stack(stacking, search_result, model_input, voting),
+        refit.conformal_folds(conformal, model_input),
     )
     return model, metrics
+
+
+def uncertainty_report(
+    model: BaseEstimator,
+    model_input: ModelInput,
+    test_features: pd.DataFrame,
+    test_target: pd.Series,
+) -> Figure:
+    """The final model's 90% intervals against the test targets (regression),
+    or its reliability diagram and sets (classification)."""
+    return uncertainty_plot(
+        model,
+        test_features,
+        test_target,
+        model_input.task,
+        f"Final model on the test split of {model_input.name}",
+    )
 
 
 def report_node(names: tuple[str, ...]) -> Callable[..., dict[str, Any]]:

@@ -18,6 +18,7 @@ from .nodes import (
     report_node,
     search_node,
     selection_node,
+    uncertainty_report,
 )
 
 
@@ -75,9 +76,21 @@ def _refit_and_report(name: str, display_name_blocks: tuple[str, ...]) -> Pipeli
                     "params:seed",
                     "params:final_model",
                     "params:stacking",
+                    "params:conformal",
                 ],
                 outputs=[f"{name}_model", f"{name}_test_metrics"],
                 name=f"{name}_refit_and_score",
+            ),
+            Node(
+                uncertainty_report,
+                inputs=[
+                    f"{name}_model",
+                    "model_input",
+                    "test_features",
+                    "test_target",
+                ],
+                outputs=f"{name}_uncertainty_plot#figure",
+                name=f"{name}_uncertainty_plot",
             ),
             Node(
                 report_node(display_name_blocks),

@@ -1,0 +1,341 @@
+"""Prediction intervals and prediction sets with a coverage guarantee: CV+.
+
+The search already splits the training rows into k folds. Fitting the final
+ensemble once more on each fold's complement gives, for every training row i,
+the prediction of a model that never saw it, mu_{-k(i)}(x_i), and for a new
+row x the k fold predictions mu_{-j}(x). CV+ (Barber, Candes, Ramdas and
+Tibshirani 2021, "Predictive inference with the jackknife+", s.3) turns these
+into an interval for x from the out-of-fold residuals R_i = |y_i -
+mu_{-k(i)}(x_i)|, with alpha = 1 - coverage:
+
+    lower(x) = the floor(alpha (n+1))-th smallest of  mu_{-k(i)}(x) - R_i
+    upper(x) = the ceil((1-alpha)(n+1))-th smallest of mu_{-k(i)}(x) + R_i
+
+over the n training rows. For exchangeable rows it covers a new y with
+probability at least 1 - 2 alpha - min(2(1 - 1/k)/(n/k + 1), (1 - k/n)/(k + 1))
+(their Theorem 4), and in practice close to 1 - alpha. It needs k models, not
+n (the jackknife+'s), and no rows held back from training (split conformal's).
+The ensemble's members and weights were chosen on these same out-of-fold
+predictions, so the residuals are slightly optimistic; the run measures the
+coverage on its test split.
+
+For classes the same construction is the cross-conformal prediction set
+(Vovk 2015; Romano, Sesia and Candes 2020, s.2.4, CV+ for classification),
+with the score s(x, y) = 1 - p(y | x) (LAC: the least ambiguous sets on
+average, Sadinle, Lei and Wasserman 2019): class y joins the set of x when
+
+    #{i : s_i < s_{-k(i)}(x, y)} < ceil((1-alpha)(n+1)),
+
+s_i the out-of-fold score of row i's own class. A set may be empty (no class
+is plausible at that coverage) or hold every class.
+
+MAPIE computes both (CrossConformalRegressor, method "plus";
+CrossConformalClassifier with agg_scores="crossval"), but only from models it
+fits itself; here the fold models are the ensemble's, fitted by
+core.evaluation's fold loop on the search's folds, so the formulas are written
+out (tests/core/test_conformal.py checks them against MAPIE on the same folds).
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+from sklearn.base import BaseEstimator, ClassifierMixin, RegressorMixin, clone
+from sklearn.utils import _safe_indexing
+from sklearn.utils.validation import check_is_fitted, column_or_1d
+
+from ensemble_bo.core.evaluation import fitted_fold_models
+
+# A few million floats at a time: the interval's order statistics are taken
+# over an (n_train, rows) block of candidate bounds.
+_BLOCK_VALUES = 1 << 22
+# Coverages the runs report (test coverage, width or set size at each).
+REPORTED_COVERAGES = (0.8, 0.9, 0.95)
+
+
+def conformal_rank(coverage: float, n: int) -> int:
+    """ceil(coverage (n+1)): the order statistic CV+ takes among n values.
+
+    ValueError naming the smallest n that reaches `coverage` where n rows
+    cannot (the rank would exceed n: an infinite bound).
+    """
+    if isinstance(coverage, bool) or not 0 < coverage < 1:
+        raise ValueError(f"coverage must be in (0, 1), got {coverage!r}")
+    # The tolerance keeps a product such as 0.9 * 100 from rounding up a rank.
+    rank = math.ceil(coverage * (n + 1) - 1e-9)
+    if rank > n:
+        needed = math.ceil(coverage / (1 - coverage) - 1e-9)
+        raise ValueError(
+            f"coverage={coverage!r} needs at least {needed} training rows for a "
+            f"finite bound; there are {n}"
+        )
+    return rank
+
+
+def cv_plus_intervals(
+    fold_predictions: np.ndarray,
+    residuals: np.ndarray,
+    residual_folds: np.ndarray,
+    coverage: float,
+) -> np.ndarray:
+    """CV+ intervals, shape (m, 2): lower and upper bound of each new row.
+
+    fold_predictions (k, m): fold model j's prediction for each new row;
+    residuals (n,): the training rows' absolute out-of-fold residuals;
+    residual_folds (n,): the fold (row of fold_predictions) that held each
+    training row out. The formula is the module docstring's.
+    """
+    fold_predictions = np.asarray(fold_predictions, dtype=float)
+    residuals = np.asarray(residuals, dtype=float)
+    residual_folds = np.asarray(residual_folds)
+    rank = conformal_rank(coverage, len(residuals))
+    n_rows = fold_predictions.shape[1]
+    bounds = np.empty((n_rows, 2))
+    step = max(1, _BLOCK_VALUES // max(1, len(residuals)))
+    for start in range(0, n_rows, step):
+        centres = fold_predictions[residual_folds, start : start + step]
+        # lower: the (n+1-rank)-th smallest of centres - R, i.e. minus the
+        # rank-th smallest of R - centres.
+        below = residuals[:, None] - centres
+        above = residuals[:, None] + centres
+        bounds[start : start + step, 0] = -np.partition(below, rank - 1, axis=0)[
+            rank - 1
+        ]
+        bounds[start : start + step, 1] = np.partition(above, rank - 1, axis=0)[
+            rank - 1
+        ]
+    return bounds
+
+
+def cross_conformal_sets(
+    fold_scores: np.ndarray,
+    scores: np.ndarray,
+    score_folds: np.ndarray,
+    coverage: float,
+) -> np.ndarray:
+    """Cross-conformal prediction sets, shape (m, n_classes), True where a
+    class is in the row's set.
+
+    fold_scores (k, m, n_classes): fold model j's score 1 - p(class | row) of
+    each new row and class; scores (n,): each training row's out-of-fold score
+    of its own class; score_folds (n,): the fold that held it out.
+    """
+    fold_scores = np.asarray(fold_scores, dtype=float)
+    scores = np.asarray(scores, dtype=float)
+    score_folds = np.asarray(score_folds)
+    rank = conformal_rank(coverage, len(scores))
+    # Per fold, how many of its held-out rows score below the new score:
+    # exact counts from sorted scores, without an (n, m, classes) array.
+    below = np.zeros(fold_scores.shape[1:], dtype=np.int64)
+    for fold, fold_score in enumerate(fold_scores):
+        held_out = np.sort(scores[score_folds == fold])
+        below += np.searchsorted(held_out, fold_score, side="left")
+    return below < rank
+
+
+def expected_calibration_error(
+    probabilities: np.ndarray, labels: np.ndarray, n_bins: int = 10
+) -> tuple[float, list[dict[str, float]]]:
+    """Top-label expected calibration error and its reliability table.
+
+    probabilities (n, n_classes); labels (n,) class codes 0..n_classes-1.
+    Rows are binned by their top probability (the confidence) into `n_bins`
+    equal-width bins of [0, 1]; ECE = sum over bins of (rows in bin / n) *
+    |accuracy in bin - mean confidence in bin| (Guo et al. 2017, eq. 3).
+    Written here because scikit-learn's calibration_curve is binary only.
+    The table: one row per non-empty bin, its edges, rows, mean confidence
+    and accuracy (the reliability diagram's points).
+    """
+    probabilities = np.asarray(probabilities, dtype=float)
+    labels = np.asarray(labels)
+    confidence = probabilities.max(axis=1)
+    correct = probabilities.argmax(axis=1) == labels
+    edges = np.linspace(0.0, 1.0, n_bins + 1)
+    # Right-closed bins, the first also holding 0: (0.9, 1.0] is the top one.
+    bins = np.clip(np.searchsorted(edges, confidence, side="left") - 1, 0, n_bins - 1)
+    table = []
+    error = 0.0
+    for b in range(n_bins):
+        rows = bins == b
+        if not rows.any():
+            continue
+        mean_confidence = float(confidence[rows].mean())
+        accuracy = float(correct[rows].mean())
+        error += rows.mean() * abs(accuracy - mean_confidence)
+        table.append(
+            {
+                "bin_lower": float(edges[b]),
+                "bin_upper": float(edges[b + 1]),
+                "rows": int(rows.sum()),
+                "mean_confidence": mean_confidence,
+                "accuracy": accuracy,
+            }
+        )
+    return float(error), table
+
+
+class _CrossConformal(BaseEstimator):
+    """What both conformal wrappers share: the final model and k fold models.
+
+    Parameters
+    ----------
+    estimator : estimator
+        The final model, refit on all rows by fit; predict and predict_proba
+        are its.
+    fold_ids : array-like of shape (n_samples,)
+        The fold of each row of the X given to fit (at least two folds).
+    fold_estimator : estimator or None, default=None
+        What each fold fits on the other folds' rows (None: `estimator`); a
+        bagged final model takes its unbagged ensemble here.
+
+    Attributes
+    ----------
+    estimator_ : estimator
+        `estimator` fitted on all rows.
+    fold_estimators_ : list of estimator, one per fold in sorted fold order
+        fold_estimators_[j] was fitted on the rows outside the j-th fold.
+    score_folds_ : ndarray of shape (n_samples,)
+        Index into fold_estimators_ of the model that held each row out.
+    """
+
+    def __init__(self, estimator, fold_ids, fold_estimator=None):
+        self.estimator = estimator
+        self.fold_ids = fold_ids
+        self.fold_estimator = fold_estimator
+
+    def _fit_folds(self, X, y, score) -> np.ndarray:
+        """Fit the final and the fold models; `score(model, rows, X_rows,
+        y_rows)` gives the held-out rows' conformity scores. Returns them (n,)."""
+        fold_ids = np.asarray(self.fold_ids)
+        if fold_ids.ndim != 1 or len(fold_ids) != len(y):
+            raise ValueError(
+                f"fold_ids must give the fold of each of the {len(y)} rows, got "
+                f"shape {fold_ids.shape}"
+            )
+        if len(np.unique(fold_ids)) < 2:
+            raise ValueError(
+                f"fold_ids must name at least two folds, got "
+                f"{np.unique(fold_ids).tolist()}"
+            )
+        self.estimator_ = clone(self.estimator).fit(X, y)
+        template = (
+            self.estimator if self.fold_estimator is None else self.fold_estimator
+        )
+        scores = np.empty(len(y))
+        self.score_folds_ = np.empty(len(y), dtype=np.int64)
+        self.fold_estimators_ = []
+        for j, (held_out, fitted) in enumerate(
+            fitted_fold_models(template, X, y, fold_ids)
+        ):
+            scores[held_out] = score(fitted, _safe_indexing(X, held_out), y[held_out])
+            self.score_folds_[held_out] = j
+            self.fold_estimators_.append(fitted)
+        if hasattr(self.estimator_, "n_features_in_"):
+            self.n_features_in_ = self.estimator_.n_features_in_
+        if hasattr(self.estimator_, "feature_names_in_"):
+            self.feature_names_in_ = self.estimator_.feature_names_in_
+        return scores
+
+    def predict(self, X):
+        """The final model's predictions, shape (n_samples,)."""
+        check_is_fitted(self)
+        return self.estimator_.predict(X)
+
+
+class CrossConformalRegressor(RegressorMixin, _CrossConformal):
+    """A regressor with CV+ prediction intervals (module docstring).
+
+    Parameters: see `_CrossConformal`. Attributes: those, and `residuals_`
+    (n_samples,), the absolute out-of-fold residuals.
+    """
+
+    def fit(self, X, y):
+        """Fit `estimator` on all rows and the fold models; record the residuals."""
+        y = column_or_1d(y, warn=True).astype(float)
+        self.residuals_ = self._fit_folds(
+            X, y, lambda model, X_rows, y_rows: np.abs(y_rows - model.predict(X_rows))
+        )
+        return self
+
+    def predict_interval(self, X, coverage: float = 0.9) -> np.ndarray:
+        """CV+ prediction intervals, shape (n_samples, 2): lower, upper.
+
+        Each covers its row's target with probability at least about
+        1 - 2 (1 - coverage) for exchangeable data, and close to `coverage`
+        in practice. The bounds come from the fold models, so the final
+        model's prediction lies inside them for all but odd rows.
+        """
+        check_is_fitted(self)
+        fold_predictions = np.stack([m.predict(X) for m in self.fold_estimators_])
+        return cv_plus_intervals(
+            fold_predictions, self.residuals_, self.score_folds_, coverage
+        )
+
+
+class CrossConformalClassifier(ClassifierMixin, _CrossConformal):
+    """A classifier with cross-conformal prediction sets (module docstring).
+
+    Parameters: see `_CrossConformal`. Attributes: those, `classes_` (the
+    final model's), and `scores_` (n_samples,), each row's out-of-fold score
+    1 - p(its class).
+    """
+
+    def fit(self, X, y):
+        """Fit `estimator` on all rows and the fold models; record the scores."""
+        y = column_or_1d(y, warn=True)
+        self.classes_ = np.unique(y)
+        self.scores_ = self._fit_folds(
+            X,
+            y,
+            lambda model, X_rows, y_rows: 1
+            - self._probabilities(model, X_rows)[
+                np.arange(len(y_rows)), np.searchsorted(self.classes_, y_rows)
+            ],
+        )
+        return self
+
+    def _probabilities(self, model, X) -> np.ndarray:
+        """`model`'s probabilities in `classes_` columns (n, n_classes); a class
+        its training rows lacked gets 0."""
+        proba = np.asarray(model.predict_proba(X), dtype=float)
+        aligned = np.zeros((proba.shape[0], len(self.classes_)))
+        aligned[:, np.searchsorted(self.classes_, model.classes_)] = proba
+        return aligned
+
+    def predict_proba(self, X):
+        """The final model's class probabilities, shape (n_samples, n_classes)."""
+        check_is_fitted(self)
+        return self.estimator_.predict_proba(X)
+
+    def predict_set(self, X, coverage: float = 0.9) -> np.ndarray:
+        """Cross-conformal prediction sets, shape (n_samples, n_classes) of
+        bool, columns in `classes_` order: True where the class is in the set.
+
+        Each set holds its row's class with probability at least about
+        1 - 2 (1 - coverage) for exchangeable data, and close to `coverage`
+        in practice.
+        """
+        check_is_fitted(self)
+        fold_scores = np.stack(
+            [1 - self._probabilities(m, X) for m in self.fold_estimators_]
+        )
+        return cross_conformal_sets(
+            fold_scores, self.scores_, self.score_folds_, coverage
+        )
+
+
+def cross_conformal(
+    estimator: BaseEstimator,
+    fold_ids: np.ndarray,
+    task: str,
+    fold_estimator: BaseEstimator | None = None,
+) -> _CrossConformal:
+    """`estimator` with CV+ intervals (regression) or cross-conformal sets
+    (classification) over `fold_ids`."""
+    wrapper = (
+        CrossConformalClassifier
+        if task == "classification"
+        else CrossConformalRegressor
+    )
+    return wrapper(estimator, fold_ids, fold_estimator)

@@ -1,0 +1,225 @@
+"""CV+ intervals and cross-conformal sets: hand-computed cases, MAPIE on the
+same folds, the coverage guarantee by simulation, and bad inputs."""
+
+import numpy as np
+import pandas as pd
+import pytest
+import skops.io
+from mapie.classification import CrossConformalClassifier as MapieClassifier
+from mapie.regression import CrossConformalRegressor as MapieRegressor
+from sklearn.datasets import make_classification, make_regression
+from sklearn.dummy import DummyRegressor
+from sklearn.linear_model import LogisticRegression, Ridge
+from sklearn.model_selection import KFold, StratifiedKFold
+
+from ensemble_bo import EnsembleRegressor
+from ensemble_bo.core.conformal import (
+    CrossConformalClassifier,
+    CrossConformalRegressor,
+    conformal_rank,
+    cross_conformal_sets,
+    cv_plus_intervals,
+    expected_calibration_error,
+)
+from ensemble_bo.core.validation import InvalidInput, check_settings
+from tests.support import cheap_parameters
+
+
+def _fold_ids(splitter, X, y) -> np.ndarray:
+    fold_ids = np.empty(len(y), dtype=int)
+    for fold, (_, held_out) in enumerate(splitter.split(X, y)):
+        fold_ids[held_out] = fold
+    return fold_ids
+
+
+def test_cv_plus_takes_the_order_statistics_of_barber_et_al():
+    # n = 4, coverage 0.6: alpha (n+1) = 2, (1 - alpha)(n+1) = 3.
+    # mu_{-k(i)}(x) + R_i = 10+1, 10+2, 20+3, 20+4: the 3rd smallest is 23.
+    # mu_{-k(i)}(x) - R_i = 9, 8, 17, 16: the 2nd smallest is 9.
+    bounds = cv_plus_intervals(
+        np.array([[10.0], [20.0]]),
+        np.array([1.0, 2, 3, 4]),
+        np.array([0, 0, 1, 1]),
+        0.6,
+    )
+    np.testing.assert_array_equal(bounds, [[9.0, 23.0]])
+
+
+def test_cross_conformal_sets_count_the_training_scores_below_each_new_score():
+    # n = 4, coverage 0.6: rank 3; a class joins while fewer than 3 training
+    # scores lie strictly below its score from the fold that held them out.
+    # Fold 0 holds scores 0.1, 0.5; fold 1 holds 0.2, 0.3.
+    scores = np.array([0.1, 0.5, 0.2, 0.3])
+    folds = np.array([0, 0, 1, 1])
+    # class 0: new score 0.4 (fold 0) -> 1 below; 0.25 (fold 1) -> 1 below: 2 < 3, in
+    # class 1: 0.6 -> 2 below; 0.35 -> 2 below: 4, out
+    fold_scores = np.array([[[0.4, 0.6]], [[0.25, 0.35]]])
+    np.testing.assert_array_equal(
+        cross_conformal_sets(fold_scores, scores, folds, 0.6), [[True, False]]
+    )
+
+
+def test_conformal_rank_is_ceil_of_coverage_times_n_plus_one():
+    assert conformal_rank(0.9, 99) == 90  # 0.9 * 100 is exactly the 90th
+    assert conformal_rank(0.9, 100) == 91  # ceil(90.9)
+    assert conformal_rank(0.5, 1) == 1
+
+
+@pytest.mark.parametrize("coverage", [0.0, 1.0, 1.5, -0.1, True])
+def test_a_coverage_outside_0_1_is_refused_naming_it(coverage):
+    with pytest.raises(
+        ValueError, match=rf"coverage must be in \(0, 1\), got {coverage!r}"
+    ):
+        conformal_rank(coverage, 100)
+
+
+def test_a_coverage_too_high_for_the_rows_names_the_rows_it_needs():
+    # 0.99 needs ceil(0.99 (n+1)) <= n, i.e. n >= 99.
+    with pytest.raises(
+        ValueError, match="needs at least 99 training rows.*there are 50"
+    ):
+        conformal_rank(0.99, 50)
+    assert conformal_rank(0.99, 99) == 99
+
+
+def _regression(n_train=200, n_test=100, seed=0):
+    X, y = make_regression(n_train + n_test, 5, noise=10.0, random_state=seed)
+    return X[:n_train], y[:n_train], X[n_train:], y[n_train:]
+
+
+@pytest.mark.parametrize("coverage", [0.8, 0.9, 0.95])
+def test_intervals_equal_mapies_cv_plus_on_the_same_folds(coverage):
+    X, y, X_test, _ = _regression()
+    splitter = KFold(5, shuffle=True, random_state=0)
+    ours = CrossConformalRegressor(Ridge(), _fold_ids(splitter, X, y)).fit(X, y)
+    mapie = MapieRegressor(
+        Ridge(), confidence_level=coverage, method="plus", cv=splitter
+    ).fit_conformalize(X, y)
+    _, mapie_bounds = mapie.predict_interval(X_test)
+    np.testing.assert_allclose(
+        ours.predict_interval(X_test, coverage), mapie_bounds[:, :, 0], rtol=1e-12
+    )
+    # predict is the model refit on all rows
+    np.testing.assert_allclose(ours.predict(X_test), Ridge().fit(X, y).predict(X_test))
+
+
+@pytest.mark.parametrize("coverage", [0.8, 0.9, 0.95])
+def test_sets_equal_mapies_cross_conformal_sets_on_the_same_folds(coverage):
+    # n = 301: MAPIE's rule (count >= alpha (n - 1)) and the cross-conformal
+    # p-value's (count >= floor(alpha (n + 1))) agree at these coverages.
+    X, y = make_classification(400, 6, n_informative=4, n_classes=3, random_state=0)
+    X, y, X_test = X[:301], y[:301], X[301:]
+    splitter = StratifiedKFold(5, shuffle=True, random_state=0)
+    ours = CrossConformalClassifier(LogisticRegression(), _fold_ids(splitter, X, y))
+    ours.fit(X, y)
+    mapie = MapieClassifier(
+        LogisticRegression(), confidence_level=coverage, cv=splitter
+    ).fit_conformalize(X, y)
+    _, mapie_sets = mapie.predict_set(X_test, agg_scores="crossval")
+    sets = ours.predict_set(X_test, coverage)
+    np.testing.assert_array_equal(sets, mapie_sets[:, :, 0])
+    assert 1 < sets.sum(axis=1).mean() < 3  # neither trivial nor everything
+
+
+def test_cv_plus_covers_as_guaranteed_over_many_seeds():
+    # Barber et al., Theorem 4: coverage >= 1 - 2 alpha - min(...) for any
+    # model; for a sensible one close to 1 - alpha. 200 seeds x 100 test rows.
+    coverages = []
+    for seed in range(200):
+        X, y, X_test, y_test = _regression(n_train=100, n_test=100, seed=seed)
+        fold_ids = np.arange(len(y)) % 5
+        bounds = (
+            CrossConformalRegressor(Ridge(), fold_ids)
+            .fit(X, y)
+            .predict_interval(X_test, 0.9)
+        )
+        coverages.append(np.mean((bounds[:, 0] <= y_test) & (y_test <= bounds[:, 1])))
+    assert 0.88 <= np.mean(coverages) <= 0.93
+    assert np.quantile(coverages, 0.05) >= 0.8
+
+
+def test_cross_conformal_sets_cover_as_guaranteed_over_many_seeds():
+    coverages = []
+    for seed in range(100):
+        X, y = make_classification(
+            300, 6, n_informative=3, n_classes=3, flip_y=0.1, random_state=seed
+        )
+        fold_ids = np.arange(200) % 5
+        model = CrossConformalClassifier(LogisticRegression(), fold_ids)
+        sets = model.fit(X[:200], y[:200]).predict_set(X[200:], 0.9)
+        coverages.append(sets[np.arange(100), y[200:]].mean())
+    assert 0.88 <= np.mean(coverages) <= 0.94
+
+
+def test_a_fold_that_never_saw_a_class_gives_it_probability_0():
+    # Rows 0-3 (fold 0) are the only "c" rows: fold 0's model never saw "c".
+    X = np.arange(12.0).reshape(-1, 1)
+    y = np.array(["c"] * 4 + ["a", "b"] * 4)
+    fold_ids = np.array([0] * 4 + [1] * 4 + [2] * 4)
+    model = CrossConformalClassifier(LogisticRegression(), fold_ids).fit(X, y)
+    np.testing.assert_array_equal(model.classes_, ["a", "b", "c"])
+    # each held-out "c" row scored 1 - 0 = 1 by the model that never saw "c"
+    np.testing.assert_array_equal(model.scores_[:4], 1.0)
+    assert model.predict_set(X, 0.5).shape == (12, 3)
+
+
+def test_bad_fold_ids_are_refused():
+    X, y, _, _ = _regression(n_train=20, n_test=1)
+    with pytest.raises(ValueError, match="fold of each of the 20 rows"):
+        CrossConformalRegressor(Ridge(), np.zeros(19)).fit(X, y)
+    with pytest.raises(ValueError, match="at least two folds"):
+        CrossConformalRegressor(Ridge(), np.zeros(20)).fit(X, y)
+
+
+def test_the_fold_estimator_replaces_the_final_model_in_the_folds():
+    # Final model: Ridge; fold models: the training mean (DummyRegressor).
+    X, y, X_test, _ = _regression(n_train=50, n_test=5)
+    fold_ids = np.arange(50) % 2
+    model = CrossConformalRegressor(Ridge(), fold_ids, DummyRegressor()).fit(X, y)
+    assert all(isinstance(m, DummyRegressor) for m in model.fold_estimators_)
+    for j, fold in enumerate(model.fold_estimators_):
+        assert fold.constant_[0][0] == pytest.approx(y[fold_ids != j].mean())
+    np.testing.assert_allclose(
+        model.residuals_[fold_ids == 0],
+        np.abs(y[fold_ids == 0] - y[fold_ids == 1].mean()),
+    )
+
+
+def test_a_fitted_conformal_model_round_trips_through_skops():
+    X, y, X_test, _ = _regression(n_train=60, n_test=5)
+    model = CrossConformalRegressor(Ridge(), np.arange(60) % 3).fit(X, y)
+    data = skops.io.dumps(model)
+    loaded = skops.io.loads(data, trusted=skops.io.get_untrusted_types(data=data))
+    np.testing.assert_array_equal(
+        loaded.predict_interval(X_test), model.predict_interval(X_test)
+    )
+
+
+def test_expected_calibration_error_by_hand():
+    # Two bins used of 10: confidences 0.95, 0.95 (one right) in (0.9, 1];
+    # 0.6, 0.6, 0.6 (all right) in (0.5, 0.6].
+    # ECE = 2/5 |0.5 - 0.95| + 3/5 |1 - 0.6| = 0.18 + 0.24 = 0.42
+    probabilities = np.array(
+        [[0.95, 0.05], [0.05, 0.95], [0.6, 0.4], [0.4, 0.6], [0.6, 0.4]]
+    )
+    labels = np.array([0, 0, 0, 1, 0])
+    error, table = expected_calibration_error(probabilities, labels)
+    assert error == pytest.approx(0.42)
+    assert [(row["bin_lower"], row["rows"], row["accuracy"]) for row in table] == [
+        (pytest.approx(0.5), 3, 1.0),
+        (pytest.approx(0.9), 2, 0.5),
+    ]
+    assert table[1]["mean_confidence"] == pytest.approx(0.95)
+
+
+@pytest.mark.parametrize("value", ["yes", None, 1])
+def test_a_bad_conformal_value_is_refused_naming_it(value):
+    parameters = cheap_parameters() | {"conformal": value}
+    with pytest.raises(
+        InvalidInput, match=rf"conformal={value!r} is not true or false"
+    ):
+        check_settings("segor", parameters)
+    with pytest.raises(ValueError, match=rf"conformal={value!r} is not true or false"):
+        EnsembleRegressor(budget=2, params={"conformal": value}).fit(
+            pd.DataFrame({"x": np.arange(20.0)}), np.arange(20.0)
+        )
