@@ -119,6 +119,19 @@ def test_intervals_come_from_the_fold_ensembles_by_cv_plus(fitted, concrete):
         fitted.predict_interval(X.head(2), coverage=90)
 
 
+def test_the_leaderboard_and_feature_importance_of_a_search(fitted, concrete):
+    X, y = concrete
+    board = fitted.leaderboard()
+    assert len(board) == len(fitted.result_.pool)
+    assert board["cv_loss"].is_monotonic_increasing
+    members = board[board["weight"] > 0]
+    assert set(members["trial"]) == set(fitted.members_["trial"])
+    assert (board["model_mib"] > 0).all() and (board["fit_seconds"] > 0).all()
+    importance = fitted.feature_importance(X.head(100), y.head(100), n_repeats=2)
+    assert sorted(importance["feature"]) == sorted(X.columns)
+    assert importance["importance"].is_monotonic_decreasing
+
+
 def test_prediction_sets_and_no_fold_models_without_conformal():
     raw = pd.read_csv(RAW / "wine.csv")
     X, y = raw.drop(columns="target"), raw["target"]

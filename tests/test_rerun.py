@@ -134,7 +134,10 @@ def test_concurrent_runs_keep_their_own_outputs(project, concurrent_runs, tmp_pa
     assert not histories[1].equals(histories[2])  # two seeds, two searches
     # the dataset and the seed came from --params
     for seed, run in concurrent_runs.items():
-        assert run.info.run_name == f"segor-cpu_performance-{seed}"
+        # ... and name the run, with the other overrides that set it apart
+        name = run.info.run_name
+        assert name.startswith(f"segor-cpu_performance-{seed} budget=6 "), name
+        assert "segor.optimizer.n_initial=3" in name
         assert run.data.params["dataset_info.name"] == "cpu_performance"
         assert run.data.params["dataset_info.rows"] == "209"
     # each run says which outputs are its own
@@ -168,6 +171,9 @@ def test_reruns_alone_reproduce_each_concurrent_run(project, concurrent_runs):
         assert f"(rerun of {original.info.run_id}) has the same" in stdout
         (new,) = reruns_of(project, original.info.run_id)
         assert new.info.status == "FINISHED"
+        assert new.info.run_name == (
+            f"{original.info.run_name} rerun of {original.info.run_id[:8]}"
+        )
         assert (
             new.data.tags["mlflow.source.git.commit"]
             == (original.data.tags["mlflow.source.git.commit"])

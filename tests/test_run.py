@@ -186,6 +186,12 @@ def test_run_logs_stepped_metrics_for_every_iteration(project, concrete_run):
 def test_run_logs_artifacts_and_a_loadable_model(project, concrete_run, tmp_path):
     client = client_for(project)
     run_id = concrete_run.info.run_id
+    # the Dataset column of the runs table: the raw file, with its digest
+    (dataset_input,) = client.get_run(run_id).inputs.dataset_inputs
+    assert dataset_input.dataset.name == "concrete"
+    assert dataset_input.dataset.digest and "data/01_raw/concrete.csv" in (
+        dataset_input.dataset.source
+    )
     artifacts = {a.path for a in client.list_artifacts(run_id, "tables")} | {
         a.path for a in client.list_artifacts(run_id, "plots")
     }
@@ -195,7 +201,15 @@ def test_run_logs_artifacts_and_a_loadable_model(project, concrete_run, tmp_path
         "plots/segor_convergence_plot.png",
         "plots/segor_diversity_heatmap.png",
         "plots/segor_uncertainty_plot.png",
+        "tables/segor_leaderboard.csv",
+        "tables/segor_feature_importance.csv",
+        "plots/segor_feature_importance_plot.png",
     } <= artifacts
+    board = pd.read_csv(
+        client.download_artifacts(run_id, "tables/segor_leaderboard.csv")
+    )
+    assert len(board) == 12 and board["weight"].sum() == pytest.approx(1.0)
+    assert board["cv_loss"].is_monotonic_increasing
     # the conformal model's test coverage and width at each reported level
     metrics = concrete_run.data.metrics
     for level in (80, 90, 95):
@@ -262,7 +276,9 @@ def test_sego_on_a_classification_dataset_logs_a_voting_model(project):
     assert completed.returncode == 0, completed.stderr[-3000:]
     client = client_for(project)
     run = latest_run(client)
-    assert run.info.run_name == "sego-wine-0"
+    assert run.info.run_name == (
+        "sego-wine-0 budget=8 sego.ensemble_size=4 segor.optimizer.n_initial=4"
+    )
     assert run.data.params["sego.model"] == "sego_sklearn"
     metrics = run.data.metrics
     assert 0.0 <= metrics["test_error_ensemble"] <= 1.0
@@ -358,7 +374,7 @@ def test_single_best_pipelines_log_their_own_run(project, method):
     assert completed.returncode == 0, completed.stderr[-3000:]
     client = client_for(project)
     run = latest_run(client)
-    assert run.info.run_name == f"{method}-concrete-0"
+    assert run.info.run_name.startswith(f"{method}-concrete-0 budget=8 ")
     assert run.data.params[f"{method}.model"] == "auto"
     assert run.data.params["default_models.regression"] == CHEAP_MODEL
     # the time split every run logs

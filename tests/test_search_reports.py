@@ -49,6 +49,7 @@ LOGGED = {
     "tables/segor_ensemble_composition.csv",
     "plots/segor_convergence_plot.png",
     "plots/segor_diversity_heatmap.png",
+    "tables/segor_leaderboard.csv",
 }
 
 

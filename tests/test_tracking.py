@@ -35,6 +35,7 @@ from ensemble_bo.tracking.run_tags import (
     RESUMED_RUN_TAG,
     RESUMED_TRIALS_TAG,
     launcher_tags,
+    run_name,
     run_tags,
 )
 from ensemble_bo.tracking.store import (
@@ -343,8 +344,9 @@ def test_a_resumed_search_is_a_new_run_tagged_with_the_run_it_continues(
     client.set_terminated(stopped.info.run_id, "KILLED")
     with mlflow.start_run(experiment_id=experiment) as other:
         publish(events.SearchResumable("/elsewhere", recorded=0))
-    with mlflow.start_run(experiment_id=experiment) as resumed:
+    with mlflow.start_run(experiment_id=experiment, run_name="segor-x-0") as resumed:
         publish(events.SearchResumable(journal, recorded=7))
+    assert client.get_run(resumed.info.run_id).info.run_name == "segor-x-0 resumed"
     tags = client.get_run(resumed.info.run_id).data.tags
     assert tags[JOURNAL_TAG] == journal
     assert tags[RESUMED_TRIALS_TAG] == "7"
@@ -422,3 +424,24 @@ def test_a_launcher_cannot_overwrite_what_the_run_records(monkeypatch):
     assert tags["rerun_of"] == "x"
     assert tags["mlflow.source.git.commit"] != "fake"
     assert len(tags["mlflow.source.git.commit"]) == 40
+
+
+def test_run_names_differ_where_the_settings_do():
+    parameters = {"dataset": "concrete", "seed": 0}
+    assert run_name("segor", parameters, {}, {}) == "segor-concrete-0"
+    overrides = {"runtime_params": {"seed": 0, "ensemble.variant": "g-h", "budget": 20}}
+    assert run_name("segor", parameters, overrides, {}) == (
+        "segor-concrete-0 budget=20 ensemble.variant=g-h"
+    )
+    nested = {"runtime_params": {"segor": {"optimizer": {"n_initial": 4}}}}
+    assert run_name("segor", parameters, nested, {}) == (
+        "segor-concrete-0 segor.optimizer.n_initial=4"
+    )
+    assert run_name("segor", parameters, {"env": "local"}, {}) == (
+        "segor-concrete-0 [local]"
+    )
+    assert run_name("segor", parameters, {}, {"rerun_of": "1f2e3d4c5b6a"}) == (
+        "segor-concrete-0 rerun of 1f2e3d4c"
+    )
+    long = {"runtime_params": {f"key{i}": "x" * 20 for i in range(20)}}
+    assert len(run_name("segor", parameters, long, {})) == 250

@@ -42,6 +42,11 @@ from sklearn.utils.validation import (
 )
 
 from ensemble_bo.core.encoding import categorical_columns
+from ensemble_bo.core.explanations import (
+    PERMUTATION_REPEATS,
+    feature_importance,
+    leaderboard,
+)
 from ensemble_bo.core.methods import TASK_METHODS, Callback, parse_method, run_method
 from ensemble_bo.core.preparation import (
     TASK_OPTIONS,
@@ -447,6 +452,53 @@ class _BaseEnsembleSearch(BaseEstimator, metaclass=ABCMeta):
         """
         check_is_fitted(self)
         return self.ensemble_.predict(self._features(X, reset=False))
+
+    def leaderboard(self) -> pd.DataFrame:
+        """Every trained configuration, best CV loss first (core.explanations).
+
+        Returns
+        -------
+        leaderboard : DataFrame, one row per trial
+            trial, family, status, cv_loss (its own), fit_seconds,
+            predict_seconds_per_1000, model_mib (one fold model pickled),
+            weight (in the final ensemble) and contribution (how much the
+            ensemble's CV loss rises without it; NaN outside the ensemble).
+        """
+        check_is_fitted(self)
+        return leaderboard(self.result_)
+
+    def feature_importance(
+        self, X: Any, y: Any, n_repeats: int = PERMUTATION_REPEATS
+    ) -> pd.DataFrame:
+        """Permutation importance of the final ensemble on (X, y): how much
+        its score drops when a column is shuffled (scikit-learn's
+        permutation_importance). Pass rows it did not train on.
+
+        Parameters
+        ----------
+        X : array-like or DataFrame of shape (n_samples, n_features)
+            The columns seen in fit.
+        y : array-like of shape (n_samples,)
+            Their true targets.
+        n_repeats : int, default=5
+            Shuffles per column.
+
+        Returns
+        -------
+        importance : DataFrame, one row per column, most important first
+            feature, importance (the mean drop of the score: MSE in the
+            target's squared units for regression, accuracy for
+            classification) and importance_std.
+        """
+        check_is_fitted(self)
+        return feature_importance(
+            self.ensemble_,
+            self._features(X, reset=False),
+            _target(y, type(self).__name__),
+            self.task_,
+            self.seed_,
+            n_repeats,
+        )
 
     def _conformal(self, method: str):
         """The fitted conformal model; ValueError saying why where there is none."""

@@ -35,6 +35,7 @@ from ensemble_bo.core.comparison import (
 from ensemble_bo.core.comparison_table import comparison_table, markdown_table
 from ensemble_bo.core.conformal import expected_calibration_error
 from ensemble_bo.core.diversity import mutual_information_matrix, pairwise_disagreement
+from ensemble_bo.core.explanations import leaderboard
 from ensemble_bo.core.results import EnsembleSearchResult
 
 
@@ -247,6 +248,24 @@ def _reliability_plot(
     return title
 
 
+def feature_importance_plot(
+    importance: pd.DataFrame, title: str, measure: str
+) -> Figure:
+    """Permutation importance per feature (core.explanations.feature_importance),
+    most important at the top, with its spread over the shuffles; at most the
+    30 most important features."""
+    shown = importance.head(30).iloc[::-1]
+    figure, axes = _figure(7, max(2.5, 0.3 * len(shown) + 1.2))
+    axes.barh(
+        shown["feature"], shown["importance"], xerr=shown["importance_std"], color="C0"
+    )
+    axes.axvline(0, color="grey", lw=1)
+    axes.set_xlabel(f"{measure} when the feature is shuffled")
+    axes.set_title(title, fontsize=10)
+    axes.grid(alpha=0.3, axis="x")
+    return figure
+
+
 def uncertainty_plot(
     model: Any, features: pd.DataFrame, target: pd.Series, task: str, title: str
 ) -> Figure:
@@ -309,6 +328,8 @@ SEARCH_REPORTS: dict[str, SearchReport] = {
         lambda result, title: diversity_heatmap(result, f"Ensemble diversity, {title}"),
     ),
     "diversity": SearchReport(METRICS, lambda result, _: result.diversity()),
+    # every trial ranked, with its costs, weight and contribution
+    "leaderboard": SearchReport(TABLE, lambda result, _: leaderboard(result)),
 }
 
 

@@ -379,7 +379,7 @@ def result_tables(client: MlflowClient, run_id: str) -> dict[str, pd.DataFrame]:
             if is_compared(path):
                 table = pd.read_csv(client.download_artifacts(run_id, path, directory))
                 tables[path] = table.drop(
-                    columns=[c for c in table.columns if c.endswith("_seconds")]
+                    columns=[c for c in table.columns if "_seconds" in c]
                 )
     return tables
 

@@ -50,6 +50,7 @@ from ensemble_bo.core.validation import (
     check_data_processing,
     check_default_models,
     check_final_model,
+    check_inference,
     check_seed,
     check_settings,
     check_stacking,
@@ -254,6 +255,7 @@ _SHARED_PARAMETER_CHECKS: dict[str, Callable[[Any], None]] = {
     "final_model": check_final_model,
     "stacking": check_stacking,
     "conformal": check_conformal,
+    "inference": check_inference,
     "data_processing": check_data_processing,
 }
 

@@ -24,6 +24,7 @@ from sklearn.preprocessing import StandardScaler
 from sklearn.svm import SVC
 from sklearn.tree import DecisionTreeClassifier, DecisionTreeRegressor
 
+from ensemble_bo.core.conformal import expected_calibration_error
 from ensemble_bo.core.estimator import WeightedVoteClassifier
 from ensemble_bo.core.evaluation import out_of_fold_predictions
 from ensemble_bo.core.losses import (
@@ -992,8 +993,10 @@ def test_multiclass_test_metrics_equal_sklearn():
     metrics = classification_test_metrics(model, test_features, test_target)
 
     proba = model.predict_proba(test_features)
-    assert set(metrics) == {"log_loss", "brier", "roc_auc"}
+    assert set(metrics) == {"log_loss", "brier", "roc_auc", "ece"}
     assert metrics["log_loss"] == pytest.approx(log_loss(test_target, proba), rel=1e-12)
+    codes = np.searchsorted(model.classes_, test_target)
+    assert metrics["ece"] == expected_calibration_error(proba, codes)[0]
     assert metrics["roc_auc"] == pytest.approx(
         roc_auc_score(test_target, proba, multi_class="ovr"), rel=1e-12
     )

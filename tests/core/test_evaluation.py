@@ -16,6 +16,7 @@ from ensemble_bo.core.evaluation import merge_fold_results
 from ensemble_bo.core.runners import trial_runner
 from ensemble_bo.core.settings import ParallelSettings
 from ensemble_bo.core.time_budget import TimeBudget
+from ensemble_bo.core.trials import TrialResult
 from ensemble_bo.core.zoo import make_model
 from tests.support import cross_validation_evaluator, request
 
@@ -444,3 +445,30 @@ def test_a_process_that_parked_a_worker_still_exits():
     if alive:
         child.kill()
     assert not alive and child.exitcode == 0
+
+
+def test_a_trial_measures_its_fold_models_prediction_time_and_size():
+    result = cross_validation_evaluator(
+        "decision_tree_regressor", X, Y, FOLDS, random_state=3
+    )(request({"max_depth": 3}))
+    # the pickled size of fold 0's model, which every fold's model is close to
+    fold_0 = DecisionTreeRegressor(max_depth=3, random_state=3).fit(
+        X[FOLDS != 0], Y[FOLDS != 0]
+    )
+    assert result.model_bytes == len(pickle.dumps(fold_0, protocol=5))
+    assert 0 < result.predict_seconds_per_1000 < 10
+    failed = cross_validation_evaluator(
+        "decision_tree_regressor", X, Y, FOLDS, random_state=3
+    )(request({"max_depth": -1}))
+    assert not failed.ok and np.isnan(failed.model_bytes)
+    assert np.isnan(failed.predict_seconds_per_1000)
+
+
+def test_merged_fold_results_keep_the_later_parts_costs():
+    earlier = TrialResult(np.array([1.0, np.nan]), 1.0, model_bytes=10.0)
+    later = TrialResult(
+        np.array([np.nan, 2.0]), 2.0, predict_seconds_per_1000=0.5, model_bytes=12.0
+    )
+    merged = merge_fold_results(earlier, later)
+    assert (merged.predict_seconds_per_1000, merged.model_bytes) == (0.5, 12.0)
+    assert merge_fold_results(later, earlier).predict_seconds_per_1000 == 0.5

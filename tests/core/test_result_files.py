@@ -15,6 +15,7 @@ from ensemble_bo.core.pool import Pool
 from ensemble_bo.core.preparation import ModelInput
 from ensemble_bo.core.result_files import (
     ARRAYS_NPZ,
+    COST_ARRAYS,
     RESULT_JSON,
     ResultFileError,
     read_result,
@@ -91,6 +92,8 @@ def assert_round_trip(result: EnsembleSearchResult, folder) -> EnsembleSearchRes
     assert same(read_pool.configs, pool.configs)
     assert same(read_pool.encoded, pool.encoded)
     assert same(read_pool.fit_seconds, pool.fit_seconds)
+    assert same(read_pool.predict_seconds_per_1000, pool.predict_seconds_per_1000)
+    assert same(read_pool.model_bytes, pool.model_bytes)
     assert same(read_pool.errors, pool.errors)
     for kind in pool._outputs:  # every output, the derived ones recomputed
         assert same(read_pool.member_outputs(kind), pool.member_outputs(kind)), kind
@@ -114,7 +117,12 @@ def every_field_result() -> EnsembleSearchResult:
         configs[0],
         np.array([0.1, 0.2]),
         TrialResult(
-            probabilities.argmax(axis=1).astype(float), 0.5, None, probabilities
+            probabilities.argmax(axis=1).astype(float),
+            0.5,
+            None,
+            probabilities,
+            predict_seconds_per_1000=0.02,
+            model_bytes=4096.0,
         ),
     )
     pool.add(configs[1], np.array([0.3, 0.4]), TrialResult(None, 1.5, "ValueError: x"))
@@ -147,6 +155,17 @@ def every_field_result() -> EnsembleSearchResult:
         elif field.default is not MISSING:
             assert not same(getattr(result, field.name), field.default), field.name
     return result
+
+
+def test_a_result_written_before_trial_costs_reads_them_as_nan(tmp_path):
+    folder = tmp_path / "result"
+    write_result(every_field_result(), folder)
+    with np.load(folder / ARRAYS_NPZ) as stored:
+        arrays = {k: v for k, v in stored.items() if k not in COST_ARRAYS}
+    np.savez(folder / ARRAYS_NPZ, **arrays)
+    pool = read_result(folder).pool
+    assert np.isnan(pool.predict_seconds_per_1000).all()
+    assert np.isnan(pool.model_bytes).all() and len(pool.model_bytes) == 3
 
 
 def test_every_field_of_a_result_and_its_pool_round_trips(tmp_path):

@@ -8,6 +8,7 @@ at a time, local workers, Dask).
 from __future__ import annotations
 
 import math
+import pickle
 import time
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, replace
@@ -45,9 +46,10 @@ def evaluate_configuration(
     start = time.perf_counter()
     try:
         model = model_factory(model_name, config, random_state)
+        costs = FoldCosts()
         with quiet_iteration_caps():
             predictions, probabilities = out_of_fold_predictions(
-                model, X, y, fold_ids, folds, train_fraction, random_state
+                model, X, y, fold_ids, folds, train_fraction, random_state, costs
             )
         evaluated = np.isin(fold_ids, _folds_or_all(fold_ids, folds))
         if not np.all(np.isfinite(predictions[evaluated])) or (
@@ -63,7 +65,33 @@ def evaluate_configuration(
         np.asarray(predictions, dtype=float),
         time.perf_counter() - start,
         oof_probabilities=probabilities,
+        predict_seconds_per_1000=costs.predict_seconds_per_1000,
+        model_bytes=costs.model_bytes,
     )
+
+
+@dataclass
+class FoldCosts:
+    """What a configuration's fold models cost to predict with and to keep,
+    measured while cross-validation runs (TrialResult's two cost fields)."""
+
+    predict_seconds: float = 0.0
+    predicted_rows: int = 0
+    model_bytes: float = math.nan
+
+    def measure(self, fitted: BaseEstimator, seconds: float, rows: int) -> None:
+        """Add one fold model's prediction time on `rows` rows; the first
+        one's pickled size stands for all (the folds' models are alike)."""
+        self.predict_seconds += seconds
+        self.predicted_rows += rows
+        if math.isnan(self.model_bytes):
+            self.model_bytes = float(len(pickle.dumps(fitted, protocol=5)))
+
+    @property
+    def predict_seconds_per_1000(self) -> float:
+        if not self.predicted_rows:
+            return math.nan
+        return 1000 * self.predict_seconds / self.predicted_rows
 
 
 def _folds_or_all(fold_ids: np.ndarray, folds: Sequence[int] | None) -> np.ndarray:
@@ -86,6 +114,7 @@ def out_of_fold_predictions(
     folds: Sequence[int] | None = None,
     train_fraction: float = 1.0,
     random_state: int = 0,
+    costs: FoldCosts | None = None,
 ) -> tuple[np.ndarray, np.ndarray | None]:
     """(predictions (n,), class probabilities (n, K) or None) of k-fold CV.
 
@@ -104,7 +133,8 @@ def out_of_fold_predictions(
     a fold missing a class leaves that column 0). A classifier without
     predict_proba (an SVC without Platt scaling) gives the one-hot of its
     labels: its hard vote, with no calibration fits added, which the log-loss
-    then prices as a sure answer.
+    then prices as a sure answer. `costs`, where given, gathers the fold
+    models' prediction time and size.
     """
     classifier = is_classifier(model)
     targets = np.asarray(y).astype(int) if classifier else np.asarray(y)
@@ -116,12 +146,15 @@ def out_of_fold_predictions(
     for test, fitted in fitted_fold_models(
         model, X, targets, fold_ids, folds, train_fraction, random_state
     ):
+        start = time.perf_counter()
         # ravel: CatBoost's classifiers give their labels as a column (m, 1)
         predictions[test] = np.ravel(fitted.predict(X[test]))
         if classifier:
             probabilities[test] = class_probabilities(
                 fitted, X[test], n_classes, predictions[test]
             )
+        if costs is not None:
+            costs.measure(fitted, time.perf_counter() - start, int(test.sum()))
     return predictions, probabilities
 
 
@@ -180,7 +213,9 @@ def merge_fold_results(earlier: TrialResult, later: TrialResult) -> TrialResult:
     """One configuration's evaluations on two disjoint sets of folds as one.
 
     Rows the later evaluation predicted (finite) take its outputs, the others
-    keep the earlier ones; fit seconds add up. A failed part fails the whole.
+    keep the earlier ones; fit seconds add up; the costs are the later
+    part's (its models are fitted on the same rows as the earlier's), the
+    earlier's where it has none. A failed part fails the whole.
     """
     if not later.ok:
         return replace(later, fit_seconds=earlier.fit_seconds + later.fit_seconds)
@@ -197,7 +232,15 @@ def merge_fold_results(earlier: TrialResult, later: TrialResult) -> TrialResult:
         predictions,
         earlier.fit_seconds + later.fit_seconds,
         oof_probabilities=probabilities,
+        predict_seconds_per_1000=_known(
+            later.predict_seconds_per_1000, earlier.predict_seconds_per_1000
+        ),
+        model_bytes=_known(later.model_bytes, earlier.model_bytes),
     )
+
+
+def _known(value: float, fallback: float) -> float:
+    return fallback if math.isnan(value) else value
 
 
 @dataclass(frozen=True, eq=False)

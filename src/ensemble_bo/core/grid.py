@@ -375,8 +375,8 @@ def cell_fingerprint(
     (but the shared ones: `models`, `budget`, ...), the model, its space, the
     data_processing parameters and the data's sha256; and the time budget when
     one is set, and the model's portfolio when it has one, and `stacking`
-    when on (left out otherwise, so the keys of cells run before they existed
-    still match)."""
+    when on and the `inference` limits when set (left out otherwise, so the
+    keys of cells run before they existed still match)."""
     time_budget = settings.get("time_budget")
     portfolio = settings["portfolios"].get(model)
     return {
@@ -385,6 +385,12 @@ def cell_fingerprint(
             for name, block in settings.items()
             if name not in SHARED_PARAMS and not (name == "stacking" and not block)
         },
+        # limits change the ensemble, as blocks do; absent while none is set
+        **(
+            {"inference": settings["inference"]}
+            if any(v is not None for v in settings.get("inference", {}).values())
+            else {}
+        ),
         **({"time_budget": time_budget} if time_budget is not None else {}),
         **({"portfolio": portfolio} if portfolio else {}),
         "space": settings["models"][model],

@@ -20,6 +20,7 @@ from functools import partial
 from typing import Any
 
 from ensemble_bo.core.evaluation import CrossValidation
+from ensemble_bo.core.inference_budget import InferenceBudget
 from ensemble_bo.core.journal import ReplayingRunner, TrialJournal
 from ensemble_bo.core.optimizer_kinds import make_optimizer
 from ensemble_bo.core.preparation import ModelInput
@@ -97,15 +98,20 @@ class SearchParts:
 class Selection:
     """A stage that chooses an ensemble from a finished search's pool.
 
-    `select(source, data, block, seed)` reads the parameter block `params`,
-    parsed as a `settings` (core.settings.Block); `applies(block)` says whether
-    it runs (otherwise the search's own ensemble is the result).
+    `select(source, data, block, seed, budget)` reads the parameter block
+    `params`, parsed as a `settings` (core.settings.Block), and keeps the
+    inference `budget` where its method does (Method.keeps_inference_budget);
+    `applies(block)` says whether it runs (otherwise the search's own
+    ensemble is the result).
     """
 
     name: str
     params: str
     settings: type[Block]
-    select: Callable[[EnsembleSearchResult, ModelInput, Any, int], EnsembleSearchResult]
+    select: Callable[
+        [EnsembleSearchResult, ModelInput, Any, int, InferenceBudget],
+        EnsembleSearchResult,
+    ]
     applies: Callable[[Any], bool] = lambda block: True
 
 
@@ -133,6 +139,9 @@ class Method:
     paper_optimizer: Mapping[str, Any] = field(default_factory=dict)
     # The block whose `weighting` (counts | bfgs) reweighs the final ensemble.
     weighting_params: str | None = None
+    # Whether its search keeps `inference`'s limits when it places members
+    # (core.inference_budget); the others refuse limits.
+    keeps_inference_budget: bool = False
 
     def optimizer_options(
         self,
@@ -198,6 +207,7 @@ def _single_best(parts: SearchParts) -> Strategy:
         parts.data.fold_ids,
         loss=parts.search.loss,
         task=parts.data.task,
+        budget=InferenceBudget(**parts.settings.inference),
     )
 
 
@@ -210,6 +220,7 @@ def _segor(parts: SearchParts) -> Strategy:
         ensemble_size=ensemble.size,
         loss=loss,
         sizing=sizing,
+        budget=InferenceBudget(**parts.settings.inference),
     )
 
 
@@ -244,6 +255,7 @@ def _sego(parts: SearchParts) -> Strategy:
         parts.data.fold_ids,
         ensemble_size=parts.search.ensemble_size,
         loss=parts.search.loss,
+        budget=InferenceBudget(**parts.settings.inference),
     )
 
 
@@ -268,6 +280,7 @@ def _posthoc(
     data: ModelInput,
     block: PosthocSettings,
     seed: int,
+    budget: InferenceBudget,
 ) -> EnsembleSearchResult:
     return posthoc_selection(
         source,
@@ -277,6 +290,7 @@ def _posthoc(
         max_size=block.max_size,
         warm_start=block.warm_start,
         weighting=block.weighting,
+        budget=budget,
     )
 
 
@@ -285,7 +299,10 @@ def _agnostic_bayes(
     data: ModelInput,
     block: ErsSettings | EsmboSettings,
     seed: int,
+    budget: InferenceBudget,
 ) -> EnsembleSearchResult:
+    # Its methods refuse limits (core.validation.check_inference): the
+    # posterior weighs the whole pool.
     return agnostic_bayes_selection(
         source,
         data.target,
@@ -335,6 +352,7 @@ METHODS: dict[str, Method] = {
             variant=_segor_with_variant,
             paper_optimizer=SLICE_SAMPLED_GP,
             weighting_params="ensemble",
+            keeps_inference_budget=True,
         ),
         Method(
             "sego",
@@ -349,6 +367,7 @@ METHODS: dict[str, Method] = {
             variant=_loss_variant("sego"),
             paper_optimizer=SLICE_SAMPLED_GP,
             weighting_params="sego",
+            keeps_inference_budget=True,
         ),
         Method(
             "esmbo",
@@ -384,6 +403,7 @@ METHODS: dict[str, Method] = {
             SingleBestSettings,
             _single_best,
             paper_optimizer=MARGINAL_LIKELIHOOD_GP,
+            keeps_inference_budget=True,
         ),
         Method(
             "smbo_posthoc",
@@ -396,6 +416,7 @@ METHODS: dict[str, Method] = {
             selection=POSTHOC,
             variant=_loss_variant("posthoc"),
             paper_optimizer=MARGINAL_LIKELIHOOD_GP,
+            keeps_inference_budget=True,
         ),
         Method(
             "random_search",
@@ -404,6 +425,7 @@ METHODS: dict[str, Method] = {
             "random_search",
             SingleBestSettings,
             _single_best,
+            keeps_inference_budget=True,
         ),
     )
 }
@@ -609,7 +631,9 @@ def run_method(
     if selection is not None and selection.applies(settings.blocks[selection.params]):
         block = settings.blocks[selection.params]
         try:
-            selected = selection.select(result, data, block, seed)
+            selected = selection.select(
+                result, data, block, seed, InferenceBudget(**settings.inference)
+            )
         except Exception as error:
             raise SearchInterrupted(result, settings.budget, error) from error
         final = join_selection(result, selected)

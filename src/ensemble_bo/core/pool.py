@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 import numpy as np
@@ -73,6 +74,8 @@ class Pool:
         self.configs: list[dict[str, Any]] = []
         self.encoded: list[np.ndarray] = []
         self.fit_seconds: list[float] = []
+        self.predict_seconds_per_1000: list[float] = []
+        self.model_bytes: list[float] = []
         self.errors: list[str | None] = []
 
     def __len__(self) -> int:
@@ -106,6 +109,9 @@ class Pool:
         self.__dict__.update(state)
         self.__init__(self.n_samples, max(len(self), 1), self.labels)
         self.__dict__.update({k: v for k, v in state.items() if k != "n_classes"})
+        for costs in ("predict_seconds_per_1000", "model_bytes"):
+            if costs not in state:  # pickled before trials measured them
+                setattr(self, costs, [math.nan] * len(self))
         probabilities = outputs.get(PROBABILITIES)
         for index in np.flatnonzero(self.ok):
             trial = TrialResult(
@@ -133,6 +139,8 @@ class Pool:
         self.configs.append(dict(config))
         self.encoded.append(np.asarray(encoded, dtype=float))
         self.fit_seconds.append(float(result.fit_seconds))
+        self.predict_seconds_per_1000.append(float(result.predict_seconds_per_1000))
+        self.model_bytes.append(float(result.model_bytes))
         self.errors.append(result.error)
         return index
 
@@ -212,10 +220,13 @@ class Pool:
         return np.array([error is None for error in self.errors], dtype=bool)
 
     def to_frame(self) -> pd.DataFrame:
-        """One row per trial: its parameters, status, error text and fit time."""
+        """One row per trial: its parameters, status, error text, fit time,
+        prediction seconds per 1,000 rows and model size (MiB, pickled)."""
         frame = pd.DataFrame(self.configs)
         frame.insert(0, "trial", np.arange(len(self)))
         frame["status"] = np.where(self.ok, "ok", "failed")
         frame["error"] = self.errors
         frame["fit_seconds"] = self.fit_seconds
+        frame["predict_seconds_per_1000"] = self.predict_seconds_per_1000
+        frame["model_mib"] = np.asarray(self.model_bytes) / 2**20
         return frame

@@ -88,7 +88,9 @@ _ARRAYS = {
     "single_losses": _FLOATS,
 }
 _CLASSIFICATION_ARRAYS = {"labels": _NUMBERS, "probabilities": _FLOATS}
-_OPTIONAL_ARRAYS = {"target": _NUMBERS}
+# Trial costs (TrialResult), absent from results written before they were measured.
+COST_ARRAYS = ("predict_seconds_per_1000", "model_bytes")
+_OPTIONAL_ARRAYS = {"target": _NUMBERS} | dict.fromkeys(COST_ARRAYS, _FLOATS)
 
 
 class ResultFileError(ValueError):
@@ -105,6 +107,7 @@ def write_result(result: EnsembleSearchResult, folder: Path) -> None:
         "encoded": np.vstack(pool.encoded) if pool.encoded else np.zeros((0, 0)),
         "fit_seconds": np.asarray(pool.fit_seconds, dtype=float),
         "single_losses": np.asarray(result.single_losses, dtype=float),
+        **{name: np.asarray(getattr(pool, name), dtype=float) for name in COST_ARRAYS},
     }
     if pool.labels is not None:
         arrays |= {
@@ -229,6 +232,7 @@ def _result(
         "predictions": (t, n),
         "fit_seconds": (t,),
         "single_losses": (t,),
+        **dict.fromkeys(COST_ARRAYS, (t,)),
         "labels": (n,),
         "target": (n,),
     }
@@ -292,6 +296,11 @@ def _pool(trials: list[dict], arrays: dict[str, np.ndarray], n: int) -> Pool:
             float(arrays["fit_seconds"][index]),
             trial["error"],
             arrays["probabilities"][index] if ok and labels is not None else None,
+            **{
+                name: float(arrays[name][index])
+                for name in COST_ARRAYS
+                if name in arrays
+            },
         )
         try:
             pool.add(trial["config"], arrays["encoded"][index], outcome)

@@ -279,5 +279,5 @@ def join_selection(
         trials_reused=search.trials_reused,
         search_seconds=search.search_seconds,
         stopped_by=search.stopped_by,
-        search_metrics=search.search_metrics,
+        search_metrics={**search.search_metrics, **selection.search_metrics},
     )

@@ -208,6 +208,7 @@ SHARED_PARAMS = (
     "max_trial_share",
     "max_initial_failures",
     "parallel",
+    "inference",
 )
 
 
@@ -222,7 +223,9 @@ class MethodSettings:
     first trials that stop the search, None: never; parallel: where the trials
     train; models: the models by name; default_models: the model each
     task's `auto` takes; portfolios: the configurations a search of a model
-    may evaluate first (core.portfolio), by model.
+    may evaluate first (core.portfolio), by model; inference: the limits on
+    the ensemble's prediction time and size (core.inference_budget), as
+    InferenceBudget's arguments.
     """
 
     blocks: Mapping[str, Block]
@@ -234,6 +237,7 @@ class MethodSettings:
     models: Mapping[str, Mapping[str, Any]]
     default_models: Mapping[str, str]
     portfolios: Mapping[str, Sequence[Mapping[str, Any]]]
+    inference: Mapping[str, float | None]
 
 
 # --- the `fidelity` block of a search (core.fidelity) ----------------------------

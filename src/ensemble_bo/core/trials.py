@@ -8,6 +8,7 @@ requests of a share of the folds or of the rows.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -59,6 +60,10 @@ class TrialResult:
     the model has none, and the pool takes the one-hot of its labels).
     `never_ran`: the evaluation did not take place (its worker process could
     not start), so a resumed search trains it instead of replaying the failure.
+    `predict_seconds_per_1000`: the fold models' prediction seconds per 1,000
+    rows, measured on their held-out rows; `model_bytes`: the pickled size of
+    one fold model, which a model refit on all rows is close to. Both NaN for
+    a failed trial, or one recorded before they were measured.
     """
 
     oof_predictions: np.ndarray | None
@@ -66,6 +71,8 @@ class TrialResult:
     error: str | None = None
     oof_probabilities: np.ndarray | None = None
     never_ran: bool = False
+    predict_seconds_per_1000: float = math.nan
+    model_bytes: float = math.nan
 
     @property
     def ok(self) -> bool:

@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any
 
 from ensemble_bo.core.bagging import FINAL_MODELS
 from ensemble_bo.core.estimator import VOTING
+from ensemble_bo.core.inference_budget import InferenceBudget
 from ensemble_bo.core.optimizer_kinds import make_optimizer
 from ensemble_bo.core.portfolio import check_portfolios
 from ensemble_bo.core.preparation import TASKS, check_split_options
@@ -364,7 +365,40 @@ def check_settings(
         parameters["models"],
         parameters["default_models"],
         portfolios,
+        check_inference(parameters["inference"], method),
     )
+
+
+def check_inference(
+    block: Any, method: Method | None = None
+) -> dict[str, float | None]:
+    """The `inference` block: max_seconds_per_1000_rows and max_model_mb,
+    each a positive number or null, and limits only for a `method` that keeps
+    them (None: any); InvalidInput naming a bad or unknown key."""
+    if not isinstance(block, Mapping):
+        raise InvalidInput(
+            f"inference={block!r} is not a mapping of max_seconds_per_1000_rows "
+            "and max_model_mb"
+        )
+    known = ("max_seconds_per_1000_rows", "max_model_mb")
+    unknown = [key for key in block if key not in known]
+    if unknown:
+        raise InvalidInput(
+            f"inference: unknown key {unknown[0]!r}{did_you_mean(unknown, known)}; "
+            f"known: {list(known)}"
+        )
+    limits = {key: block.get(key) for key in known}
+    try:
+        active = InferenceBudget(**limits).active
+    except ValueError as error:
+        raise InvalidInput(str(error)) from None
+    if active and method is not None and not method.keeps_inference_budget:
+        raise InvalidInput(
+            f"inference: method {method.name!r} does not keep an inference budget "
+            "yet (its ensemble comes from a selection over the whole pool); set "
+            "inference's limits to null, or use segor, sego, smbo or random_search"
+        )
+    return limits
 
 
 def multi_fidelity(method: Method, settings: Mapping[str, Any]) -> bool:

@@ -51,7 +51,9 @@ from ensemble_bo.tracking.run_link import RunLink
 from ensemble_bo.tracking.run_tags import (
     PIPELINE_TAG,
     SESSION_TAG,
+    log_dataset_input,
     log_run_configuration,
+    run_name,
     run_tags,
     tag_resumed_search,
 )
@@ -129,22 +131,15 @@ class MlflowTrackingHook:
                 mark_dead_runs_killed(MlflowClient(tracking_uri), experiment_id)
             except Exception as error:  # noqa: BLE001 - housekeeping must not stop a run
                 logger.warning("could not look for killed runs: %s", first_line(error))
-        run_name = "-".join(
-            str(part)
-            for part in (
-                pipeline_name,
-                parameters.get("dataset"),
-                parameters.get("seed"),
-            )
-            if part is not None
-        )
+        name = run_name(pipeline_name, parameters, run_params, tags)
         # The run's summary links to its page; MLflow's own "View run" lines
         # (printed for a tracking server) would say it twice.
         os.environ.setdefault("MLFLOW_SUPPRESS_PRINTING_URL_TO_STDOUT", "true")
-        run = link.start_run(experiment_id=experiment_id, run_name=run_name, tags=tags)
+        run = link.start_run(experiment_id=experiment_id, run_name=name, tags=tags)
         self._link = link
         _open_hooks.append(self)
         link.call(log_params, parameters)
+        link.call(log_dataset_input, tags, self._project_path)
         link.call(log_run_configuration, catalog.load("parameters"), run_params)
         logger.info(
             "MLflow run %s in %s (in the MLflow UI: %s)",

@@ -11,11 +11,14 @@ import json
 import os
 import shlex
 import sys
+import warnings
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 import mlflow
+import mlflow.data
+import pandas as pd
 import yaml
 from mlflow.tracking import MlflowClient
 
@@ -72,6 +75,27 @@ def raw_data_tags(parameters: Mapping[str, Any], project_path: Path) -> dict[str
         if path.is_file():
             tags[f"{DATA_SHA256_TAG}.{name}"] = file_sha256(path)
     return tags
+
+
+def log_dataset_input(tags: Mapping[str, str], project_path: Path) -> None:
+    """The run's raw dataset (raw_data_tags' file) as an MLflow dataset input:
+    the runs table's Dataset column, with MLflow's digest of its content (the
+    file's sha256 is the tag data.sha256)."""
+    path = tags.get(DATA_FILE_TAG)
+    if path is None:
+        return
+    frame = pd.read_csv(project_path / path)
+    with warnings.catch_warnings():
+        # MLflow registers its local-file source under two names and warns
+        # that a path "can be interpreted in multiple ways"; both are the same.
+        warnings.simplefilter("ignore", UserWarning)
+        dataset = mlflow.data.from_pandas(
+            frame,
+            source=path,
+            name=Path(path).stem,
+            targets="target" if "target" in frame.columns else None,
+        )
+    mlflow.log_input(dataset, context="training")
 
 
 def launcher_tags() -> dict[str, str]:
@@ -161,4 +185,52 @@ def tag_resumed_search(journal: str, recorded: int) -> None:
         ]
         if earlier:
             tags[RESUMED_RUN_TAG] = earlier[0].info.run_id
+        # the runs table tells a resumed run from the one it continues
+        tags[RUN_NAME_TAG] = f"{run.info.run_name} resumed"[:_MAX_RUN_NAME]
     mlflow.set_tags(tags)
+
+
+# MLflow keeps a run's name in this tag; the UI shows at most this many characters.
+RUN_NAME_TAG = "mlflow.runName"
+_MAX_RUN_NAME = 250
+
+
+def _dotted(mapping: Mapping[str, Any], prefix: str = "") -> list[tuple[str, Any]]:
+    """(dotted.key, value) of a nested mapping, as --params writes them."""
+    pairs = []
+    for key, value in mapping.items():
+        if isinstance(value, Mapping) and value:
+            pairs += _dotted(value, f"{prefix}{key}.")
+        else:
+            pairs.append((f"{prefix}{key}", value))
+    return pairs
+
+
+def run_name(
+    pipeline: str,
+    parameters: Mapping[str, Any],
+    run_params: Mapping[str, Any],
+    tags: Mapping[str, str],
+) -> str:
+    """What the runs table calls a run: pipeline, dataset and seed, then what
+    sets it apart from a plain run (the --params overrides but those two, a
+    conf environment, being a rerun), so that two runs' names differ where
+    their settings do: `segor-concrete-0`, `segor-concrete-0 budget=20
+    ensemble.variant=g-h`, `segor-concrete-0 rerun of 1f2e3d4c`."""
+    name = "-".join(
+        str(part)
+        for part in (pipeline, parameters.get("dataset"), parameters.get("seed"))
+        if part is not None
+    )
+    overrides = sorted(
+        (key, value)
+        for key, value in _dotted(run_params.get("runtime_params") or {})
+        if key not in ("dataset", "seed")
+    )
+    if overrides:
+        name += " " + " ".join(f"{key}={value}" for key, value in overrides)
+    if run_params.get("env"):
+        name += f" [{run_params['env']}]"
+    if RERUN_OF_TAG in tags:
+        name += f" rerun of {tags[RERUN_OF_TAG][:8]}"
+    return name[:_MAX_RUN_NAME]

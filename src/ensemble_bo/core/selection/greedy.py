@@ -78,7 +78,8 @@ class GreedySelection:
     size: length of the best prefix (the first minimum of loss_curve[warm_start - 1:]);
     members: (size,) that prefix, pool indices with repeats;
     weights: (t,) count of each pool index in `members` divided by size;
-    smallest_size: the shortest prefix that could be kept (the warm start's, or 1).
+    smallest_size: the shortest prefix that could be kept (the warm start's, or 1);
+    skipped: steps whose best candidate `allowed` turned away.
     """
 
     path: np.ndarray
@@ -87,6 +88,7 @@ class GreedySelection:
     members: np.ndarray
     weights: np.ndarray
     smallest_size: int
+    skipped: int = 0
 
     @property
     def loss(self) -> float:
@@ -104,6 +106,9 @@ def _check_sizes(max_size: int, warm_start: int) -> tuple[int, int]:
     return int(max_size), int(warm_start)
 
 
+Allowed = Callable[[list[int]], np.ndarray]
+
+
 def _greedy_path(
     losses_with_each: Callable[[int], np.ndarray],
     add: Callable[[int], None],
@@ -111,33 +116,57 @@ def _greedy_path(
     n_rows: int,
     max_size: int,
     warm_start: int,
+    allowed: Allowed | None = None,
 ) -> GreedySelection:
     """The selection loop shared by the mean and the vote combiners.
 
     losses_with_each(step) -> (u,) CV loss of the ensemble so far plus each
     usable candidate; add(chosen) puts candidate `chosen` into the ensemble.
+    allowed(members) -> (u,) bool: the candidates the ensemble of pool
+    indices `members` may take (an inference budget); None: all. The warm
+    start takes the best single models that fit, in order.
     """
 
     def finite(losses: np.ndarray) -> np.ndarray:
         # A candidate whose loss overflows must not win, and argmin would pick NaN.
         return np.where(np.isfinite(losses), losses, np.inf)
 
+    def fitting(members: list[int]) -> np.ndarray:
+        return np.ones(usable.size, bool) if allowed is None else allowed(members)
+
     single = finite(losses_with_each(0))
     # Stable sort: equal single losses keep pool order, as the greedy steps do.
-    warm = np.argsort(single, kind="stable")[: min(warm_start, usable.size)]
+    warm: list[int] = []
+    for candidate in np.argsort(single, kind="stable"):
+        if len(warm) == min(warm_start, usable.size):
+            break
+        if fitting([int(usable[w]) for w in warm])[candidate]:
+            warm.append(int(candidate))
     path = np.empty(max_size, dtype=int)
     curve = np.empty(max_size)
+    skipped = 0
     for step in range(max_size):
         step_losses = single if step == 0 else finite(losses_with_each(step))
-        chosen = int(warm[step]) if step < warm.size else int(np.argmin(step_losses))
+        if step < len(warm):
+            chosen = warm[step]
+        else:
+            fits = fitting(path[:step].tolist())
+            if not fits.any():
+                raise ValueError(
+                    "no usable pool member fits the inference budget on its own"
+                )
+            chosen = int(np.argmin(np.where(fits, step_losses, np.inf)))
+            skipped += int(chosen != int(np.argmin(step_losses)))
         curve[step] = step_losses[chosen]
         add(chosen)
         path[step] = usable[chosen]
-    first = max(warm.size, 1) - 1
+    first = max(len(warm), 1) - 1
     size = first + int(np.argmin(curve[first:])) + 1
     members = path[:size].copy()
     member_weights = np.bincount(members, minlength=n_rows) / size
-    return GreedySelection(path, curve, size, members, member_weights, first + 1)
+    return GreedySelection(
+        path, curve, size, members, member_weights, first + 1, skipped
+    )
 
 
 def _usable(predictions: np.ndarray) -> np.ndarray:
@@ -154,6 +183,7 @@ def greedy_selection_with_replacement(
     per_sample_loss: PerSampleLoss,
     max_size: int = 50,
     warm_start: int = 0,
+    allowed: Allowed | None = None,
 ) -> GreedySelection:
     """Caruana et al. (2004) forward selection with replacement (SEGOR s.2.2).
 
@@ -165,6 +195,7 @@ def greedy_selection_with_replacement(
     trials succeeded), then adds whichever pool member, possibly already in,
     lowers the CV loss most, until it holds `max_size` members. Ties go to the
     lowest pool index. Returns the best prefix with at least `warm_start` members.
+    `allowed`: the candidates each step may take (_greedy_path).
     """
     predictions, y, fold_ids = check_problem(predictions, y, fold_ids)
     max_size, warm_start = _check_sizes(max_size, warm_start)
@@ -182,8 +213,21 @@ def greedy_selection_with_replacement(
         member_sum[:] += candidates[chosen]
 
     return _greedy_path(
-        losses_with_each, add, usable, len(predictions), max_size, warm_start
+        losses_with_each,
+        add,
+        usable,
+        len(predictions),
+        max_size,
+        warm_start,
+        _on_usable(allowed, usable),
     )
+
+
+def _on_usable(allowed: Allowed | None, usable: np.ndarray) -> Allowed | None:
+    """`allowed` (a mask over the pool) as a mask over the usable rows."""
+    if allowed is None:
+        return None
+    return lambda members: allowed(members)[usable]
 
 
 def plurality_vote_cv_errors(
@@ -234,6 +278,7 @@ def greedy_vote_selection(
     fold_ids: np.ndarray,
     max_size: int = 50,
     warm_start: int = 0,
+    allowed: Allowed | None = None,
 ) -> GreedySelection:
     """Greedy forward selection with replacement for a majority vote (SEGO eq. 3-4).
 
@@ -260,7 +305,13 @@ def greedy_vote_selection(
         votes[rows, candidates[chosen]] += 1
 
     return _greedy_path(
-        losses_with_each, add, usable, len(predicted_labels), max_size, warm_start
+        losses_with_each,
+        add,
+        usable,
+        len(predicted_labels),
+        max_size,
+        warm_start,
+        _on_usable(allowed, usable),
     )
 
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
+from functools import partial
 
 import numpy as np
 
@@ -26,6 +27,7 @@ from ensemble_bo.core.agnostic_bayes import (
     tune_parameter,
     tune_rho,
 )
+from ensemble_bo.core.inference_budget import InferenceBudget
 from ensemble_bo.core.losses import Objective, fold_weights, objective
 from ensemble_bo.core.pool import Pool
 from ensemble_bo.core.results import EnsembleSearchResult, IterationRecord
@@ -116,6 +118,7 @@ def posthoc_selection(
     max_size: int = 50,
     warm_start: int = 0,
     weighting: str = "counts",
+    budget: InferenceBudget | None = None,
 ) -> EnsembleSearchResult:
     """Post-hoc ensemble from another run's pool (SEGOR s.2.2, SEGO s.2.1).
 
@@ -134,17 +137,34 @@ def posthoc_selection(
     classification grid (6 datasets x 5 splits, docs/results.md,
     "Classification objectives"): test error 0.1274 against the vote's 0.1313,
     log-loss 0.277 against 3.11, AUC 0.893 against 0.809.
+    With an inference `budget` (core.inference_budget) each step takes the
+    best member the ensemble can afford; the result's search_metrics count
+    the steps whose best candidate it turned away.
     """
     if weighting not in WEIGHTINGS:
         raise ValueError(f"weighting={weighting!r} is not one of {list(WEIGHTINGS)}")
     chosen, outputs, target = _pool_objective(source, y, loss, auto="log_loss")
+    allowed = None
+    if budget is not None and budget.active:
+        allowed = partial(budget.fits, source.pool)
     if chosen.vote:
         selection = greedy_vote_selection(
-            source.pool.predictions, source.target, fold_ids, max_size, warm_start
+            source.pool.predictions,
+            source.target,
+            fold_ids,
+            max_size,
+            warm_start,
+            allowed,
         )
     else:
         selection = greedy_selection_with_replacement(
-            outputs, target, fold_ids, chosen.per_sample_loss, max_size, warm_start
+            outputs,
+            target,
+            fold_ids,
+            chosen.per_sample_loss,
+            max_size,
+            warm_start,
+            allowed,
         )
     members = [int(index) for index in selection.members]
     best_single = float(np.nanmin(source.single_losses))
@@ -172,6 +192,11 @@ def posthoc_selection(
         target=source.target,
         model_name=source.model_name,
         objective=chosen.name,
+        search_metrics=(
+            {"inference_budget_skipped": float(selection.skipped)}
+            if allowed is not None
+            else {}
+        ),
     )
     if weighting == "counts":
         return selected

@@ -6,6 +6,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from ensemble_bo.core.inference_budget import InferenceBudget
 from ensemble_bo.core.selection.stages import WEIGHTINGS
 from ensemble_bo.core.settings import SearchSettings, check_loss, count, one_of, setting
 from ensemble_bo.core.strategies.base import PoolScorer
@@ -30,11 +31,13 @@ class Sego(SlotEnsemble):
         fold_ids: np.ndarray,
         ensemble_size: int = 12,
         loss: str = "squared_margin",
+        budget: InferenceBudget | None = None,
     ) -> None:
         super().__init__(
             PoolScorer(labels, fold_ids, loss, task="classification"),
             ensemble_size,
             sizing="fixed",
+            budget=budget,
         )
 
 

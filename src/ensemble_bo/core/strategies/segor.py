@@ -8,6 +8,7 @@ from typing import Any, ClassVar
 
 import numpy as np
 
+from ensemble_bo.core.inference_budget import InferenceBudget
 from ensemble_bo.core.losses import regression_loss
 from ensemble_bo.core.selection.stages import WEIGHTINGS
 from ensemble_bo.core.settings import (
@@ -93,11 +94,13 @@ class Segor(SlotEnsemble):
         ensemble_size: int = 12,
         loss: str = "auto",
         sizing: str = "fixed",
+        budget: InferenceBudget | None = None,
     ) -> None:
         super().__init__(
             PoolScorer(y, fold_ids, loss, task="regression"),
             ensemble_size,
             size_method(sizing),
+            budget,
         )
 
 

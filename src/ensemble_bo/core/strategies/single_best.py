@@ -8,6 +8,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from ensemble_bo.core.inference_budget import InferenceBudget
 from ensemble_bo.core.pool import Pool
 from ensemble_bo.core.selection.stages import AB_WEIGHTINGS, WEIGHTINGS
 from ensemble_bo.core.settings import SearchSettings, check_loss, count, one_of, setting
@@ -19,7 +20,8 @@ class SingleBest:
 
     With a RandomSearch optimizer this is random search (RS), and with the
     agnostic Bayes selection stage afterwards, ERS. `loss` "auto" is mse for
-    regression and the error rate for classification.
+    regression and the error rate for classification. With an inference
+    `budget`, the best model among those within its limits.
     """
 
     def __init__(
@@ -28,11 +30,14 @@ class SingleBest:
         fold_ids: np.ndarray,
         loss: str = "auto",
         task: str = "regression",
+        budget: InferenceBudget | None = None,
     ) -> None:
         self.scorer = PoolScorer(y, fold_ids, loss, task, auto_classification="error")
+        self.budget = InferenceBudget() if budget is None else budget
         self._best: int | None = None
 
     def start(self) -> None:
+        self.budget.skipped = 0
         self._best = None
 
     def begin(self, iteration: int, pool: Pool) -> IterationContext:
@@ -56,8 +61,16 @@ class SingleBest:
     ) -> Update:
         if not np.isfinite(single_losses).any():
             return Update("none", math.nan)
-        self._best = int(np.nanargmin(single_losses))
-        return Update("select", float(single_losses[self._best]))
+        losses = np.asarray(single_losses, dtype=float)
+        fits = self.budget.fits(pool, [])
+        best = self.budget.best(losses, fits)
+        if best is None:
+            return Update("none", math.nan)
+        self._best = best
+        # The whole pool is chosen from again at every trial: the budget's
+        # turn-aways are the models better than the chosen one it refuses.
+        self.budget.skipped = int(np.sum(~fits & (losses < losses[best])))
+        return Update("select", float(losses[best]))
 
     def members(self) -> list[int]:
         return [] if self._best is None else [self._best]
@@ -66,7 +79,7 @@ class SingleBest:
         return None
 
     def search_metrics(self) -> dict[str, float]:
-        return {}
+        return self.budget.metrics()
 
 
 @dataclass(frozen=True)

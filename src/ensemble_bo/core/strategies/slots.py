@@ -7,6 +7,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
+from ensemble_bo.core.inference_budget import InferenceBudget
 from ensemble_bo.core.pool import Pool
 from ensemble_bo.core.strategies.base import IterationContext, PoolScorer, Update
 
@@ -29,11 +30,18 @@ class SlotEnsemble:
     - dynamic (BD): as BG, or remove the model at j, whichever is lowest.
 
     Models may appear several times (selection with replacement). `scorer`
-    holds the objective L and the data it is computed on.
+    holds the objective L and the data it is computed on. With an inference
+    `budget` (core.inference_budget), a replacement or an addition is chosen
+    among the models the ensemble can take within its limits; the optimizer
+    is still told every model's L, so the search explores as without one.
     """
 
     def __init__(
-        self, scorer: PoolScorer, ensemble_size: int = 12, sizing: str = "fixed"
+        self,
+        scorer: PoolScorer,
+        ensemble_size: int = 12,
+        sizing: str = "fixed",
+        budget: InferenceBudget | None = None,
     ) -> None:
         if int(ensemble_size) != ensemble_size or ensemble_size < 1:
             raise ValueError(
@@ -44,9 +52,11 @@ class SlotEnsemble:
         self.scorer = scorer
         self.ensemble_size = int(ensemble_size)
         self.sizing = sizing
+        self.budget = InferenceBudget() if budget is None else budget
         self.start()
 
     def start(self) -> None:
+        self.budget.skipped = 0
         # Fixed: m slots, None while empty. Growing/dynamic: the members, any length.
         self._slots: list[int | None] = (
             [None] * self.ensemble_size if self.sizing == "fixed" else []
@@ -80,7 +90,7 @@ class SlotEnsemble:
         return None
 
     def search_metrics(self) -> dict[str, float]:
-        return {}
+        return self.budget.metrics()
 
     def update(
         self,
@@ -95,17 +105,25 @@ class SlotEnsemble:
         slot = None if context.slot < 0 else context.slot
         if not np.isfinite(targets).any():  # every model so far failed
             return Update("none", math.nan)
-        best_replacement = int(np.nanargmin(targets))
-        options = [("replace", float(targets[best_replacement]))]
+        options = []
+        best_replacement = self.budget.best(targets, self.budget.fits(pool, others))
+        if best_replacement is not None:
+            options.append(("replace", float(targets[best_replacement])))
         if self.sizing != "fixed" and slots:
             grow_losses = self.scorer.losses_with_each(
                 pool, slots, slice(None), self.scorer.fold_weights
             )
-            best_addition = int(np.nanargmin(grow_losses))
-            options.append(("grow", float(grow_losses[best_addition])))
+            best_addition = self.budget.best(
+                grow_losses, self.budget.fits(pool, self.members())
+            )
+            if best_addition is not None:
+                options.append(("grow", float(grow_losses[best_addition])))
             if self.sizing == "dynamic" and others:
                 counts = {i: float(others.count(i)) for i in sorted(set(others))}
                 options.append(("shrink", self.scorer.ensemble_cv_loss(pool, counts)))
+        if not options:  # no model fits the inference budget: the slot stays
+            members = self.members()
+            return Update("none", self._loss(pool, members) if members else math.nan)
         # min keeps the first of equal losses: replace, then grow, then shrink.
         action, loss = min(options, key=lambda option: option[1])
         if action == "replace" and slot is not None:
@@ -117,3 +135,7 @@ class SlotEnsemble:
         else:
             del slots[slot]
         return Update(action, loss)
+
+    def _loss(self, pool: Pool, members: list[int]) -> float:
+        counts = {i: float(members.count(i)) for i in sorted(set(members))}
+        return self.scorer.ensemble_cv_loss(pool, counts)

@@ -16,6 +16,8 @@ from sklearn.base import BaseEstimator
 
 import ensemble_bo
 from ensemble_bo.core import refit
+from ensemble_bo.core.explanations import feature_importance
+from ensemble_bo.core.inference_budget import InferenceBudget
 from ensemble_bo.core.journal import JournalFolder, journal_key
 from ensemble_bo.core.methods import Method, Selection, run_method
 from ensemble_bo.core.preparation import ModelInput
@@ -23,7 +25,11 @@ from ensemble_bo.core.results import EnsembleSearchResult
 from ensemble_bo.core.validation import multi_fidelity
 from ensemble_bo.events import SearchResumable, publish, publish_iteration
 from ensemble_bo.pipelines.progress import progress_bar
-from ensemble_bo.reporting import search_reports, uncertainty_plot
+from ensemble_bo.reporting import (
+    feature_importance_plot,
+    search_reports,
+    uncertainty_plot,
+)
 
 
 def display_name_blocks(method: Method) -> tuple[str, ...]:
@@ -90,12 +96,14 @@ def selection_node(selection: Selection) -> Callable[..., EnsembleSearchResult]:
         source_name: str,
         block: Mapping[str, Any],
         seed: int,
+        inference: Mapping[str, float | None],
     ) -> EnsembleSearchResult:
         try:
             settings = selection.settings.parse(
                 selection.params, block, (model_input.task,)
             )
-            result = selection.select(source, model_input, settings, seed)
+            budget = InferenceBudget(**inference)
+            result = selection.select(source, model_input, settings, seed, budget)
         except ValueError as error:
             raise ValueError(
                 f"{selection.name}_source={source_name!r}: {error}"
@@ -166,6 +174,27 @@ def uncertainty_report(
         model_input.task,
         f"Final model on the test split of {model_input.name}",
     )
+
+
+def importance_report(
+    model: BaseEstimator,
+    model_input: ModelInput,
+    test_features: pd.DataFrame,
+    test_target: pd.Series,
+    seed: int,
+) -> tuple[pd.DataFrame, Figure]:
+    """The final model's permutation feature importance on the test split
+    (core.explanations), as a table and a figure."""
+    importance = feature_importance(
+        model, test_features, test_target, model_input.task, seed
+    )
+    measure = (
+        "rise of the test MSE (target units squared)"
+        if model_input.task == "regression"
+        else "drop of the test accuracy"
+    )
+    title = f"Permutation importance on the test split of {model_input.name}"
+    return importance, feature_importance_plot(importance, title, measure)
 
 
 def report_node(names: tuple[str, ...]) -> Callable[..., dict[str, Any]]:

@@ -14,6 +14,7 @@ from ensemble_bo.reporting import SEARCH_REPORTS, report_dataset
 
 from .nodes import (
     display_name_blocks,
+    importance_report,
     refit_and_score,
     report_node,
     search_node,
@@ -53,6 +54,7 @@ def create_selection_pipeline(selection: Selection, **kwargs) -> Pipeline:
             f"params:{selection.name}_source",
             f"params:{selection.params}",
             "params:seed",
+            "params:inference",
         ],
         outputs=f"{selection.name}_search_result",
         name=f"{selection.name}_select",
@@ -91,6 +93,21 @@ def _refit_and_report(name: str, display_name_blocks: tuple[str, ...]) -> Pipeli
                 ],
                 outputs=f"{name}_uncertainty_plot#figure",
                 name=f"{name}_uncertainty_plot",
+            ),
+            Node(
+                importance_report,
+                inputs=[
+                    f"{name}_model",
+                    "model_input",
+                    "test_features",
+                    "test_target",
+                    "params:seed",
+                ],
+                outputs=[
+                    f"{name}_feature_importance#table",
+                    f"{name}_feature_importance_plot#figure",
+                ],
+                name=f"{name}_feature_importance",
             ),
             Node(
                 report_node(display_name_blocks),

@@ -1,0 +1,114 @@
+"""An inference budget: ensembles whose prediction time and size stay within limits.
+
+Every trial measures its fold models' prediction seconds per 1,000 rows and
+one fold model's pickled size (core.evaluation.FoldCosts). An ensemble
+predicts with each of its distinct members, so its cost is the sum over its
+distinct members (weights and repeats cost nothing). With a budget, a member
+is placed only where the ensemble it joins stays within every limit: the
+ensemble methods' slot refills and growth, post-hoc greedy selection and the
+single best model all choose among the candidates that fit, and count how
+often the best candidate did not (`skipped`).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from ensemble_bo.core.pool import Pool
+
+# MB as the parameter is written (10**6 bytes), as disk sizes are.
+_BYTES_PER_MB = 1e6
+
+
+@dataclass
+class InferenceBudget:
+    """Limits on an ensemble's prediction seconds per 1,000 rows and its size
+    in MB (None: no limit), and how many best candidates they turned away."""
+
+    max_seconds_per_1000_rows: float | None = None
+    max_model_mb: float | None = None
+    skipped: int = 0
+
+    def __post_init__(self) -> None:
+        for name in ("max_seconds_per_1000_rows", "max_model_mb"):
+            value = getattr(self, name)
+            if value is not None and (
+                isinstance(value, bool)
+                or not isinstance(value, int | float)
+                or not math.isfinite(value)
+                or value <= 0
+            ):
+                raise ValueError(
+                    f"inference.{name}={value!r} is not a positive number or null"
+                )
+
+    @property
+    def active(self) -> bool:
+        return (
+            self.max_seconds_per_1000_rows is not None or self.max_model_mb is not None
+        )
+
+    def _limits(self) -> np.ndarray:
+        return np.array(
+            [
+                np.inf if limit is None else limit
+                for limit in (self.max_seconds_per_1000_rows, self.max_model_mb)
+            ]
+        )
+
+    @staticmethod
+    def costs(pool: Pool) -> np.ndarray:
+        """(t, 2): each trial's prediction seconds per 1,000 rows and MB."""
+        costs = np.column_stack(
+            [
+                np.asarray(pool.predict_seconds_per_1000, dtype=float),
+                np.asarray(pool.model_bytes, dtype=float) / _BYTES_PER_MB,
+            ]
+        )
+        unmeasured = pool.ok & np.isnan(costs).any(axis=1)
+        if unmeasured.any():
+            raise ValueError(
+                f"trials {np.flatnonzero(unmeasured).tolist()[:10]} have no measured "
+                "prediction time or size (a pool saved before trials measured them): "
+                "an inference budget cannot be kept on it"
+            )
+        return costs
+
+    def ensemble_cost(self, pool: Pool, members: Sequence[int]) -> np.ndarray:
+        """(2,): the prediction seconds per 1,000 rows and MB of an ensemble
+        (pool indices, repeats allowed): the sum over its distinct members."""
+        distinct = sorted(set(members))
+        return self.costs(pool)[distinct].sum(axis=0)
+
+    def fits(self, pool: Pool, members: Sequence[int]) -> np.ndarray:
+        """(t,) bool: which models of the pool the ensemble `members` can take
+        (a model already in it always: repeats cost nothing)."""
+        if not self.active:
+            return np.ones(len(pool), dtype=bool)
+        costs = self.costs(pool)
+        distinct = sorted(set(members))
+        total = costs[distinct].sum(axis=0) + costs
+        total[distinct] = costs[distinct].sum(axis=0)
+        return (total <= self._limits()).all(axis=1)
+
+    def best(self, losses: np.ndarray, fits: np.ndarray) -> int | None:
+        """The index of the lowest finite loss among the candidates that fit
+        (None if none does); counts a skip where the overall best did not fit."""
+        losses = np.where(np.isfinite(losses), losses, np.inf)
+        allowed = np.where(fits, losses, np.inf)
+        if not np.isfinite(allowed).any():
+            if np.isfinite(losses).any():
+                self.skipped += 1
+            return None
+        chosen = int(np.argmin(allowed))
+        if chosen != int(np.argmin(losses)):
+            self.skipped += 1
+        return chosen
+
+    def metrics(self) -> dict[str, float]:
+        """What the run logs: how many best candidates the budget turned away."""
+        return {"inference_budget_skipped": float(self.skipped)} if self.active else {}

@@ -1,0 +1,176 @@
+"""The inference budget: ensembles within limits on prediction time and size."""
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from ensemble_bo import EnsembleRegressor
+from ensemble_bo.core.inference_budget import InferenceBudget
+from ensemble_bo.core.pool import Pool
+from ensemble_bo.core.results import EnsembleSearchResult
+from ensemble_bo.core.selection.stages import posthoc_selection
+from ensemble_bo.core.strategies.base import IterationContext, PoolScorer
+from ensemble_bo.core.strategies.single_best import SingleBest
+from ensemble_bo.core.strategies.slots import SlotEnsemble
+from ensemble_bo.core.trials import TrialResult
+from ensemble_bo.core.validation import InvalidInput, check_settings
+from tests.support import PROJECT, cheap_parameters
+
+Y = np.array([0.0, 0.0, 0.0, 0.0])
+
+
+def costed_pool(costs, predictions) -> Pool:
+    """Trials with (seconds per 1,000 rows, MB) costs and constant predictions."""
+    pool = Pool(4)
+    for (seconds, mb), value in zip(costs, predictions):
+        pool.add(
+            {},
+            np.array([0.0]),
+            TrialResult(
+                np.full(4, value),
+                0.1,
+                predict_seconds_per_1000=seconds,
+                model_bytes=mb * 1e6,
+            ),
+        )
+    return pool
+
+
+def test_an_ensemble_costs_the_sum_of_its_distinct_members():
+    pool = costed_pool([(0.1, 1), (0.2, 2), (0.3, 3)], [1, 1, 1])
+    budget = InferenceBudget(max_seconds_per_1000_rows=0.35)
+    np.testing.assert_allclose(budget.ensemble_cost(pool, [0, 0, 1]), [0.3, 3.0])
+    # with trial 0 in: 0 again costs nothing, 1 gives 0.3 <= 0.35, 2 gives 0.4
+    assert budget.fits(pool, [0]).tolist() == [True, True, False]
+    by_size = InferenceBudget(max_model_mb=3.5)
+    assert by_size.fits(pool, [0, 1]).tolist() == [True, True, False]
+    assert InferenceBudget().fits(pool, [0, 1, 2]).all()
+
+
+def test_the_best_candidate_that_fits_is_chosen_and_a_turn_away_counted():
+    budget = InferenceBudget(max_model_mb=1.0)
+    losses = np.array([0.5, 0.2, np.nan, 0.3])
+    fits = np.array([True, False, True, True])
+    assert budget.best(losses, fits) == 3 and budget.skipped == 1
+    assert budget.best(losses, np.array([True, True, True, True])) == 1
+    assert budget.skipped == 1
+    assert budget.best(losses, np.zeros(4, dtype=bool)) is None
+    assert budget.skipped == 2
+    assert budget.metrics() == {"inference_budget_skipped": 2.0}
+    assert InferenceBudget().metrics() == {}
+
+
+@pytest.mark.parametrize("value", [0, -1.0, "1", True, float("inf")])
+def test_a_bad_limit_is_refused_naming_it(value):
+    with pytest.raises(ValueError, match=rf"inference.max_model_mb={value!r} is not"):
+        InferenceBudget(max_model_mb=value)
+
+
+def test_a_pool_without_measured_costs_is_refused():
+    pool = Pool(4)
+    pool.add({}, np.array([0.0]), TrialResult(np.zeros(4), 0.1))
+    with pytest.raises(ValueError, match=r"trials \[0\] have no measured"):
+        InferenceBudget(max_model_mb=1.0).fits(pool, [])
+
+
+def test_a_slot_takes_the_best_model_the_ensemble_can_afford():
+    # Trial 1 predicts the target exactly but costs 0.5 s: over a 0.3 s budget
+    # it is turned away, and trial 2 (0.1 s, off by 0.5) takes the slot.
+    pool = costed_pool([(0.1, 1), (0.5, 1), (0.1, 1)], [1.0, 0.0, 0.5])
+    budget = InferenceBudget(max_seconds_per_1000_rows=0.3)
+    slots = SlotEnsemble(
+        PoolScorer(Y, np.arange(4) % 2), ensemble_size=2, budget=budget
+    )
+    context = slots.begin(0, pool)
+    targets = slots.targets(context, pool, slice(None), [1.0, 0.0, 0.25])
+    update = slots.update(context, pool, targets, [1.0, 0.0, 0.25])
+    assert slots.members() == [2] and update.action == "replace"
+    assert slots.search_metrics() == {"inference_budget_skipped": 1.0}
+    unlimited = SlotEnsemble(PoolScorer(Y, np.arange(4) % 2), ensemble_size=2)
+    context = unlimited.begin(0, pool)
+    unlimited.update(context, pool, targets, [1.0, 0.0, 0.25])
+    assert unlimited.members() == [1]
+
+
+def test_no_affordable_model_leaves_the_slot_as_it_was():
+    pool = costed_pool([(0.5, 1), (0.6, 1)], [1.0, 0.0])
+    slots = SlotEnsemble(
+        PoolScorer(Y, np.arange(4) % 2),
+        ensemble_size=2,
+        budget=InferenceBudget(max_seconds_per_1000_rows=0.3),
+    )
+    context = slots.begin(0, pool)
+    targets = slots.targets(context, pool, slice(None), [1.0, 0.0])
+    update = slots.update(context, pool, targets, [1.0, 0.0])
+    assert update.action == "none" and slots.members() == []
+
+
+def test_the_single_best_model_is_the_best_that_fits():
+    pool = costed_pool([(0.1, 1), (0.5, 1), (0.1, 1)], [1.0, 0.0, 0.5])
+    best = SingleBest(Y, np.arange(4) % 2, budget=InferenceBudget(max_model_mb=10))
+    best.budget.max_seconds_per_1000_rows = 0.3
+    losses = [1.0, 0.0, 0.25]
+    update = best.update(IterationContext(0, -1, np.full(4, 0.25)), pool, None, losses)
+    assert best.members() == [2] and update.ensemble_loss == 0.25
+    assert best.search_metrics() == {"inference_budget_skipped": 1.0}
+
+
+def test_methods_that_cannot_keep_a_budget_refuse_one_and_keys_are_checked():
+    limits = {"max_seconds_per_1000_rows": 0.1, "max_model_mb": None}
+    with pytest.raises(InvalidInput, match="method 'esmbo' does not keep"):
+        check_settings("esmbo", cheap_parameters() | {"inference": limits})
+    with pytest.raises(InvalidInput, match="did you mean 'max_model_mb'"):
+        check_settings("segor", cheap_parameters() | {"inference": {"max_model_md": 1}})
+    with pytest.raises(InvalidInput, match=r"inference.max_model_mb=-1 is not"):
+        check_settings(
+            "segor", cheap_parameters() | {"inference": {"max_model_mb": -1}}
+        )
+
+
+def test_a_budgeted_search_never_exceeds_its_limit():
+    raw = pd.read_csv(PROJECT / "data" / "01_raw" / "concrete.csv").sample(
+        300, random_state=0
+    )
+    X, y = raw.drop(columns="target"), raw["target"]
+    settings = {"conformal": False}
+    free = EnsembleRegressor(budget=10, random_state=0, params=settings).fit(X, y)
+    pool = free.result_.pool
+    budget = InferenceBudget()
+    seconds = budget.ensemble_cost(pool, list(free.result_.member_weights))[0]
+    limit = seconds / 2
+    limited = EnsembleRegressor(
+        budget=10,
+        random_state=0,
+        params={**settings, "inference": {"max_seconds_per_1000_rows": limit}},
+    ).fit(X, y)
+    members = list(limited.result_.member_weights)
+    assert budget.ensemble_cost(limited.result_.pool, members)[0] <= limit
+    assert limited.result_.search_metrics["inference_budget_skipped"] >= 1
+
+
+def test_post_hoc_selection_adds_only_what_the_ensemble_can_afford():
+    # Target 0; trials predict 1, -1 (0.2 s each) and 0.5 (0.15 s). Free, the
+    # selection starts from trial 2 and adds trial 1 (0.35 s together); within
+    # 0.3 s neither 0 nor 1 can join trial 2.
+    pool = costed_pool([(0.2, 1), (0.2, 1), (0.15, 1)], [1.0, -1.0, 0.5])
+    source = EnsembleSearchResult(
+        pool=pool,
+        members=[2],
+        single_losses=np.array([1.0, 1.0, 0.25]),
+        target=Y,
+        objective="mse",
+    )
+    free = posthoc_selection(source, Y, np.arange(4) % 2, max_size=4)
+    assert set(free.members) == {1, 2} and free.search_metrics == {}
+    budget = InferenceBudget(max_seconds_per_1000_rows=0.3)
+    limited = posthoc_selection(source, Y, np.arange(4) % 2, max_size=4, budget=budget)
+    assert set(limited.members) == {2}
+    assert budget.ensemble_cost(pool, limited.members)[0] <= 0.3
+    assert limited.search_metrics["inference_budget_skipped"] == 3
+    with pytest.raises(ValueError, match="fits the inference budget on its own"):
+        posthoc_selection(
+            source,
+            Y,
+            np.arange(4) % 2,
+            budget=InferenceBudget(max_seconds_per_1000_rows=0.01),
+        )
