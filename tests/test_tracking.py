@@ -27,6 +27,7 @@ from ensemble_bo.core.results import (
 from ensemble_bo.core.trials import TrialResult
 from ensemble_bo.core.validation import InvalidInput
 from ensemble_bo.tracking.artifacts import flatten, log_output
+from ensemble_bo.tracking.benchmark_runs import log_benchmark_cell
 from ensemble_bo.tracking.liveness import HOST_TAG, PID_TAG
 from ensemble_bo.tracking.pools import PoolNotFound, check_pool_sources, find_pool
 from ensemble_bo.tracking.run_tags import (
@@ -142,6 +143,22 @@ def cell_record(**changes):
         "wall_seconds": 1.5,
         **changes,
     }
+
+
+def test_a_reused_cell_with_a_child_run_gets_no_second_one(store, tmp_path):
+    client, experiment = store
+    record = cell_record(key="wine__dt__sego__r0__s0__b3__def")
+    with mlflow.start_run(experiment_id=experiment):
+        first = log_benchmark_cell(record, reused=False)
+    with mlflow.start_run(experiment_id=experiment) as rerun:
+        assert log_benchmark_cell(record, reused=True) == first
+        assert log_benchmark_cell(record, reused=True) == first
+    runs = client.search_runs(
+        [experiment], "tags.`benchmark.cell` = 'wine__dt__sego__r0__s0__b3__def'"
+    )
+    assert [run.info.run_id for run in runs] == [first]
+    tags = client.get_run(rerun.info.run_id).data.tags
+    assert tags["benchmark.cells_reused"] == "2"
 
 
 def test_a_benchmark_cell_becomes_a_nested_child_run(store, tmp_path):

@@ -24,6 +24,10 @@ CELL_METRICS = (
     "trials_failed",
     "wall_seconds",
 )
+# A cell's child run is tagged with its key; the parent counts the cells it
+# reused from the store whose child run already exists.
+CELL_TAG = "benchmark.cell"
+REUSED_TAG = "benchmark.cells_reused"
 # MLflow's limit on metrics per log_batch call.
 _METRICS_PER_BATCH = 1000
 
@@ -34,19 +38,34 @@ def log_benchmark_cell(record: Mapping[str, Any], reused: bool) -> str:
     Params: the cell's coordinates; metrics: its final values and all its test
     metrics; `cv_loss_curve`: the CV loss of the ensemble per iteration (stepped).
     Made with the client, so the active (parent) run stays the active run.
+    A cell reused from the store that already has its child run in the
+    experiment (tag `benchmark.cell`) gets no new one: one child run per cell
+    ever, so that cached reruns do not flood the runs table. Its id is
+    returned, and the parent counts it (`benchmark.cells_reused`).
     """
     parent = mlflow.active_run()
     if parent is None:
         raise RuntimeError("a benchmark cell is logged under an active MLflow run")
     client = MlflowClient()
     key = str(record["key"])
+    if reused:
+        earlier = client.search_runs(
+            [parent.info.experiment_id],
+            filter_string=f"tags.`{CELL_TAG}` = '{key}'",
+            max_results=1,
+        )
+        if earlier:
+            counted = int(parent.data.tags.get(REUSED_TAG, "0")) + 1
+            mlflow.set_tag(REUSED_TAG, str(counted))
+            parent.data.tags[REUSED_TAG] = str(counted)
+            return earlier[0].info.run_id
     child = client.create_run(
         parent.info.experiment_id,
         run_name=key,
         tags={
             MLFLOW_PARENT_RUN_ID: parent.info.run_id,
             MLFLOW_RUN_NAME: key,
-            "benchmark.cell": key,
+            CELL_TAG: key,
             "reused": str(bool(reused)).lower(),
             **({"error": str(record["error"])[:5000]} if "error" in record else {}),
         },
