@@ -50,6 +50,7 @@ LOGGED = {
     "plots/segor_convergence_plot.png",
     "plots/segor_diversity_heatmap.png",
     "tables/segor_leaderboard.csv",
+    "plots/segor_cost_plot.png",
 }
 
 

@@ -43,6 +43,7 @@ class IterationEnded:
             "trial_failed": float(record.status != "ok"),
             # x axis for a multi-fidelity run's curves: what it had spent
             "fidelity_spent": record.fidelity_spent,
+            "ensemble_predict_seconds_per_1000": record.ensemble_predict_seconds,
         }
         return {name: value for name, value in metrics.items() if math.isfinite(value)}
 

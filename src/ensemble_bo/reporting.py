@@ -141,6 +141,40 @@ def convergence_plot(result: EnsembleSearchResult, title: str) -> Figure:
     return figure
 
 
+def cost_plot(result: EnsembleSearchResult, title: str) -> Figure:
+    """The ensemble's CV loss against its prediction seconds per 1,000 rows
+    (its members' as their trials measured them), at every iteration: the
+    trade-off the search went through, coloured by iteration, the last one
+    ringed."""
+    figure, axes = _figure(7, 4.5)
+    records = [
+        r
+        for r in result.history
+        if np.isfinite(r.ensemble_predict_seconds) and np.isfinite(r.ensemble_loss)
+    ]
+    if records:
+        seconds = [r.ensemble_predict_seconds for r in records]
+        losses = [r.ensemble_loss for r in records]
+        points = axes.scatter(
+            seconds, losses, c=[r.iteration for r in records], cmap="viridis", s=18
+        )
+        axes.scatter(
+            seconds[-1:],
+            losses[-1:],
+            s=120,
+            facecolors="none",
+            edgecolors="C3",
+            label="final ensemble",
+        )
+        figure.colorbar(points, ax=axes, label="iteration")
+        axes.legend()
+    axes.set_xlabel("prediction seconds per 1,000 rows (members' trials)")
+    axes.set_ylabel("ensemble CV loss")
+    axes.set_title(title)
+    axes.grid(alpha=0.3)
+    return figure
+
+
 def diversity_heatmap(result: EnsembleSearchResult, title: str) -> Figure:
     """Pairwise mutual information -1/2 log(1 - rho^2) (regression) or disagreement
     (classification) between the distinct members."""
@@ -330,6 +364,12 @@ SEARCH_REPORTS: dict[str, SearchReport] = {
     "diversity": SearchReport(METRICS, lambda result, _: result.diversity()),
     # every trial ranked, with its costs, weight and contribution
     "leaderboard": SearchReport(TABLE, lambda result, _: leaderboard(result)),
+    "cost_plot": SearchReport(
+        FIGURE,
+        lambda result, title: cost_plot(
+            result, f"CV loss against prediction time, {title}"
+        ),
+    ),
 }
 
 

@@ -145,6 +145,11 @@ def test_a_budgeted_search_never_exceeds_its_limit():
     ).fit(X, y)
     members = list(limited.result_.member_weights)
     assert budget.ensemble_cost(limited.result_.pool, members)[0] <= limit
+    # every iteration records what its ensemble costs
+    last = free.result_.history[-1]
+    assert last.ensemble_predict_seconds == pytest.approx(seconds)
+    costs = [r.ensemble_predict_seconds for r in limited.result_.history]
+    assert all(c <= limit for c in costs if not np.isnan(c)) and costs[-1] <= limit
     assert limited.result_.search_metrics["inference_budget_skipped"] >= 1
 
 

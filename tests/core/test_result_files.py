@@ -168,6 +168,24 @@ def test_a_result_written_before_trial_costs_reads_them_as_nan(tmp_path):
     assert np.isnan(pool.model_bytes).all() and len(pool.model_bytes) == 3
 
 
+def test_history_written_before_a_field_existed_takes_its_default(tmp_path):
+    folder = tmp_path / "result"
+    write_result(every_field_result(), folder)
+    document = json.loads((folder / RESULT_JSON).read_text())
+    for record in document["history"]:
+        del record["ensemble_predict_seconds"]
+    (folder / RESULT_JSON).write_text(json.dumps(document))
+    history = read_result(folder).history
+    assert len(history) == 2 and all(
+        math.isnan(r.ensemble_predict_seconds) for r in history
+    )
+    # a required key is still required
+    del document["history"][0]["trial"]
+    (folder / RESULT_JSON).write_text(json.dumps(document))
+    with pytest.raises(ResultFileError, match="trial"):
+        read_result(folder)
+
+
 def test_every_field_of_a_result_and_its_pool_round_trips(tmp_path):
     loaded = assert_round_trip(every_field_result(), tmp_path / "result")
     assert loaded.pool.configs[0]["limit"] is None

@@ -26,7 +26,7 @@ from __future__ import annotations
 import json
 import zipfile
 from collections.abc import Mapping
-from dataclasses import asdict, fields
+from dataclasses import MISSING, asdict, fields
 from pathlib import Path
 from typing import Any
 
@@ -328,8 +328,19 @@ def _checked(data: Any, kinds: Mapping[str, str], where: str) -> dict[str, Any]:
 
 def _records(record_type: type, items: list, key: str) -> list:
     kinds = {field.name: str(field.type) for field in fields(record_type)}
+    # Fields added later have defaults: a result written before them lacks
+    # their keys, which then take the default.
+    optional = {f.name for f in fields(record_type) if f.default is not MISSING}
     return [
-        record_type(**_checked(item, kinds, f"{RESULT_JSON}: {key}[{index}]"))
+        record_type(
+            **_checked(
+                item,
+                {k: v for k, v in kinds.items() if k not in optional or k in item}
+                if isinstance(item, dict)
+                else kinds,
+                f"{RESULT_JSON}: {key}[{index}]",
+            )
+        )
         for index, item in enumerate(items)
     ]
 

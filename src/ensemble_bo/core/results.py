@@ -37,6 +37,10 @@ class IterationRecord:
     # A multi-fidelity search's spending when the trial joined the pool, in
     # full-fidelity equivalents (rung evaluations included); NaN without one.
     fidelity_spent: float = math.nan
+    # The ensemble's prediction seconds per 1,000 rows after the iteration:
+    # the sum over its distinct members of what their trials measured
+    # (core.inference_budget); NaN for an empty ensemble or unmeasured trials.
+    ensemble_predict_seconds: float = math.nan
 
 
 @dataclass(frozen=True)

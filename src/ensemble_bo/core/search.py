@@ -16,6 +16,7 @@ from collections.abc import Callable, Iterable
 
 import numpy as np
 
+from ensemble_bo.core.inference_budget import ensemble_predict_seconds
 from ensemble_bo.core.optimizer import Optimizer, Suggestion
 from ensemble_bo.core.pool import Pool
 from ensemble_bo.core.results import (
@@ -324,6 +325,7 @@ class SearchLoop:
             acquisition_value=suggestion.acquisition_value,
             fit_seconds=trial_result.fit_seconds,
             fidelity_spent=self.fidelity_spent,
+            ensemble_predict_seconds=ensemble_predict_seconds(pool, strategy.members()),
         )
         self.result.history.append(record)
         for callback in self.callbacks:

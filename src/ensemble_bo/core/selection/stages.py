@@ -27,7 +27,10 @@ from ensemble_bo.core.agnostic_bayes import (
     tune_parameter,
     tune_rho,
 )
-from ensemble_bo.core.inference_budget import InferenceBudget
+from ensemble_bo.core.inference_budget import (
+    InferenceBudget,
+    ensemble_predict_seconds,
+)
 from ensemble_bo.core.losses import Objective, fold_weights, objective
 from ensemble_bo.core.pool import Pool
 from ensemble_bo.core.results import EnsembleSearchResult, IterationRecord
@@ -181,6 +184,9 @@ def posthoc_selection(
             ensemble_size=step + 1,
             acquisition_value=math.nan,
             fit_seconds=0.0,
+            ensemble_predict_seconds=ensemble_predict_seconds(
+                source.pool, selection.path[: step + 1]
+            ),
         )
         for step in range(len(selection.path))
     ]
