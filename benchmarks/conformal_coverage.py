@@ -48,9 +48,8 @@ from sklearn.model_selection import PredefinedSplit
 
 from ensemble_bo.api import default_parameters
 from ensemble_bo.benchmarking import scripts, tables
-from ensemble_bo.benchmarking.store import CellLines
 from ensemble_bo.core.conformal import REPORTED_COVERAGES
-from ensemble_bo.core.grid import ToolCell, dataset_task, repetition_seed
+from ensemble_bo.core.grid import ToolCell, repetition_seed
 from ensemble_bo.core.methods import TASK_METHODS, run_method
 from ensemble_bo.core.preparation import prepare
 from ensemble_bo.core.refit import (
@@ -62,15 +61,6 @@ from ensemble_bo.core.zoo import quiet_iteration_caps
 
 PROJECT = Path(__file__).resolve().parents[1]
 DEFAULT_OUTPUT = PROJECT / "benchmarks" / "results" / "conformal_coverage.jsonl"
-# The bundled datasets but the two largest (adult, letter), as the peer comparison.
-REGRESSION = [
-    "concrete", "boston", "diabetes", "auto_mpg", "carseats", "cpu_performance",
-    "hitters", "wage",
-]  # fmt: skip
-CLASSIFICATION = [
-    "breast_cancer", "car_good", "digits", "german_credit", "pima", "spambase",
-    "titanic", "wine",
-]  # fmt: skip
 PACKAGES = ("scikit-learn", "numpy", "mapie", "skops", "ensemble-bo")
 
 
@@ -288,34 +278,26 @@ def report(records: dict[str, dict[str, Any]], output: Path) -> str:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--datasets", nargs="+", default=REGRESSION + CLASSIFICATION)
+    parser.add_argument(
+        "--datasets",
+        nargs="+",
+        default=scripts.BUNDLED_REGRESSION + scripts.BUNDLED_CLASSIFICATION,
+    )
     parser.add_argument("--repetitions", type=int, default=5)
     parser.add_argument("--budget", type=int, default=20)
     scripts.add_run_arguments(parser, DEFAULT_OUTPUT)
     args = parser.parse_args()
-    output = args.output.resolve()
-    if not args.report:
-        if args.repetitions < 1 or args.budget < 1:
-            sys.exit("--repetitions and --budget must be at least 1")
-        scripts.quiet_learners()
-        parameters = default_parameters()
-        frames = scripts.raw_datasets(args.datasets, PROJECT)
-        tasks = {
-            name: dataset_task(frame, name, parameters["data_processing"])
-            for name, frame in frames.items()
-        }
-        scripts.run_grid(
-            build_cells(args.datasets, tasks, args.repetitions, args.budget),
-            run_cell,
-            CellLines(output),
-            PROJECT,
-            frames=frames,
-            arguments=(parameters,),
-            jobs=args.jobs,
-            stamp=scripts.provenance(PACKAGES, PROJECT),
-        )
-    records = CellLines(output).records()
-    tables.write_report(report(records, output), output.with_suffix(".md"))
+    if args.repetitions < 1 or args.budget < 1:
+        sys.exit("--repetitions and --budget must be at least 1")
+    scripts.search_grid_main(
+        args,
+        PROJECT,
+        default_parameters(),
+        lambda tasks: build_cells(args.datasets, tasks, args.repetitions, args.budget),
+        run_cell,
+        report,
+        PACKAGES,
+    )
 
 
 if __name__ == "__main__":

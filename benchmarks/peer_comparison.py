@@ -92,26 +92,8 @@ PROJECT = Path(__file__).resolve().parents[1]
 RESULTS = PROJECT / "benchmarks" / "results"
 HELDOUT = PROJECT / "benchmarks" / "heldout"
 
-REGRESSION = [
-    "auto_mpg",
-    "boston",
-    "carseats",
-    "concrete",
-    "cpu_performance",
-    "diabetes",
-    "hitters",
-    "wage",
-]
-CLASSIFICATION = [
-    "breast_cancer",
-    "car_good",
-    "digits",
-    "german_credit",
-    "pima",
-    "spambase",
-    "titanic",
-    "wine",
-]
+REGRESSION = scripts.BUNDLED_REGRESSION
+CLASSIFICATION = scripts.BUNDLED_CLASSIFICATION
 # The row cap: the default datasets have at most 4,597 rows (spambase); adult
 # (32,561 rows) and letter (20,000) are left out, as in the project's results
 # grid (conf/results/parameters_benchmark.yml); --datasets may name them.

@@ -17,7 +17,7 @@ import subprocess
 import sys
 import time
 import warnings
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from importlib import metadata
 from pathlib import Path
 from typing import Any
@@ -26,8 +26,20 @@ import pandas as pd
 
 from ensemble_bo.benchmarking.runner import CellRun, resume, run_cells
 from ensemble_bo.benchmarking.store import CellLines
-from ensemble_bo.core.grid import Cell
+from ensemble_bo.core.grid import Cell, dataset_task
 from ensemble_bo.validation import load_raw_dataset
+
+# The bundled datasets the scripts run by default: all but the two largest,
+# adult (32,561 rows) and letter (20,000), as the project's results grid
+# (conf/results/parameters_benchmark.yml); --datasets may name them.
+BUNDLED_REGRESSION = [
+    "auto_mpg", "boston", "carseats", "concrete", "cpu_performance", "diabetes",
+    "hitters", "wage",
+]  # fmt: skip
+BUNDLED_CLASSIFICATION = [
+    "breast_cancer", "car_good", "digits", "german_credit", "pima", "spambase",
+    "titanic", "wine",
+]  # fmt: skip
 
 
 def log(message: str) -> None:
@@ -168,3 +180,41 @@ def run_grid(
             f"[{done}/{len(pending)}] {cell.key}: {outcome} "
             f"({time.perf_counter() - start:.0f} s elapsed)"
         )
+
+
+def search_grid_main(
+    args: argparse.Namespace,
+    project: Path,
+    parameters: Mapping[str, Any],
+    build_cells: Callable[[Mapping[str, str]], Sequence[Cell]],
+    run: CellRun,
+    report: Callable[[dict[str, dict[str, Any]], Path], str],
+    packages: Sequence[str],
+) -> None:
+    """What a script of one default search per (dataset, repetition) does
+    after parsing its options (`--datasets`, add_run_arguments'): unless
+    `--report`, run the cells build_cells(tasks by dataset) gives, with
+    `parameters` as run's argument; then write `report(records, output)` to
+    the output's .md."""
+    output = args.output.resolve()
+    if not args.report:
+        quiet_learners()
+        frames = raw_datasets(args.datasets, project)
+        tasks = {
+            name: dataset_task(frame, name, parameters["data_processing"])
+            for name, frame in frames.items()
+        }
+        run_grid(
+            build_cells(tasks),
+            run,
+            CellLines(output),
+            project,
+            frames=frames,
+            arguments=(parameters,),
+            jobs=args.jobs,
+            stamp=provenance(packages, project),
+        )
+    # tables imports this module's log
+    from ensemble_bo.benchmarking.tables import write_report  # noqa: PLC0415
+
+    write_report(report(CellLines(output).records(), output), output.with_suffix(".md"))
