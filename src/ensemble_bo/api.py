@@ -514,7 +514,9 @@ class _BaseEnsembleSearch(BaseEstimator, metaclass=ABCMeta):
 class _Intervals:
     """`predict_interval` of the searches that regress."""
 
-    def predict_interval(self, X: Any, coverage: float = 0.9) -> np.ndarray:
+    def predict_interval(
+        self, X: Any, coverage: float = 0.9, adaptive: bool = False
+    ) -> np.ndarray:
         """Prediction intervals that hold the true target at `coverage`.
 
         CV+ (core.conformal): from the ensemble fitted on each CV fold's
@@ -531,6 +533,12 @@ class _Intervals:
             The columns seen in fit.
         coverage : float in (0, 1), default=0.9
             The share of true targets the intervals should hold.
+        adaptive : bool, default=False
+            Normalized CV+: each residual divided by how much the ensemble's
+            members disagreed on its row (plus their median disagreement)
+            and multiplied back by the new row's, so rows the members
+            disagree on get wider intervals and the others narrower ones,
+            with the same guarantee.
 
         Returns
         -------
@@ -538,7 +546,9 @@ class _Intervals:
             Lower and upper bound of each row, in the target's units.
         """
         model = self._conformal("predict_interval")
-        return model.predict_interval(self._features(X, reset=False), coverage)
+        return model.predict_interval(
+            self._features(X, reset=False), coverage, adaptive=adaptive
+        )
 
 
 class _ClassProbabilities:

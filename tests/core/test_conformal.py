@@ -21,6 +21,8 @@ from ensemble_bo.core.conformal import (
     cv_plus_intervals,
     expected_calibration_error,
 )
+from ensemble_bo.core.encoding import FeatureEncoding
+from ensemble_bo.core.estimator import build_ensemble_model, member_spread
 from ensemble_bo.core.validation import InvalidInput, check_settings
 from tests.support import cheap_parameters
 
@@ -223,3 +225,62 @@ def test_a_bad_conformal_value_is_refused_naming_it(value):
         EnsembleRegressor(budget=2, params={"conformal": value}).fit(
             pd.DataFrame({"x": np.arange(20.0)}), np.arange(20.0)
         )
+
+
+def test_normalized_cv_plus_scales_each_residual_to_the_new_row():
+    # scaled residuals 1, 2 (fold 0) and 3, 4 (fold 1); the new row's scale is
+    # 2 by fold 0 and 1 by fold 1: margins 2, 4, 3, 4; coverage 0.6: rank 3.
+    # upper: 3rd smallest of 10+2, 10+4, 20+3, 20+4 = 23
+    # lower: -(3rd smallest of 2-10, 4-10, 3-20, 4-20) = -(-8) = 8
+    bounds = cv_plus_intervals(
+        np.array([[10.0], [20.0]]),
+        np.array([1.0, 2, 3, 4]),
+        np.array([0, 0, 1, 1]),
+        0.6,
+        fold_scales=np.array([[2.0], [1.0]]),
+    )
+    np.testing.assert_array_equal(bounds, [[8.0, 23.0]])
+
+
+def _spread_of_x0(model, X) -> np.ndarray:
+    return np.abs(np.asarray(X)[:, 0])
+
+
+def test_adaptive_intervals_follow_the_noise_and_still_cover():
+    # noise proportional to |x0|: adaptive intervals are narrow where it is
+    # small, wide where it is large, and cover 90% over many seeds
+    coverages, narrow, wide = [], [], []
+    for seed in range(100):
+        rng = np.random.default_rng(seed)
+        X = rng.normal(size=(300, 2))
+        y = X[:, 1] + np.abs(X[:, 0]) * rng.normal(size=300)
+        model = CrossConformalRegressor(
+            Ridge(), np.arange(200) % 5, spread=_spread_of_x0
+        ).fit(X[:200], y[:200])
+        bounds = model.predict_interval(X[200:], 0.9, adaptive=True)
+        inside = (bounds[:, 0] <= y[200:]) & (y[200:] <= bounds[:, 1])
+        coverages.append(inside.mean())
+        widths = bounds[:, 1] - bounds[:, 0]
+        small = np.abs(X[200:, 0]) < 0.5
+        narrow.append(widths[small].mean())
+        wide.append(widths[~small].mean())
+    assert 0.87 <= np.mean(coverages) <= 0.93
+    assert np.mean(narrow) < 0.6 * np.mean(wide)
+    plain = CrossConformalRegressor(Ridge(), np.arange(200) % 5).fit(X[:200], y[:200])
+    with pytest.raises(ValueError, match="adaptive intervals need a spread"):
+        plain.predict_interval(X[200:], adaptive=True)
+
+
+def test_the_members_spread_is_their_weighted_standard_deviation():
+    # members predict the constants 0 and 10 (quantile 0 and 1 of y); weights
+    # 0.75, 0.25: mean 2.5, sd sqrt(0.75 * 2.5**2 + 0.25 * 7.5**2) = 4.33
+    X = pd.DataFrame({"x": np.arange(11.0)})
+    y = np.arange(11.0)
+    members = [
+        DummyRegressor(strategy="quantile", quantile=0.0),
+        DummyRegressor(strategy="quantile", quantile=1.0),
+    ]
+    model = build_ensemble_model(
+        "regression", members, [0.75, 0.25], FeatureEncoding()
+    ).fit(X, y)
+    np.testing.assert_allclose(member_spread(model, X), np.sqrt(18.75))

@@ -39,6 +39,8 @@ out (tests/core/test_conformal.py checks them against MAPIE on the same folds).
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
+from typing import Any
 
 import numpy as np
 from sklearn.base import BaseEstimator, ClassifierMixin, RegressorMixin, clone
@@ -78,13 +80,17 @@ def cv_plus_intervals(
     residuals: np.ndarray,
     residual_folds: np.ndarray,
     coverage: float,
+    fold_scales: np.ndarray | None = None,
 ) -> np.ndarray:
     """CV+ intervals, shape (m, 2): lower and upper bound of each new row.
 
     fold_predictions (k, m): fold model j's prediction for each new row;
     residuals (n,): the training rows' absolute out-of-fold residuals;
     residual_folds (n,): the fold (row of fold_predictions) that held each
-    training row out. The formula is the module docstring's.
+    training row out. The formula is the module docstring's. Normalized
+    (adaptive) CV+: `residuals` divided by a scale of their row, and
+    fold_scales (k, m) the same scale of each new row by fold model j, which
+    multiplies them back: R_i is replaced by R_i / s_i * s_{-k(i)}(x).
     """
     fold_predictions = np.asarray(fold_predictions, dtype=float)
     residuals = np.asarray(residuals, dtype=float)
@@ -95,10 +101,13 @@ def cv_plus_intervals(
     step = max(1, _BLOCK_VALUES // max(1, len(residuals)))
     for start in range(0, n_rows, step):
         centres = fold_predictions[residual_folds, start : start + step]
+        margins = residuals[:, None]
+        if fold_scales is not None:
+            margins = margins * fold_scales[residual_folds, start : start + step]
         # lower: the (n+1-rank)-th smallest of centres - R, i.e. minus the
         # rank-th smallest of R - centres.
-        below = residuals[:, None] - centres
-        above = residuals[:, None] + centres
+        below = margins - centres
+        above = margins + centres
         bounds[start : start + step, 0] = -np.partition(below, rank - 1, axis=0)[
             rank - 1
         ]
@@ -205,8 +214,9 @@ class _CrossConformal(BaseEstimator):
         self.fold_estimator = fold_estimator
 
     def _fit_folds(self, X, y, score) -> np.ndarray:
-        """Fit the final and the fold models; `score(model, rows, X_rows,
-        y_rows)` gives the held-out rows' conformity scores. Returns them (n,)."""
+        """Fit the final and the fold models; `score(model, X_rows, y_rows)`
+        gives the held-out rows' conformity scores, (rows,) or (rows, c).
+        Returns them, (n,) or (n, c)."""
         fold_ids = np.asarray(self.fold_ids)
         if fold_ids.ndim != 1 or len(fold_ids) != len(y):
             raise ValueError(
@@ -222,13 +232,16 @@ class _CrossConformal(BaseEstimator):
         template = (
             self.estimator if self.fold_estimator is None else self.fold_estimator
         )
-        scores = np.empty(len(y))
+        scores = None
         self.score_folds_ = np.empty(len(y), dtype=np.int64)
         self.fold_estimators_ = []
         for j, (held_out, fitted) in enumerate(
             fitted_fold_models(template, X, y, fold_ids)
         ):
-            scores[held_out] = score(fitted, _safe_indexing(X, held_out), y[held_out])
+            found = score(fitted, _safe_indexing(X, held_out), y[held_out])
+            if scores is None:
+                scores = np.empty((len(y), *np.shape(found)[1:]))
+            scores[held_out] = found
             self.score_folds_[held_out] = j
             self.fold_estimators_.append(fitted)
         if hasattr(self.estimator_, "n_features_in_"):
@@ -246,30 +259,70 @@ class _CrossConformal(BaseEstimator):
 class CrossConformalRegressor(RegressorMixin, _CrossConformal):
     """A regressor with CV+ prediction intervals (module docstring).
 
-    Parameters: see `_CrossConformal`. Attributes: those, and `residuals_`
-    (n_samples,), the absolute out-of-fold residuals.
+    Parameters: see `_CrossConformal`; `spread`, default None: a function
+    (fitted model, X) -> (n_samples,) of how uncertain the model is on each
+    row (core.estimator.member_spread, the disagreement of an ensemble's
+    members), which makes adaptive intervals possible. Attributes: those,
+    `residuals_` (n_samples,), the absolute out-of-fold residuals, and with
+    `spread`, `spread_floor_`: the median out-of-fold spread, added to every
+    spread so that a row where the members agree still gets an interval.
     """
 
+    def __init__(self, estimator, fold_ids, fold_estimator=None, spread=None):
+        super().__init__(estimator, fold_ids, fold_estimator)
+        self.spread = spread
+
     def fit(self, X, y):
-        """Fit `estimator` on all rows and the fold models; record the residuals."""
+        """Fit `estimator` on all rows and the fold models; record the
+        residuals (and, with `spread`, each held-out row's spread)."""
         y = column_or_1d(y, warn=True).astype(float)
-        self.residuals_ = self._fit_folds(
-            X, y, lambda model, X_rows, y_rows: np.abs(y_rows - model.predict(X_rows))
-        )
+
+        def residuals(model, X_rows, y_rows):
+            residual = np.abs(y_rows - model.predict(X_rows))
+            if self.spread is None:
+                return residual
+            return np.column_stack([residual, self.spread(model, X_rows)])
+
+        scores = self._fit_folds(X, y, residuals)
+        if self.spread is None:
+            self.residuals_ = scores
+            return self
+        self.residuals_, spreads = scores[:, 0], scores[:, 1]
+        floor = float(np.median(spreads))
+        self.spread_floor_ = floor if floor > 0 else 1.0
+        self.scaled_residuals_ = self.residuals_ / (spreads + self.spread_floor_)
         return self
 
-    def predict_interval(self, X, coverage: float = 0.9) -> np.ndarray:
+    def predict_interval(
+        self, X, coverage: float = 0.9, adaptive: bool = False
+    ) -> np.ndarray:
         """CV+ prediction intervals, shape (n_samples, 2): lower, upper.
 
         Each covers its row's target with probability at least about
         1 - 2 (1 - coverage) for exchangeable data, and close to `coverage`
         in practice. The bounds come from the fold models, so the final
         model's prediction lies inside them for all but odd rows.
+        `adaptive` (needs `spread`): normalized CV+, each residual divided by
+        its row's spread plus `spread_floor_` and multiplied back by the new
+        row's, so rows where the members disagree get wider intervals.
         """
         check_is_fitted(self)
         fold_predictions = np.stack([m.predict(X) for m in self.fold_estimators_])
+        if not adaptive:
+            return cv_plus_intervals(
+                fold_predictions, self.residuals_, self.score_folds_, coverage
+            )
+        if self.spread is None:
+            raise ValueError("adaptive intervals need a spread; this model has none")
+        scales = np.stack(
+            [self.spread(m, X) + self.spread_floor_ for m in self.fold_estimators_]
+        )
         return cv_plus_intervals(
-            fold_predictions, self.residuals_, self.score_folds_, coverage
+            fold_predictions,
+            self.scaled_residuals_,
+            self.score_folds_,
+            coverage,
+            fold_scales=scales,
         )
 
 
@@ -330,12 +383,10 @@ def cross_conformal(
     fold_ids: np.ndarray,
     task: str,
     fold_estimator: BaseEstimator | None = None,
+    spread: Callable[[BaseEstimator, Any], np.ndarray] | None = None,
 ) -> _CrossConformal:
-    """`estimator` with CV+ intervals (regression) or cross-conformal sets
-    (classification) over `fold_ids`."""
-    wrapper = (
-        CrossConformalClassifier
-        if task == "classification"
-        else CrossConformalRegressor
-    )
-    return wrapper(estimator, fold_ids, fold_estimator)
+    """`estimator` with CV+ intervals (regression; adaptive ones too with a
+    `spread`) or cross-conformal sets (classification) over `fold_ids`."""
+    if task == "classification":
+        return CrossConformalClassifier(estimator, fold_ids, fold_estimator)
+    return CrossConformalRegressor(estimator, fold_ids, fold_estimator, spread)

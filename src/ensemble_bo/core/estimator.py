@@ -426,3 +426,21 @@ def build_ensemble_model(
     if task == "classification":
         return model
     return TransformedTargetRegressor(regressor=model, transformer=StandardScaler())
+
+
+def member_spread(model: TransformedTargetRegressor, X) -> np.ndarray:
+    """How much a fitted regression ensemble's members disagree on each row:
+    the weighted standard deviation of their predictions around the
+    ensemble's weighted mean, in the target's units, shape (n_samples,).
+    0 for a one-member ensemble; for a stacked one, the plain standard
+    deviation of its members."""
+    pipeline = model.regressor_
+    ensemble = pipeline.named_steps["ensemble"]
+    predictions = ensemble.transform(pipeline[:-1].transform(X))  # standardized
+    weights = np.ones(predictions.shape[1])
+    if getattr(ensemble, "weights", None) is not None:
+        weights = np.asarray(ensemble.weights, dtype=float)
+    weights = weights / weights.sum()
+    centre = predictions @ weights
+    variance = np.square(predictions - centre[:, None]) @ weights
+    return np.sqrt(variance) * float(np.ravel(model.transformer_.scale_)[0])

@@ -19,7 +19,7 @@ from ensemble_bo.core.conformal import (
     expected_calibration_error,
 )
 from ensemble_bo.core.encoding import FeatureEncoding
-from ensemble_bo.core.estimator import build_ensemble_model
+from ensemble_bo.core.estimator import build_ensemble_model, member_spread
 from ensemble_bo.core.losses import brier_loss, zero_one_loss
 from ensemble_bo.core.preparation import ModelInput
 from ensemble_bo.core.results import EnsembleSearchResult
@@ -113,7 +113,9 @@ def ensemble_estimator(
     )
     if conformal_folds is None:
         return final
-    return cross_conformal(final, conformal_folds, result.task, ensemble(members))
+    return cross_conformal(
+        final, conformal_folds, result.task, ensemble(members), member_spread
+    )
 
 
 def test_sample_losses(
