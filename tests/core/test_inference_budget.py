@@ -7,7 +7,7 @@ import pytest
 from ensemble_bo import EnsembleRegressor
 from ensemble_bo.core.inference_budget import InferenceBudget
 from ensemble_bo.core.pool import Pool
-from ensemble_bo.core.results import EnsembleSearchResult
+from ensemble_bo.core.results import EnsembleSearchResult, SearchInterrupted
 from ensemble_bo.core.selection.stages import posthoc_selection
 from ensemble_bo.core.strategies.base import IterationContext, PoolScorer
 from ensemble_bo.core.strategies.single_best import SingleBest
@@ -179,3 +179,49 @@ def test_post_hoc_selection_adds_only_what_the_ensemble_can_afford():
             np.arange(4) % 2,
             budget=InferenceBudget(max_seconds_per_1000_rows=0.01),
         )
+
+
+def test_a_budgeted_ensemble_is_the_better_of_the_search_s_and_a_reselection():
+    raw = pd.read_csv(PROJECT / "data" / "01_raw" / "concrete.csv").sample(
+        300, random_state=1
+    )
+    X, y = raw.drop(columns="target"), raw["target"]
+    free = EnsembleRegressor(budget=10, random_state=0, params={"conformal": False})
+    free.fit(X, y)
+    seconds = InferenceBudget().ensemble_cost(
+        free.result_.pool, list(free.result_.member_weights)
+    )[0]
+    limits = {"max_seconds_per_1000_rows": seconds / 2}
+    limited = EnsembleRegressor(
+        budget=10, random_state=0, params={"conformal": False, "inference": limits}
+    ).fit(X, y)
+    result = limited.result_
+    metrics = result.search_metrics
+    assert metrics["inference_budget_reselected"] in (0.0, 1.0)
+    assert (
+        InferenceBudget().ensemble_cost(result.pool, list(result.member_weights))[0]
+        <= seconds / 2
+    )
+    # the reselection from the same pool: the shipped ensemble (BFGS weights
+    # on top) is at least as good on CV as its best kept prefix
+    reselected = posthoc_selection(
+        result,
+        result.target,
+        limited.fold_ids_,
+        loss="mse",
+        budget=InferenceBudget(**limits),
+    )
+    best = min(r.ensemble_loss for r in reselected.history if r.action == "add")
+    assert limited.cv_loss_ <= best + 1e-12
+
+
+def test_a_budget_no_model_meets_interrupts_the_search_naming_the_cheapest():
+    raw = pd.read_csv(PROJECT / "data" / "01_raw" / "concrete.csv").head(120)
+    X, y = raw.drop(columns="target"), raw["target"]
+    search = EnsembleRegressor(
+        budget=4,
+        random_state=0,
+        params={"inference": {"max_model_mb": 1e-9}, "conformal": False},
+    )
+    with pytest.raises(SearchInterrupted, match="no trained model fits the inference"):
+        search.fit(X, y)

@@ -14,6 +14,7 @@ from the run's seed, runs the search and its selection stage.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from functools import partial
@@ -142,6 +143,10 @@ class Method:
     # Whether its search keeps `inference`'s limits when it places members
     # (core.inference_budget); the others refuse limits.
     keeps_inference_budget: bool = False
+    # Under limits, whether its ensemble is also selected again post hoc from
+    # the whole pool within them, the lower CV loss of the two kept (a
+    # slot-by-slot constraint locks in members placed early).
+    reselects_under_budget: bool = False
 
     def optimizer_options(
         self,
@@ -353,6 +358,7 @@ METHODS: dict[str, Method] = {
             paper_optimizer=SLICE_SAMPLED_GP,
             weighting_params="ensemble",
             keeps_inference_budget=True,
+            reselects_under_budget=True,
         ),
         Method(
             "sego",
@@ -368,6 +374,7 @@ METHODS: dict[str, Method] = {
             paper_optimizer=SLICE_SAMPLED_GP,
             weighting_params="sego",
             keeps_inference_budget=True,
+            reselects_under_budget=True,
         ),
         Method(
             "esmbo",
@@ -637,6 +644,9 @@ def run_method(
         except Exception as error:
             raise SearchInterrupted(result, settings.budget, error) from error
         final = join_selection(result, selected)
+    budget = InferenceBudget(**settings.inference)
+    if budget.active:
+        final = _within_budget(chosen, final, data, budget, settings.budget)
     weighting = chosen.weighting_params
     if weighting is not None and settings.blocks[weighting].weighting == "bfgs":
         final = _bfgs_weighted(final, data)
@@ -644,6 +654,57 @@ def run_method(
         for callback in callbacks:
             callback(final.history[-1])
     return final
+
+
+def _within_budget(
+    method: Method,
+    result: EnsembleSearchResult,
+    data: ModelInput,
+    budget: InferenceBudget,
+    trials: float,
+) -> EnsembleSearchResult:
+    """The search's ensemble under an inference budget: for a method that
+    reselects, the lower CV loss of it and of greedy post-hoc selection from
+    the whole pool within the budget (`inference_budget_reselected` says
+    which). A search that found no model within the budget is interrupted,
+    keeping its pool, with the cheapest model's costs."""
+    if method.reselects_under_budget:
+        try:
+            selected = posthoc_selection(
+                result,
+                data.target,
+                data.fold_ids,
+                loss=result.objective or "auto",
+                budget=InferenceBudget(
+                    budget.max_seconds_per_1000_rows, budget.max_model_mb
+                ),
+            )
+        except ValueError:  # no model fits on its own: nothing to select
+            selected = None
+        own = result.history[-1].ensemble_loss if result.history else math.nan
+        better = selected is not None and not (
+            selected.history[-1].ensemble_loss >= own  # False for a NaN own loss
+        )
+        reselected = {"inference_budget_reselected": float(better)}
+        if better:
+            selected = replace(selected, search_metrics=reselected)
+            result = join_selection(result, selected)
+        else:
+            result.search_metrics = {**result.search_metrics, **reselected}
+    if not result.members and not result.weights:
+        costs = budget.costs(result.pool)[result.pool.ok]
+        cheapest = costs.min(axis=0) if len(costs) else [math.nan, math.nan]
+        raise SearchInterrupted(
+            result,
+            trials,
+            ValueError(
+                f"no trained model fits the inference budget (max "
+                f"{budget.max_seconds_per_1000_rows} s per 1,000 rows, max "
+                f"{budget.max_model_mb} MB): the cheapest take {cheapest[0]:.4g} s "
+                f"per 1,000 rows and {cheapest[1]:.4g} MB; raise the limits"
+            ),
+        )
+    return result
 
 
 def _bfgs_weighted(
