@@ -242,5 +242,5 @@ def test_the_parent_run_has_one_child_run_per_cell(uninterrupted, resumed):
     # the same cells, the same test losses as the uninterrupted run's children
     _, _, full = children_of_latest_parent(uninterrupted)
     assert {c.info.run_name: c.data.metrics["test_loss"] for c in full} == {
-        c.info.run_name: c.data.metrics["test_loss"] for c in children
+        c.info.run_name: c.data.metrics["test_loss"] for c in every_child
     }

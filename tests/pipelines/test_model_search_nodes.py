@@ -87,8 +87,8 @@ def test_a_selection_node_names_its_source_when_the_pool_does_not_fit():
     other = model_input(VALUES + 1.0, "regression")
     select = selection_node(POSTHOC)
     with pytest.raises(ValueError, match="posthoc_source='smbo': the saved pool"):
-        select(source, other, "smbo", CONF["posthoc"], 0)
-    selected = select(source, data, "smbo", CONF["posthoc"], 0)
+        select(source, other, "smbo", CONF["posthoc"], 0, CONF["inference"])
+    selected = select(source, data, "smbo", CONF["posthoc"], 0, CONF["inference"])
     assert selected.pool is source.pool and selected.history[-1].action == "add"
 
 
@@ -107,6 +107,7 @@ def test_refit_scores_a_classification_ensemble_by_its_error_rate():
         "hard",
         0,
         "refit",
+        False,
         False,
     )
     predictions = model.predict(FEATURES[40:])
@@ -131,7 +132,9 @@ def test_refit_scores_regression_on_the_standardized_target():
         0,
         "refit",
         True,
+        False,
     )
+    assert not hasattr(model, "predict_interval")  # conformal off
     residuals = (model.predict(FEATURES[40:]) - VALUES[40:]) / VALUES.std(ddof=0)
     assert metrics["test_mse_ensemble"] == pytest.approx(np.mean(residuals**2))
     # stacking asked for: both CV losses and the choice are logged
