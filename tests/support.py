@@ -522,3 +522,21 @@ def stop_after(iteration: int):
             raise Stop
 
     return callback
+
+
+def default_ctrl_c() -> None:
+    """A child's preexec_fn: Ctrl-C (SIGINT) handled by default and not
+    blocked, as a terminal starts a command. A child inherits both from the
+    test process, where an earlier test in the same worker may have left
+    SIGINT ignored or blocked; Python started with SIGINT ignored never
+    raises KeyboardInterrupt."""
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
+def parent_ctrl_c_state() -> str:
+    """This process's SIGINT handler and whether it blocks SIGINT (for a
+    failing Ctrl-C test's message)."""
+    blocked = signal.SIGINT in signal.pthread_sigmask(signal.SIG_BLOCK, [])
+    return f"test process: SIGINT handler {signal.getsignal(signal.SIGINT)!r}, blocked {blocked}"
+

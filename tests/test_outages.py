@@ -29,9 +29,11 @@ from tests.support import (
     ENSEMBLE_BO,
     KEDRO,
     copy_project,
+    default_ctrl_c,
     kedro,
     kedro_env,
     kill_group,
+    parent_ctrl_c_state,
     wait_until,
 )
 from tests.test_benchmark_run import kedro_command, make_project, stored_cells
@@ -60,6 +62,7 @@ class ServedRun:
             stderr=subprocess.STDOUT,
             text=True,
             start_new_session=True,
+            preexec_fn=default_ctrl_c,  # noqa: PLW1509 - resets a signal, no locks
         )
 
     def run(self):
@@ -179,7 +182,9 @@ def test_ctrl_c_stops_a_run_within_seconds_while_its_server_is_away(tmp_path):
         served.signal(signal.SIGINT)
         output = served.finish(timeout=60)
         assert time.monotonic() - pressed < 15
-        assert served.process.returncode == 130, output[-3000:]
+        assert served.process.returncode == 130, (
+            f"{parent_ctrl_c_state()}\n{output[-3000:]}"
+        )
         assert "Interrupted: search stopped after" in output
         assert "Traceback" not in output and "(killed) is kept in" in output
         server.restart()
@@ -196,14 +201,20 @@ def test_ctrl_c_stops_a_run_within_seconds_while_its_server_is_away(tmp_path):
 
 def test_ctrl_c_ends_a_benchmark_run_killed(tmp_path):
     project = make_project(tmp_path)
-    process = subprocess.Popen(**kedro_command(project), start_new_session=True)
+    process = subprocess.Popen(
+        **kedro_command(project),
+        start_new_session=True,
+        preexec_fn=default_ctrl_c,  # noqa: PLW1509 - resets a signal, no locks
+    )
     try:
         assert wait_until(lambda: stored_cells(project), 240, 0.05)
         os.killpg(process.pid, signal.SIGINT)
         _, stderr = process.communicate(timeout=60)
     finally:
         kill_group(process)
-    assert process.returncode == 130 and stderr.endswith("Interrupted.\n"), stderr
+    assert process.returncode == 130 and stderr.endswith("Interrupted.\n"), (
+        f"{parent_ctrl_c_state()}\n{stderr}"
+    )
     client = MlflowClient(f"sqlite:///{project / 'store' / 'mlflow.db'}")
     experiment = client.get_experiment_by_name("ensemble_bo")
     (parent,) = client.search_runs(
