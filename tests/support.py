@@ -539,4 +539,3 @@ def parent_ctrl_c_state() -> str:
     failing Ctrl-C test's message)."""
     blocked = signal.SIGINT in signal.pthread_sigmask(signal.SIG_BLOCK, [])
     return f"test process: SIGINT handler {signal.getsignal(signal.SIGINT)!r}, blocked {blocked}"
-
