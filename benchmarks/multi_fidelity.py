@@ -177,7 +177,8 @@ def fit_segor(
         budget=setup["budget"],
         time_budget=cell.time_budget,
         cv=setup["cv"],
-        params={"segor": {"fidelity": fidelity}},
+        # no conformal fold models: the peers compared make none
+        params={"segor": {"fidelity": fidelity}, "conformal": False},
         random_state=cell.seed,
     )
     start = time.perf_counter()

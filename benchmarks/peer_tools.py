@@ -215,7 +215,9 @@ def fit_ours(
         "cv": N_FOLDS,
         "random_state": cell.seed,
         "time_budget": cell.time_budget,
-        "params": json.loads(setup.get("params", "{}")),
+        # point predictions against the peers': no conformal fold models,
+        # which would add fits after the search that the peers do not make
+        "params": {"conformal": False, **json.loads(setup.get("params", "{}"))},
     }
     search = EnsembleSearch(**kwargs)
     start = time.perf_counter()

@@ -79,7 +79,11 @@ def fit(cell: ToolCell, X: pd.DataFrame, y: pd.Series) -> tuple[Any, dict[str, A
         time_budget=cell.time_budget,
         cv=N_FOLDS,
         random_state=cell.seed,
-        params={method: {"optimizer": {"portfolio": TOOLS[cell.tool]}}},
+        # no conformal fold models: the final model's fit is not compared
+        params={
+            method: {"optimizer": {"portfolio": TOOLS[cell.tool]}},
+            "conformal": False,
+        },
     )
     start = time.perf_counter()
     search.fit(X, y)
