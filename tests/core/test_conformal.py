@@ -17,6 +17,7 @@ from ensemble_bo.core.conformal import (
     CrossConformalClassifier,
     CrossConformalRegressor,
     conformal_rank,
+    conformal_reachable,
     cross_conformal_sets,
     cv_plus_intervals,
     expected_calibration_error,
@@ -82,6 +83,7 @@ def test_a_coverage_too_high_for_the_rows_names_the_rows_it_needs():
     ):
         conformal_rank(0.99, 50)
     assert conformal_rank(0.99, 99) == 99
+    assert not conformal_reachable(0.99, 50) and conformal_reachable(0.99, 99)
 
 
 def _regression(n_train=200, n_test=100, seed=0):

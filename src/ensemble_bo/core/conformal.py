@@ -56,6 +56,17 @@ _BLOCK_VALUES = 1 << 22
 REPORTED_COVERAGES = (0.8, 0.9, 0.95)
 
 
+def _rank(coverage: float, n: int) -> int:
+    # The tolerance keeps a product such as 0.9 * 100 from rounding up a rank.
+    return math.ceil(coverage * (n + 1) - 1e-9)
+
+
+def conformal_reachable(coverage: float, n: int) -> bool:
+    """Whether n training rows give `coverage` a finite bound (conformal_rank
+    would not refuse it for its rows)."""
+    return _rank(coverage, n) <= n
+
+
 def conformal_rank(coverage: float, n: int) -> int:
     """ceil(coverage (n+1)): the order statistic CV+ takes among n values.
 
@@ -64,8 +75,7 @@ def conformal_rank(coverage: float, n: int) -> int:
     """
     if isinstance(coverage, bool) or not 0 < coverage < 1:
         raise ValueError(f"coverage must be in (0, 1), got {coverage!r}")
-    # The tolerance keeps a product such as 0.9 * 100 from rounding up a rank.
-    rank = math.ceil(coverage * (n + 1) - 1e-9)
+    rank = _rank(coverage, n)
     if rank > n:
         needed = math.ceil(coverage / (1 - coverage) - 1e-9)
         raise ValueError(

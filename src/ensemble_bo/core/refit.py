@@ -15,6 +15,7 @@ from sklearn.metrics import log_loss, roc_auc_score
 from ensemble_bo.core.bagging import bagged
 from ensemble_bo.core.conformal import (
     REPORTED_COVERAGES,
+    conformal_reachable,
     cross_conformal,
     expected_calibration_error,
 )
@@ -113,9 +114,10 @@ def ensemble_estimator(
     )
     if conformal_folds is None:
         return final
-    return cross_conformal(
-        final, conformal_folds, result.task, ensemble(members), member_spread
-    )
+    # a bagged final model's folds fit its members unbagged; a refit one's
+    # fit the final model itself
+    plain = None if fold_ids is None else ensemble(members)
+    return cross_conformal(final, conformal_folds, result.task, plain, member_spread)
 
 
 def test_sample_losses(
@@ -184,22 +186,20 @@ def uncertainty_test_metrics(
     truth = np.asarray(target)
     for coverage in REPORTED_COVERAGES:
         level = round(100 * coverage)
-        try:
-            if hasattr(model, "predict_interval"):
-                bounds = model.predict_interval(features, coverage)
-                inside = (bounds[:, 0] <= truth) & (truth <= bounds[:, 1])
-                width = (bounds[:, 1] - bounds[:, 0]) / target_scaling["std"]
-                metrics[f"test_interval_coverage_{level}"] = float(inside.mean())
-                metrics[f"test_interval_width_{level}"] = float(width.mean())
-            else:
-                sets = model.predict_set(features, coverage)
-                rows = np.arange(len(truth))
-                inside = sets[rows, np.searchsorted(model.classes_, truth)]
-                metrics[f"test_set_coverage_{level}"] = float(inside.mean())
-                metrics[f"test_set_size_{level}"] = float(sets.sum(axis=1).mean())
-        except ValueError as error:
-            if "training rows" not in str(error):
-                raise
+        if not conformal_reachable(coverage, len(model.score_folds_)):
+            continue
+        if hasattr(model, "predict_interval"):
+            bounds = model.predict_interval(features, coverage)
+            inside = (bounds[:, 0] <= truth) & (truth <= bounds[:, 1])
+            width = (bounds[:, 1] - bounds[:, 0]) / target_scaling["std"]
+            metrics[f"test_interval_coverage_{level}"] = float(inside.mean())
+            metrics[f"test_interval_width_{level}"] = float(width.mean())
+        else:
+            sets = model.predict_set(features, coverage)
+            rows = np.arange(len(truth))
+            inside = sets[rows, np.searchsorted(model.classes_, truth)]
+            metrics[f"test_set_coverage_{level}"] = float(inside.mean())
+            metrics[f"test_set_size_{level}"] = float(sets.sum(axis=1).mean())
     return metrics
 
 

@@ -24,6 +24,7 @@ from mlflow.tracking import MlflowClient
 
 from ensemble_bo import provenance
 from ensemble_bo.provenance import file_sha256
+from ensemble_bo.tracking.artifacts import flatten
 from ensemble_bo.validation import RAW_DATA
 
 # Tags and artifacts that say how a run was started: what `ensemble-bo rerun` reads.
@@ -195,17 +196,6 @@ RUN_NAME_TAG = "mlflow.runName"
 _MAX_RUN_NAME = 250
 
 
-def _dotted(mapping: Mapping[str, Any], prefix: str = "") -> list[tuple[str, Any]]:
-    """(dotted.key, value) of a nested mapping, as --params writes them."""
-    pairs = []
-    for key, value in mapping.items():
-        if isinstance(value, Mapping) and value:
-            pairs += _dotted(value, f"{prefix}{key}.")
-        else:
-            pairs.append((f"{prefix}{key}", value))
-    return pairs
-
-
 def run_name(
     pipeline: str,
     parameters: Mapping[str, Any],
@@ -224,7 +214,7 @@ def run_name(
     )
     overrides = sorted(
         (key, value)
-        for key, value in _dotted(run_params.get("runtime_params") or {})
+        for key, value in flatten(run_params.get("runtime_params") or {})
         if key not in ("dataset", "seed")
     )
     if overrides:

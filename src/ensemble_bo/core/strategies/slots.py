@@ -119,8 +119,7 @@ class SlotEnsemble:
             if best_addition is not None:
                 options.append(("grow", float(grow_losses[best_addition])))
             if self.sizing == "dynamic" and others:
-                counts = {i: float(others.count(i)) for i in sorted(set(others))}
-                options.append(("shrink", self.scorer.ensemble_cv_loss(pool, counts)))
+                options.append(("shrink", self._loss(pool, others)))
         if not options:  # no model fits the inference budget: the slot stays
             members = self.members()
             return Update("none", self._loss(pool, members) if members else math.nan)
@@ -137,5 +136,6 @@ class SlotEnsemble:
         return Update(action, loss)
 
     def _loss(self, pool: Pool, members: list[int]) -> float:
+        """CV loss of the ensemble `members` (repeats weigh by their count)."""
         counts = {i: float(members.count(i)) for i in sorted(set(members))}
         return self.scorer.ensemble_cv_loss(pool, counts)
