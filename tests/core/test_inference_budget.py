@@ -8,7 +8,11 @@ from ensemble_bo import EnsembleRegressor
 from ensemble_bo.core.inference_budget import InferenceBudget
 from ensemble_bo.core.pool import Pool
 from ensemble_bo.core.results import EnsembleSearchResult, SearchInterrupted
-from ensemble_bo.core.selection.stages import posthoc_selection
+from ensemble_bo.core.selection.stages import (
+    agnostic_bayes_selection,
+    posthoc_selection,
+)
+from ensemble_bo.core.strategies.esmbo import Esmbo
 from ensemble_bo.core.strategies.base import IterationContext, PoolScorer
 from ensemble_bo.core.strategies.single_best import SingleBest
 from ensemble_bo.core.strategies.slots import SlotEnsemble
@@ -115,10 +119,123 @@ def test_the_single_best_model_is_the_best_that_fits():
     assert best.search_metrics() == {"inference_budget_skipped": 1.0}
 
 
-def test_methods_that_cannot_keep_a_budget_refuse_one_and_keys_are_checked():
-    limits = {"max_seconds_per_1000_rows": 0.1, "max_model_mb": None}
-    with pytest.raises(InvalidInput, match="method 'esmbo' does not keep"):
-        check_settings("esmbo", cheap_parameters() | {"inference": limits})
+def test_a_weighted_ensemble_keeps_its_heaviest_members_that_fit():
+    pool = costed_pool([(0.2, 1), (0.1, 1), (0.15, 1), (0.05, 1)], [1, 1, 1, 1])
+    budget = InferenceBudget(max_seconds_per_1000_rows=0.31)
+    # 0 (0.2 s), then 1 (0.3 s in all); 2 would make 0.45 s; 3 would make 0.35 s
+    weights = {3: 0.1, 2: 0.2, 1: 0.3, 0: 0.4}
+    assert budget.affordable(pool, weights) == [0, 1] and budget.skipped == 2
+    assert InferenceBudget().affordable(pool, weights) == [0, 1, 2, 3]
+
+
+def noisy_pool(costs, seed=0, n=40):
+    """Trials whose predictions are the target 0 plus noise of growing sd."""
+    rng = np.random.default_rng(seed)
+    pool = Pool(n)
+    for index, (seconds, mb) in enumerate(costs):
+        pool.add(
+            {},
+            np.array([float(index)]),
+            TrialResult(
+                rng.normal(0.0, 1.0 + 0.05 * index, n),
+                0.1,
+                predict_seconds_per_1000=seconds,
+                model_bytes=mb * 1e6,
+            ),
+        )
+    return pool
+
+
+def test_an_agnostic_bayes_ensemble_weighs_only_what_fits():
+    n = 40
+    pool = noisy_pool([(0.2, 1), (0.1, 1), (0.1, 1), (0.1, 1), (0.5, 1)], n=n)
+    source = EnsembleSearchResult(
+        pool=pool,
+        members=[0],
+        single_losses=np.nanmean(pool.predictions**2, axis=1),
+        target=np.zeros(n),
+        objective="mse",
+    )
+    fold_ids = np.arange(n) % 4
+    free = agnostic_bayes_selection(source, np.zeros(n), fold_ids)
+    assert len(free.weights) >= 3 and free.search_metrics == {}
+    budget = InferenceBudget(max_seconds_per_1000_rows=0.25)
+    limited = agnostic_bayes_selection(source, np.zeros(n), fold_ids, budget=budget)
+    assert budget.ensemble_cost(pool, list(limited.weights))[0] <= 0.25
+    assert sum(limited.weights.values()) == pytest.approx(1.0)
+    # trial 4 (0.5 s) never fits; the support that does not fit together is cut
+    assert limited.search_metrics["inference_budget_skipped"] >= 1
+    assert limited.history[-1].ensemble_predict_seconds <= 0.25
+    # ArgMin: the lowest-risk model is trial 0 (0.2 s); within 0.15 s it is
+    # the lowest-risk of trials 1-3
+    risks = source.single_losses
+    argmin = agnostic_bayes_selection(
+        source,
+        np.zeros(n),
+        fold_ids,
+        posterior="argmin",
+        budget=InferenceBudget(max_seconds_per_1000_rows=0.15),
+    )
+    assert np.argmin(risks) == 0
+    assert argmin.weights == {1 + int(np.argmin(risks[1:4])): 1.0}
+    with pytest.raises(ValueError, match="fits the inference budget on its own"):
+        agnostic_bayes_selection(
+            source,
+            np.zeros(n),
+            fold_ids,
+            budget=InferenceBudget(max_seconds_per_1000_rows=0.01),
+        )
+
+
+def test_esmbo_replicas_choose_among_models_that_fit_together():
+    n = 40
+    pool = noisy_pool([(0.2, 1), (0.1, 1), (0.1, 1), (0.1, 1)], n=n)
+    fold_ids = np.arange(n) % 4
+    free = Esmbo(np.zeros(n), fold_ids, n_replicas=20, seed=0)
+    context = free.begin(0, pool)
+    free.update(context, pool, None, [])
+    assert len(free.weights()) >= 2
+    budget = InferenceBudget(max_seconds_per_1000_rows=0.2)
+    limited = Esmbo(np.zeros(n), fold_ids, n_replicas=20, seed=0, budget=budget)
+    update = limited.update(limited.begin(0, pool), pool, None, [])
+    assert budget.ensemble_cost(pool, list(limited.weights()))[0] <= 0.2
+    assert update.action == "select" and np.isfinite(update.ensemble_loss)
+    assert limited.search_metrics()["inference_budget_skipped"] >= 1
+    nothing = Esmbo(
+        np.zeros(n),
+        fold_ids,
+        seed=0,
+        budget=InferenceBudget(max_seconds_per_1000_rows=0.01),
+    )
+    assert nothing.update(nothing.begin(0, pool), pool, None, []).action == "none"
+    assert nothing.weights() is None
+
+
+@pytest.mark.parametrize("method", ["esmbo", "ers", "esmbo:replica_winners"])
+def test_agnostic_bayes_methods_keep_a_budget_in_a_real_search(method):
+    raw = pd.read_csv(PROJECT / "data" / "01_raw" / "concrete.csv").sample(
+        200, random_state=2
+    )
+    X, y = raw.drop(columns="target"), raw["target"]
+    settings = {"conformal": False}
+    free = EnsembleRegressor(
+        method=method, budget=6, random_state=0, params=settings
+    ).fit(X, y)
+    budget = InferenceBudget()
+    seconds = budget.ensemble_cost(free.result_.pool, list(free.result_.member_weights))
+    limit = seconds[0] / 2
+    limited = EnsembleRegressor(
+        method=method,
+        budget=6,
+        random_state=0,
+        params={**settings, "inference": {"max_seconds_per_1000_rows": limit}},
+    ).fit(X, y)
+    members = list(limited.result_.member_weights)
+    assert budget.ensemble_cost(limited.result_.pool, members)[0] <= limit
+    assert "inference_budget_skipped" in limited.result_.search_metrics
+
+
+def test_inference_keys_and_values_are_checked():
     with pytest.raises(InvalidInput, match="did you mean 'max_model_mb'"):
         check_settings("segor", cheap_parameters() | {"inference": {"max_model_md": 1}})
     with pytest.raises(InvalidInput, match=r"inference.max_model_mb=-1 is not"):

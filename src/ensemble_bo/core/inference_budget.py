@@ -7,13 +7,15 @@ distinct members (weights and repeats cost nothing). With a budget, a member
 is placed only where the ensemble it joins stays within every limit: the
 ensemble methods' slot refills and growth, post-hoc greedy selection and the
 single best model all choose among the candidates that fit, and count how
-often the best candidate did not (`skipped`).
+often the best candidate did not (`skipped`). A weighted ensemble of the whole
+pool (agnostic Bayes) keeps its heaviest members that fit (`affordable`) and
+is weighed again among them.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -22,6 +24,8 @@ from ensemble_bo.core.pool import Pool
 
 # MB as the parameter is written (10**6 bytes), as disk sizes are.
 _BYTES_PER_MB = 1e6
+# What a selection says when no model of its pool is within the budget.
+NOTHING_AFFORDABLE = "no usable pool member fits the inference budget on its own"
 
 
 def ensemble_predict_seconds(pool: Pool, members: Sequence[int]) -> float:
@@ -104,6 +108,19 @@ class InferenceBudget:
         total = costs[distinct].sum(axis=0) + costs
         total[distinct] = costs[distinct].sum(axis=0)
         return (total <= self._limits()).all(axis=1)
+
+    def affordable(self, pool: Pool, weights: Mapping[int, float]) -> list[int]:
+        """The members of a weighted ensemble (pool index -> weight) kept
+        within the budget: the heaviest first (ties by index), each where it
+        still fits; each member turned away counts as a skip. All of them
+        without limits."""
+        kept: list[int] = []
+        for index in sorted(weights, key=lambda i: (-weights[i], i)):
+            if not self.active or self.fits(pool, kept)[index]:
+                kept.append(index)
+            else:
+                self.skipped += 1
+        return sorted(kept)
 
     def best(self, losses: np.ndarray, fits: np.ndarray) -> int | None:
         """The index of the lowest finite loss among the candidates that fit

@@ -101,8 +101,7 @@ class Selection:
 
     `select(source, data, block, seed, budget)` reads the parameter block
     `params`, parsed as a `settings` (core.settings.Block), and keeps the
-    inference `budget` where its method does (Method.keeps_inference_budget);
-    `applies(block)` says whether it runs (otherwise the search's own
+    inference `budget` (core.inference_budget); `applies(block)` says whether it runs (otherwise the search's own
     ensemble is the result).
     """
 
@@ -140,9 +139,6 @@ class Method:
     paper_optimizer: Mapping[str, Any] = field(default_factory=dict)
     # The block whose `weighting` (counts | bfgs) reweighs the final ensemble.
     weighting_params: str | None = None
-    # Whether its search keeps `inference`'s limits when it places members
-    # (core.inference_budget); the others refuse limits.
-    keeps_inference_budget: bool = False
     # Under limits, whether its ensemble is also selected again post hoc from
     # the whole pool within them, the lower CV loss of the two kept (a
     # slot-by-slot constraint locks in members placed early).
@@ -277,6 +273,7 @@ def _esmbo(parts: SearchParts) -> Strategy:
         # the paper preset's design has 2, too few models to weigh.
         rho_tuned_at=max(parts.n_initial, 10),
         n_posterior_samples=parts.search.n_samples,
+        budget=InferenceBudget(**parts.settings.inference),
     )
 
 
@@ -306,8 +303,6 @@ def _agnostic_bayes(
     seed: int,
     budget: InferenceBudget,
 ) -> EnsembleSearchResult:
-    # Its methods refuse limits (core.validation.check_inference): the
-    # posterior weighs the whole pool.
     return agnostic_bayes_selection(
         source,
         data.target,
@@ -316,6 +311,7 @@ def _agnostic_bayes(
         posterior=block.posterior,
         n_samples=block.n_samples,
         seed=derive_seed(seed, "agnostic bayes"),
+        budget=budget,
     )
 
 
@@ -357,7 +353,6 @@ METHODS: dict[str, Method] = {
             variant=_segor_with_variant,
             paper_optimizer=SLICE_SAMPLED_GP,
             weighting_params="ensemble",
-            keeps_inference_budget=True,
             reselects_under_budget=True,
         ),
         Method(
@@ -373,7 +368,6 @@ METHODS: dict[str, Method] = {
             variant=_loss_variant("sego"),
             paper_optimizer=SLICE_SAMPLED_GP,
             weighting_params="sego",
-            keeps_inference_budget=True,
             reselects_under_budget=True,
         ),
         Method(
@@ -410,7 +404,6 @@ METHODS: dict[str, Method] = {
             SingleBestSettings,
             _single_best,
             paper_optimizer=MARGINAL_LIKELIHOOD_GP,
-            keeps_inference_budget=True,
         ),
         Method(
             "smbo_posthoc",
@@ -423,7 +416,6 @@ METHODS: dict[str, Method] = {
             selection=POSTHOC,
             variant=_loss_variant("posthoc"),
             paper_optimizer=MARGINAL_LIKELIHOOD_GP,
-            keeps_inference_budget=True,
         ),
         Method(
             "random_search",
@@ -432,7 +424,6 @@ METHODS: dict[str, Method] = {
             "random_search",
             SingleBestSettings,
             _single_best,
-            keeps_inference_budget=True,
         ),
     )
 }

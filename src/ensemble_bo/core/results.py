@@ -276,6 +276,7 @@ def join_selection(
         action=chosen.action,
         ensemble_loss=chosen.ensemble_loss,
         ensemble_size=chosen.ensemble_size,
+        ensemble_predict_seconds=chosen.ensemble_predict_seconds,
     )
     return replace(
         selection,

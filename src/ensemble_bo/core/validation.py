@@ -365,16 +365,13 @@ def check_settings(
         parameters["models"],
         parameters["default_models"],
         portfolios,
-        check_inference(parameters["inference"], method),
+        check_inference(parameters["inference"]),
     )
 
 
-def check_inference(
-    block: Any, method: Method | None = None
-) -> dict[str, float | None]:
+def check_inference(block: Any) -> dict[str, float | None]:
     """The `inference` block: max_seconds_per_1000_rows and max_model_mb,
-    each a positive number or null, and limits only for a `method` that keeps
-    them (None: any); InvalidInput naming a bad or unknown key."""
+    each a positive number or null; InvalidInput naming a bad or unknown key."""
     if not isinstance(block, Mapping):
         raise InvalidInput(
             f"inference={block!r} is not a mapping of max_seconds_per_1000_rows "
@@ -389,15 +386,9 @@ def check_inference(
         )
     limits = {key: block.get(key) for key in known}
     try:
-        active = InferenceBudget(**limits).active
+        InferenceBudget(**limits)
     except ValueError as error:
         raise InvalidInput(str(error)) from None
-    if active and method is not None and not method.keeps_inference_budget:
-        raise InvalidInput(
-            f"inference: method {method.name!r} does not keep an inference budget "
-            "yet (its ensemble comes from a selection over the whole pool); set "
-            "inference's limits to null, or use segor, sego, smbo or random_search"
-        )
     return limits
 
 

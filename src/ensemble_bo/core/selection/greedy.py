@@ -9,6 +9,7 @@ import numpy as np
 from scipy.optimize import minimize
 from scipy.special import softmax
 
+from ensemble_bo.core.inference_budget import NOTHING_AFFORDABLE
 from ensemble_bo.core.losses import (
     ROW_BLOCK,
     cv_loss_of_mean_ensembles,
@@ -152,9 +153,7 @@ def _greedy_path(
         else:
             fits = fitting(path[:step].tolist())
             if not fits.any():
-                raise ValueError(
-                    "no usable pool member fits the inference budget on its own"
-                )
+                raise ValueError(NOTHING_AFFORDABLE)
             chosen = int(np.argmin(np.where(fits, step_losses, np.inf)))
             skipped += int(chosen != int(np.argmin(step_losses)))
         curve[step] = step_losses[chosen]

@@ -28,6 +28,7 @@ from ensemble_bo.core.agnostic_bayes import (
     tune_rho,
 )
 from ensemble_bo.core.inference_budget import (
+    NOTHING_AFFORDABLE,
     InferenceBudget,
     ensemble_predict_seconds,
 )
@@ -319,6 +320,7 @@ def agnostic_bayes_selection(
     posterior: str = "bootstrap",
     n_samples: int = 1000,
     seed: int = 0,
+    budget: InferenceBudget | None = None,
 ) -> EnsembleSearchResult:
     """Agnostic Bayes ensemble of a pool (Lacoste et al. 2014; ERS over a random pool).
 
@@ -331,6 +333,12 @@ def agnostic_bayes_selection(
     otherwise the objective's loss of its weighted mean output); the Dirichlet
     posterior also tunes its prior mass alpha, SoftMin its temperature, and
     ArgMin (all weight on the lowest CV loss) has nothing to tune.
+
+    With an inference `budget` (core.inference_budget) the hypotheses are
+    the models that fit on their own; if the posterior's support does not fit
+    together, its heaviest models that do are kept and weighed again among
+    themselves, tuned as before. The result's search_metrics count the
+    models turned away.
     """
     if posterior not in AB_WEIGHTINGS:
         raise ValueError(
@@ -340,22 +348,36 @@ def agnostic_bayes_selection(
     # (t, n), NaN rows for failed trials
     losses = chosen.per_sample_loss(outputs - target)
     if chosen.vote:
-        ensemble_loss = weighted_vote_cv_error(
+        weighted_loss = weighted_vote_cv_error(
             source.pool.predictions, source.target, fold_ids
         )
     else:
-        ensemble_loss = mean_ensemble_cv_loss(
+        weighted_loss = mean_ensemble_cv_loss(
             outputs, target, fold_ids, chosen.per_sample_loss
         )
-    tuned = _tuned_pool_weights(
-        posterior,
-        losses,
-        fold_ids,
-        ensemble_loss,
-        n_samples,
-        np.random.default_rng(seed),
-    )
-    weights = {int(i): float(w) for i, w in enumerate(tuned.weights) if w > 0}
+    rng = np.random.default_rng(seed)
+
+    def weigh(among: np.ndarray) -> tuple[Tuned, dict[int, float]]:
+        # Rows of NaN are failed hypotheses to the posterior: weight 0.
+        restricted = np.where(among[:, None], losses, np.nan)
+        tuned = _tuned_pool_weights(
+            posterior, restricted, fold_ids, weighted_loss, n_samples, rng
+        )
+        return tuned, {int(i): float(w) for i, w in enumerate(tuned.weights) if w > 0}
+
+    metrics = {}
+    if budget is None or not budget.active:
+        tuned, weights = weigh(np.ones(len(losses), dtype=bool))
+    else:
+        alone = budget.fits(source.pool, [])
+        budget.skipped += int(np.sum(source.pool.ok & ~alone))
+        if not (source.pool.ok & alone).any():
+            raise ValueError(NOTHING_AFFORDABLE)
+        tuned, weights = weigh(alone)
+        kept = budget.affordable(source.pool, weights)
+        if len(kept) < len(weights):
+            tuned, weights = weigh(np.isin(np.arange(len(losses)), kept))
+        metrics = {"inference_budget_skipped": float(budget.skipped)}
     ensemble_loss = float(np.nanmin(tuned.losses))
     record = IterationRecord(
         iteration=0,
@@ -368,6 +390,7 @@ def agnostic_bayes_selection(
         ensemble_size=len(weights),
         acquisition_value=math.nan,
         fit_seconds=0.0,
+        ensemble_predict_seconds=ensemble_predict_seconds(source.pool, list(weights)),
     )
     return EnsembleSearchResult(
         source.pool,
@@ -378,4 +401,5 @@ def agnostic_bayes_selection(
         weights=weights,
         model_name=source.model_name,
         objective=chosen.name,
+        search_metrics=metrics,
     )

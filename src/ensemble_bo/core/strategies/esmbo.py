@@ -10,6 +10,7 @@ from typing import Any
 import numpy as np
 
 from ensemble_bo.core.agnostic_bayes import bootstrap_posterior, tune_rho
+from ensemble_bo.core.inference_budget import InferenceBudget
 from ensemble_bo.core.pool import Pool
 from ensemble_bo.core.selection.stages import AB_WEIGHTINGS, WEIGHTINGS
 from ensemble_bo.core.settings import (
@@ -73,6 +74,11 @@ class Esmbo:
 
     The replicas score single models ("auto": the zero-one loss for
     classification); the ensemble, like ERS's, by its weighted vote.
+
+    With an inference `budget` (core.inference_budget) the replicas choose
+    among the models that fit on their own; if their winners do not fit
+    together, the heaviest that do are kept (`InferenceBudget.affordable`) and
+    every replica chooses again among those.
     """
 
     def __init__(
@@ -86,6 +92,7 @@ class Esmbo:
         rho: float | str = 1.0,
         rho_tuned_at: int = 10,
         n_posterior_samples: int = 1000,
+        budget: InferenceBudget | None = None,
     ) -> None:
         if int(n_replicas) != n_replicas or n_replicas < 1:
             raise ValueError(
@@ -102,6 +109,7 @@ class Esmbo:
         self.rho_setting = rho
         self.rho_tuned_at = int(rho_tuned_at)
         self.n_posterior_samples = int(n_posterior_samples)
+        self.budget = budget if budget is not None else InferenceBudget()
         self._seed = seed
         self._draw_replicas(1.0 if rho == "auto" else float(rho))
         self.start()
@@ -179,21 +187,33 @@ class Esmbo:
         targets: np.ndarray,
         single_losses: Sequence[float],
     ) -> Update:
-        ok = np.flatnonzero(pool.ok)
-        if ok.size == 0:
+        candidates = np.flatnonzero(pool.ok & self.budget.fits(pool, []))
+        self._winners = self._replica_winners(pool, candidates)
+        if self.budget.active and self._winners:
+            kept = self.budget.affordable(pool, self.weights())
+            if len(kept) < len(self.weights()):
+                # Among models that fit together, any winners fit together.
+                self._winners = self._replica_winners(pool, np.array(kept))
+        if not self._winners:
             return Update("none", math.nan)
-        risks = self.scorer.sample_losses(pool)[ok] @ self._replica_columns
-        # Exact ties (e.g. the same model trained twice) share the replica's vote.
-        self._winners = [
-            ok[np.flatnonzero(column == column.min())].tolist() for column in risks.T
-        ]
         return Update("select", self.scorer.ensemble_cv_loss(pool, self.weights()))
+
+    def _replica_winners(self, pool: Pool, candidates: np.ndarray) -> list[list[int]]:
+        """Each replica's lowest-risk models among `candidates` (pool indices)."""
+        if candidates.size == 0:
+            return []
+        risks = self.scorer.sample_losses(pool)[candidates] @ self._replica_columns
+        # Exact ties (e.g. the same model trained twice) share the replica's vote.
+        return [
+            candidates[np.flatnonzero(column == column.min())].tolist()
+            for column in risks.T
+        ]
 
     def members(self) -> list[int]:
         return [winners[0] for winners in self._winners]
 
     def search_metrics(self) -> dict[str, float]:
-        return {"esmbo_rho": self.rho}
+        return {"esmbo_rho": self.rho, **self.budget.metrics()}
 
     def weights(self) -> dict[int, float] | None:
         if not self._winners:
