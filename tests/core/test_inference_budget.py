@@ -12,8 +12,8 @@ from ensemble_bo.core.selection.stages import (
     agnostic_bayes_selection,
     posthoc_selection,
 )
-from ensemble_bo.core.strategies.esmbo import Esmbo
 from ensemble_bo.core.strategies.base import IterationContext, PoolScorer
+from ensemble_bo.core.strategies.esmbo import Esmbo
 from ensemble_bo.core.strategies.single_best import SingleBest
 from ensemble_bo.core.strategies.slots import SlotEnsemble
 from ensemble_bo.core.trials import TrialResult
