@@ -96,6 +96,45 @@ def test_a_slot_takes_the_best_model_the_ensemble_can_afford():
     assert unlimited.members() == [1]
 
 
+def test_the_optimizer_is_told_no_better_than_the_ensemble_for_what_cannot_join():
+    # Target 0. Slot 0 holds trial 2 (0.5, 0.1 s); trial 1 (exact, 0.5 s)
+    # cannot join within 0.3 s: its target L(E[0] <- 1) = 0 is told as
+    # L(E) = 0.25. Trial 3 (2.0, 0.5 s) cannot either, and its own target
+    # 4.0 is worse than L(E): told as it is. Trial 0 fits: told as it is.
+    pool = costed_pool([(0.1, 1), (0.5, 1), (0.1, 1), (0.5, 1)], [1.0, 0.0, 0.5, 2.0])
+    scorer = PoolScorer(Y, np.arange(4) % 2)
+    slots = SlotEnsemble(
+        scorer, ensemble_size=1, budget=InferenceBudget(max_seconds_per_1000_rows=0.3)
+    )
+    slots._slots = [2]
+    context = slots.begin(1, pool)
+    told = slots.targets(context, pool, slice(None), [])
+    np.testing.assert_allclose(told, [1.0, 0.25, 0.25, 4.0])
+    np.testing.assert_allclose(slots.targets(context, pool, slice(1, 2), []), [0.25])
+    # the update still sees trial 1's own loss: a turn-away, and slot 0 kept
+    slots.update(context, pool, told, [])
+    assert slots.members() == [2] and slots.budget.skipped == 1
+    free = SlotEnsemble(scorer, ensemble_size=1)
+    free._slots = [2]
+    raw = free.targets(free.begin(1, pool), pool, slice(None), [])
+    np.testing.assert_allclose(raw, [1.0, 0.0, 0.25, 4.0])
+
+
+def test_single_best_tells_no_better_than_the_held_model_for_what_cannot_be_held():
+    pool = costed_pool([(0.1, 1), (0.5, 1), (0.1, 1)], [1.0, 0.0, 0.5])
+    best = SingleBest(
+        Y, np.arange(4) % 2, budget=InferenceBudget(max_seconds_per_1000_rows=0.3)
+    )
+    losses = [1.0, 0.0, 0.25]
+    context = IterationContext(0, -1, np.full(4, 0.25))
+    np.testing.assert_allclose(best.targets(context, pool, slice(None), losses), losses)
+    best.update(context, pool, None, losses)
+    told = best.targets(context, pool, slice(None), losses)
+    np.testing.assert_allclose(told, [1.0, 0.25, 0.25])
+    failed = best.targets(context, pool, slice(1, 2), [np.nan])
+    assert np.isnan(failed).all()
+
+
 def test_no_affordable_model_leaves_the_slot_as_it_was():
     pool = costed_pool([(0.5, 1), (0.6, 1)], [1.0, 0.0])
     slots = SlotEnsemble(

@@ -21,7 +21,9 @@ class SingleBest:
     With a RandomSearch optimizer this is random search (RS), and with the
     agnostic Bayes selection stage afterwards, ERS. `loss` "auto" is mse for
     regression and the error rate for classification. With an inference
-    `budget`, the best model among those within its limits.
+    `budget`, the best model among those within its limits; the optimizer is
+    then told no better than that model's loss for a model over the limits
+    (max(own loss, held loss)), so that it proposes where the budget allows.
     """
 
     def __init__(
@@ -35,10 +37,12 @@ class SingleBest:
         self.scorer = PoolScorer(y, fold_ids, loss, task, auto_classification="error")
         self.budget = InferenceBudget() if budget is None else budget
         self._best: int | None = None
+        self._held_loss = math.nan
 
     def start(self) -> None:
         self.budget.skipped = 0
         self._best = None
+        self._held_loss = math.nan
 
     def begin(self, iteration: int, pool: Pool) -> IterationContext:
         return IterationContext(iteration, -1, self.scorer.fold_weights)
@@ -50,7 +54,11 @@ class SingleBest:
         candidates: slice,
         single_losses: Sequence[float],
     ) -> np.ndarray:
-        return np.asarray(single_losses, dtype=float)
+        losses = np.asarray(single_losses, dtype=float)
+        if not self.budget.active or self._best is None:
+            return losses
+        fits = self.budget.fits(pool, [])[candidates]
+        return np.where(fits, losses, np.maximum(losses, self._held_loss))
 
     def update(
         self,
@@ -66,7 +74,7 @@ class SingleBest:
         best = self.budget.best(losses, fits)
         if best is None:
             return Update("none", math.nan)
-        self._best = best
+        self._best, self._held_loss = best, float(losses[best])
         # The whole pool is chosen from again at every trial: the budget's
         # turn-aways are the models better than the chosen one it refuses.
         self.budget.skipped = int(np.sum(~fits & (losses < losses[best])))

@@ -32,8 +32,12 @@ class SlotEnsemble:
     Models may appear several times (selection with replacement). `scorer`
     holds the objective L and the data it is computed on. With an inference
     `budget` (core.inference_budget), a replacement or an addition is chosen
-    among the models the ensemble can take within its limits; the optimizer
-    is still told every model's L, so the search explores as without one.
+    among the models the ensemble can take within its limits, and the
+    optimizer is told what the ensemble would become: a model it cannot take
+    leaves slot j's model in place, so its target is max(L(E[j] <- h), L(E))
+    (no better than the ensemble as it is). Proposals then turn to the
+    configurations the budget allows (a constraint that EI otherwise cannot
+    see); the update still chooses by every model's own L(E[j] <- h).
     """
 
     def __init__(
@@ -77,7 +81,22 @@ class SlotEnsemble:
         candidates: slice,
         single_losses: Sequence[float],
     ) -> np.ndarray:
-        """f(gamma | E, j) = L(E[j] <- h) for each candidate h."""
+        """f(gamma | E, j) = L(E[j] <- h) for each candidate h; under a
+        budget, L(E) at least for a model the ensemble cannot take."""
+        losses = self._replacement_losses(context, pool, candidates)
+        slot = context.slot
+        current = self._slots[slot] if 0 <= slot < len(self._slots) else None
+        if not self.budget.active or current is None:
+            return losses
+        kept = self._replacement_losses(context, pool, slice(current, current + 1))
+        fits = self.budget.fits(pool, context.members)[candidates]
+        # np.maximum keeps a failed trial's NaN: it stays out of the GP.
+        return np.where(fits, losses, np.maximum(losses, kept[0]))
+
+    def _replacement_losses(
+        self, context: IterationContext, pool: Pool, candidates: slice
+    ) -> np.ndarray:
+        """L(E[j] <- h) for each candidate h."""
         # Summing m rows afresh costs O(m n) and cannot drift like a running update.
         return self.scorer.losses_with_each(
             pool, context.members, candidates, context.cv_weights
@@ -100,11 +119,15 @@ class SlotEnsemble:
         single_losses: Sequence[float],
     ) -> Update:
         """Apply the sizing method's best action to the ensemble; `targets` are
-        L(E[j] <- h) for every model h of the pool, as told to the optimizer."""
+        the optimizer's targets of every model of the pool (under a budget
+        they cap what a model the ensemble cannot take would give, so the
+        choice is made on L(E[j] <- h) itself)."""
         slots, others = self._slots, list(context.members)
         slot = None if context.slot < 0 else context.slot
         if not np.isfinite(targets).any():  # every model so far failed
             return Update("none", math.nan)
+        if self.budget.active:
+            targets = self._replacement_losses(context, pool, slice(None))
         options = []
         best_replacement = self.budget.best(targets, self.budget.fits(pool, others))
         if best_replacement is not None:
