@@ -18,7 +18,11 @@ from sklearn.preprocessing import LabelEncoder
 from sklearn.utils import get_tags
 from sklearn.utils.validation import check_is_fitted, column_or_1d
 
-from ensemble_bo.core.evaluation import class_probabilities, fitted_fold_models
+from ensemble_bo.core.evaluation import (
+    checked_fold_ids,
+    class_probabilities,
+    fitted_fold_models,
+)
 from ensemble_bo.core.losses import vote_winners
 
 # What a search's final model is made of: each member refit on all training
@@ -50,19 +54,7 @@ class _BaggedFoldModels(BaseEstimator):
         self.fold_ids = fold_ids
 
     def _fit_folds(self, X, y) -> None:
-        fold_ids = np.asarray(self.fold_ids)
-        if fold_ids.ndim != 1 or len(fold_ids) != len(y):
-            raise ValueError(
-                f"fold_ids must give the fold of each of the {len(y)} rows, got "
-                f"shape {fold_ids.shape}"
-            )
-        folds = np.unique(fold_ids)
-        if len(folds) < 2:
-            raise ValueError(
-                f"fold_ids must name at least two folds, got {folds.tolist()}; "
-                "one fold leaves no rows to fit on"
-            )
-        self.folds_ = folds
+        fold_ids, self.folds_ = checked_fold_ids(self.fold_ids, len(y))
         self.estimators_ = [
             fitted for _, fitted in fitted_fold_models(self.estimator, X, y, fold_ids)
         ]

@@ -47,7 +47,7 @@ from sklearn.base import BaseEstimator, ClassifierMixin, RegressorMixin, clone
 from sklearn.utils import _safe_indexing
 from sklearn.utils.validation import check_is_fitted, column_or_1d
 
-from ensemble_bo.core.evaluation import fitted_fold_models
+from ensemble_bo.core.evaluation import checked_fold_ids, fitted_fold_models
 
 # A few million floats at a time: the interval's order statistics are taken
 # over an (n_train, rows) block of candidate bounds.
@@ -227,17 +227,7 @@ class _CrossConformal(BaseEstimator):
         """Fit the final and the fold models; `score(model, X_rows, y_rows)`
         gives the held-out rows' conformity scores, (rows,) or (rows, c).
         Returns them, (n,) or (n, c)."""
-        fold_ids = np.asarray(self.fold_ids)
-        if fold_ids.ndim != 1 or len(fold_ids) != len(y):
-            raise ValueError(
-                f"fold_ids must give the fold of each of the {len(y)} rows, got "
-                f"shape {fold_ids.shape}"
-            )
-        if len(np.unique(fold_ids)) < 2:
-            raise ValueError(
-                f"fold_ids must name at least two folds, got "
-                f"{np.unique(fold_ids).tolist()}"
-            )
+        fold_ids, _ = checked_fold_ids(self.fold_ids, len(y))
         self.estimator_ = clone(self.estimator).fit(X, y)
         template = (
             self.estimator if self.fold_estimator is None else self.fold_estimator

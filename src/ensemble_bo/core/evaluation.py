@@ -158,6 +158,25 @@ def out_of_fold_predictions(
     return predictions, probabilities
 
 
+def checked_fold_ids(fold_ids: Any, n_rows: int) -> tuple[np.ndarray, np.ndarray]:
+    """`fold_ids` as an array (n_rows,) and its distinct folds; ValueError
+    unless it gives each row's fold and names at least two folds (one fold
+    leaves no rows to fit on)."""
+    fold_ids = np.asarray(fold_ids)
+    if fold_ids.ndim != 1 or len(fold_ids) != n_rows:
+        raise ValueError(
+            f"fold_ids must give the fold of each of the {n_rows} rows, got "
+            f"shape {fold_ids.shape}"
+        )
+    folds = np.unique(fold_ids)
+    if len(folds) < 2:
+        raise ValueError(
+            f"fold_ids must name at least two folds, got {folds.tolist()}; "
+            "one fold leaves no rows to fit on"
+        )
+    return fold_ids, folds
+
+
 def fitted_fold_models(
     model: BaseEstimator,
     X: np.ndarray,

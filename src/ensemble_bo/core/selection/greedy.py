@@ -138,11 +138,14 @@ def _greedy_path(
     single = finite(losses_with_each(0))
     # Stable sort: equal single losses keep pool order, as the greedy steps do.
     warm: list[int] = []
+    fits = fitting([])
     for candidate in np.argsort(single, kind="stable"):
         if len(warm) == min(warm_start, usable.size):
             break
-        if fitting([int(usable[w]) for w in warm])[candidate]:
+        if fits[candidate]:
             warm.append(int(candidate))
+            # what the warm start may still take changes only when it grows
+            fits = fitting([int(usable[w]) for w in warm])
     path = np.empty(max_size, dtype=int)
     curve = np.empty(max_size)
     skipped = 0
