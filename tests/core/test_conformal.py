@@ -1,6 +1,8 @@
 """CV+ intervals and cross-conformal sets: hand-computed cases, MAPIE on the
 same folds, the coverage guarantee by simulation, and bad inputs."""
 
+import pickle
+
 import numpy as np
 import pandas as pd
 import pytest
@@ -9,6 +11,7 @@ from mapie.classification import CrossConformalClassifier as MapieClassifier
 from mapie.regression import CrossConformalRegressor as MapieRegressor
 from sklearn.datasets import make_classification, make_regression
 from sklearn.dummy import DummyRegressor
+from sklearn.ensemble import RandomForestRegressor
 from sklearn.linear_model import LogisticRegression, Ridge
 from sklearn.model_selection import KFold, StratifiedKFold
 
@@ -24,6 +27,7 @@ from ensemble_bo.core.conformal import (
 )
 from ensemble_bo.core.encoding import FeatureEncoding
 from ensemble_bo.core.estimator import build_ensemble_model, member_spread
+from ensemble_bo.core.refit import serving_costs
 from ensemble_bo.core.validation import InvalidInput, check_settings
 from tests.support import cheap_parameters
 
@@ -286,3 +290,20 @@ def test_the_members_spread_is_their_weighted_standard_deviation():
         "regression", members, [0.75, 0.25], FeatureEncoding()
     ).fit(X, y)
     np.testing.assert_allclose(member_spread(model, X), np.sqrt(18.75))
+
+
+def test_serving_costs_size_the_ensemble_and_the_fold_models_each_once():
+    X, y, X_test, _ = _regression(n_train=60, n_test=20)
+    forest = RandomForestRegressor(n_estimators=5, random_state=0)
+    model = CrossConformalRegressor(forest, np.arange(len(y)) % 4).fit(X, y)
+    costs = serving_costs(model, pd.DataFrame(X_test))
+    assert costs["ensemble_predict_seconds_per_1000"] > 0
+    assert costs["ensemble_model_mb"] == pytest.approx(
+        len(pickle.dumps(model.estimator_, protocol=5)) / 1e6
+    )
+    # the sum of the parts: the whole model's pickle but for its wrapper
+    whole = len(pickle.dumps(model, protocol=5)) / 1e6
+    assert costs["final_model_mb"] == pytest.approx(whole, rel=0.02)
+    assert costs["final_model_mb"] > 4 * costs["ensemble_model_mb"]
+    plain = serving_costs(model.estimator_, pd.DataFrame(X_test))
+    assert "final_model_mb" not in plain
