@@ -630,6 +630,15 @@ def test_run_summary_for_a_server_links_the_run_and_logs_at_info(caplog):
     assert where_to_look("http://mlflow.example:5000/", "7", "r1") == [
         "Open http://mlflow.example:5000/#/experiments/7/runs/r1?workflowType=machine_learning"
     ]
+    assert where_to_look("http://mlflow.example:5000/", "7", "r1", "v")[1] == (
+        "Compare runs by test metrics: http://mlflow.example:5000/#/experiments/7/"
+        "runs?viewStateShareKey=v&workflowType=machine_learning"
+    )
+    local = where_to_look("sqlite:///mlflow.db", "7", "r1", "v")
+    assert local[2] == (
+        "  or compare runs by test metrics: http://127.0.0.1:5000/#/experiments/7/"
+        "runs?viewStateShareKey=v&workflowType=machine_learning"
+    )
     with caplog.at_level(logging.INFO, logger="ensemble_bo.summary"):
         log_run_summary(
             run_id="r1",

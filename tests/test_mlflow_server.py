@@ -106,7 +106,7 @@ def test_the_run_is_finished_on_the_server_and_its_artifacts_went_through_it(
     stored = server.artifacts / run.info.experiment_id / run_id / "artifacts"
     assert {
         "tables/segor_trial_history.csv",
-        "plots/segor_convergence_plot.png",
+        "convergence_plot.png",
         "pools/segor_search_result/result.json",
         "pools/segor_search_result/arrays.npz",
     } <= files_under(stored)

@@ -6,6 +6,7 @@ A store with runs logged through the tracking hook, served by `mlflow ui` on
 
 from __future__ import annotations
 
+import json
 from types import SimpleNamespace
 
 import mlflow
@@ -13,6 +14,13 @@ import pytest
 from mlflow.tracking import MlflowClient
 
 from ensemble_bo.summary import ui_address
+from ensemble_bo.tracking.runs_view import (
+    VIEW_ID,
+    VIEW_TAG,
+    shown_metrics,
+    update_runs_view,
+    view_tag_value,
+)
 from ensemble_bo.tracking.store import EXPERIMENT_KIND, EXPERIMENT_KIND_TAG
 from tests.support import load_browser_pages, require_chromium, start_hook_run
 
@@ -59,3 +67,56 @@ def test_the_mlflow_ui_opens_on_the_runs_table_with_our_runs(store):
     assert "Run Name" in dom  # the runs table, not the GenAI traces page
     for name in names:
         assert name in dom, f"{name} not on the page"
+
+
+def test_finished_runs_add_their_key_metrics_to_the_experiment_s_view(store):
+    _, experiment = store
+    shown, created = shown_metrics(experiment.tags[VIEW_TAG])
+    assert shown == {"test_mse_ensemble"} and created > 0
+
+
+def test_the_view_lists_key_metrics_in_their_order_and_is_written_only_on_change(
+    tmp_path,
+):
+    client = MlflowClient(f"sqlite:///{tmp_path / 'mlflow.db'}")
+    experiment_id = client.create_experiment("e")
+    update_runs_view(client, experiment_id, ["test_error_ensemble", "cv_loss"])
+    first = client.get_experiment(experiment_id).tags[VIEW_TAG]
+    update_runs_view(client, experiment_id, ["test_error_ensemble"])
+    assert client.get_experiment(experiment_id).tags[VIEW_TAG] == first
+    update_runs_view(
+        client, experiment_id, ["test_mse_single_best", "test_mse_ensemble"]
+    )
+    envelope = json.loads(client.get_experiment(experiment_id).tags[VIEW_TAG])
+    assert envelope["name"] == "Test metrics"
+    assert envelope["createdAt"] == json.loads(first)["createdAt"]
+    assert json.loads(envelope["state"])["selectedColumns"] == [
+        "attributes.`Dataset`",
+        "metrics.`test_mse_ensemble`",
+        "metrics.`test_mse_single_best`",
+        "metrics.`test_error_ensemble`",
+    ]
+    # a tag this project cannot read is written anew
+    client.set_experiment_tag(experiment_id, VIEW_TAG, "not json")
+    update_runs_view(client, experiment_id, ["search_seconds"])
+    assert shown_metrics(client.get_experiment(experiment_id).tags[VIEW_TAG])[0] == {
+        "search_seconds"
+    }
+    assert shown_metrics(view_tag_value([], 1, 1)) == (set(), 1)
+
+
+@pytest.mark.slow
+def test_the_view_shows_the_test_metrics_as_columns(store):
+    require_chromium(browser_pages.find_chromium)
+    uri, experiment = store
+    with browser_pages.mlflow_ui(uri, browser_pages.free_port()) as base:
+        plain = browser_pages.chromium(ui_address(experiment.experiment_id, ui=base))
+        viewed = browser_pages.chromium(
+            ui_address(experiment.experiment_id, ui=base, view=VIEW_ID)
+        )
+    # without the view the table has no metric column; with it, the metric's
+    # header and both runs' values
+    assert "test_mse_ensemble" not in plain
+    assert "test_mse_ensemble" in viewed and "Test metrics" in viewed
+    for _, _, test_mse in RUNS:
+        assert f">{test_mse}<" in viewed, f"{test_mse} not in a cell"

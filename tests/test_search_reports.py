@@ -33,6 +33,7 @@ from ensemble_bo.reporting import (
 )
 from ensemble_bo.rerun import is_compared
 from ensemble_bo.tracking.artifacts import log_stopped_search
+from ensemble_bo.validation import single_pipeline
 from tests.support import hook_on_active_run
 
 PROJECT = Path(__file__).resolve().parents[1]
@@ -42,15 +43,16 @@ FILES = {
     FIGURE: ("MatplotlibDataset", ".png"),
     METRICS: ("JSONDataset", ".json"),
 }
-# The artifacts a finished search's reports were logged as before they were
-# declared in one place: a rerun of an older run compares against these.
+# The artifacts a finished search's reports are logged as: the tables where
+# they always were (a rerun of an older run compares against these), the
+# figures at the root without the method's prefix (MLflow's compare view).
 LOGGED = {
     "tables/segor_trial_history.csv",
     "tables/segor_ensemble_composition.csv",
-    "plots/segor_convergence_plot.png",
-    "plots/segor_diversity_heatmap.png",
+    "convergence_plot.png",
+    "diversity_heatmap.png",
     "tables/segor_leaderboard.csv",
-    "plots/segor_cost_plot.png",
+    "cost_plot.png",
 }
 
 
@@ -82,9 +84,15 @@ def finished_search() -> EnsembleSearchResult:
     return EnsembleSearchResult(pool, [0, 1], np.array([0.4, 0.5]))
 
 
-def artifact_paths(run_id: str, *folders: str) -> set[str]:
-    client = MlflowClient()
-    return {a.path for folder in folders for a in client.list_artifacts(run_id, folder)}
+def artifact_paths(run_id: str, folder: str | None = None) -> set[str]:
+    """Every file the run logged (under `folder`)."""
+    paths = set()
+    for artifact in MlflowClient().list_artifacts(run_id, folder):
+        if artifact.is_dir:
+            paths |= artifact_paths(run_id, artifact.path)
+        else:
+            paths.add(artifact.path)
+    return paths
 
 
 def report_node_of(pipeline: str):
@@ -95,10 +103,11 @@ def report_node_of(pipeline: str):
 
 
 def log_reports_through_the_hook(
-    context, result: EnsembleSearchResult, buffer: Path
+    context, result: EnsembleSearchResult, buffer: Path, method: str | None = "segor"
 ) -> None:
     """The segor pipeline's report node, run as Kedro runs it, its outputs
-    handed to the tracking hook configured by the project's mlflow.yml."""
+    handed to the tracking hook configured by the project's mlflow.yml, in a
+    run of the pipeline `method` (None: of several)."""
     node = report_node_of("segor")
     outputs = node.run(
         {
@@ -109,6 +118,7 @@ def log_reports_through_the_hook(
     )
     hook = hook_on_active_run(buffer)
     hook._config = dict(context.config_loader["mlflow"])
+    hook._method = method
     hook.after_node_run(node, outputs)
 
 
@@ -133,13 +143,28 @@ def test_every_declared_report_is_a_file_of_its_kind_and_logged_as_it(context, n
 
 def test_a_search_logs_its_reports_where_it_always_did(context, run, tmp_path):
     log_reports_through_the_hook(context, finished_search(), tmp_path)
-    assert artifact_paths(run.info.run_id, "tables", "plots") == LOGGED
+    assert artifact_paths(run.info.run_id) == LOGGED
     metrics = MlflowClient().get_run(run.info.run_id).data.metrics
     assert set(metrics) == {"ensemble_mutual_information"}
     # the tables a rerun compares: the reported ones (a benchmark's cells too)
     assert all(is_compared(path) for path in LOGGED if path.startswith("tables/"))
     assert is_compared("tables/benchmark_tables/cells.csv")
     assert not is_compared("tables/benchmark_tables/dt/test_loss.csv")
+
+
+def test_a_run_of_several_pipelines_keeps_the_method_prefix_of_its_figures(
+    context, run, tmp_path
+):
+    assert single_pipeline("segor,sego") is None
+    assert single_pipeline(None) == single_pipeline("__default__") == "segor"
+    assert single_pipeline(["smbo"]) == "smbo"
+    log_reports_through_the_hook(context, finished_search(), tmp_path, method=None)
+    figures = {path for path in artifact_paths(run.info.run_id) if "/" not in path}
+    assert figures == {
+        "segor_convergence_plot.png",
+        "segor_diversity_heatmap.png",
+        "segor_cost_plot.png",
+    }
 
 
 def test_a_report_added_to_the_declaration_is_written_logged_and_compared(
@@ -160,7 +185,7 @@ def test_a_report_added_to_the_declaration_is_written_logged_and_compared(
     assert resolved._describe()["filepath"].name == "segor_member_losses.csv"
     log_reports_through_the_hook(context, finished_search(), tmp_path)
     added = "tables/segor_member_losses.csv"
-    assert artifact_paths(run.info.run_id, "tables", "plots") == LOGGED | {added}
+    assert artifact_paths(run.info.run_id) == LOGGED | {added}
     logged = pd.read_csv(MlflowClient().download_artifacts(run.info.run_id, added))
     assert logged.to_dict("list") == {"trial": [0, 1], "loss": [0.4, 0.5]}
     assert is_compared(added)
@@ -180,7 +205,8 @@ def test_a_stopped_search_logs_the_reports_declared_for_it(run, monkeypatch):
         SearchReport(FIGURE, members_plot, of_stopped_search=True),
     )
     log_stopped_search(finished_search())
-    assert artifact_paths(run.info.run_id, "partial") == {
+    partial = MlflowClient().list_artifacts(run.info.run_id, "partial")
+    assert {artifact.path for artifact in partial} == {
         "partial/partial_trial_history.csv",
         "partial/partial_members_plot.png",
         "partial/partial_search_result",

@@ -462,3 +462,20 @@ def test_run_names_differ_where_the_settings_do():
     )
     long = {"runtime_params": {f"key{i}": "x" * 20 for i in range(20)}}
     assert len(run_name("segor", parameters, long, {})) == 250
+
+
+def test_the_raw_frame_the_pipeline_reads_is_the_run_s_dataset_input(tmp_path):
+    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    hook = start_hook_run(uri)
+    try:
+        run_id = mlflow.active_run().info.run_id
+        frame = pd.read_csv(PROJECT / "data" / "01_raw" / "concrete.csv")
+        hook.after_dataset_loaded("train_features", frame.drop(columns="target"))
+        hook.after_dataset_loaded("raw_dataset", frame)
+        hook.after_dataset_loaded("raw_dataset", frame)  # a second load: once
+    finally:
+        hook.after_pipeline_run()
+    (logged,) = MlflowClient(uri).get_run(run_id).inputs.dataset_inputs
+    assert logged.dataset.name == "concrete"
+    assert logged.dataset.source.endswith('data/01_raw/concrete.csv"}')
+    assert [tag.value for tag in logged.tags] == ["training"]

@@ -36,42 +36,63 @@ def mlflow_command() -> str:
 
 
 def ui_address(
-    experiment_id: str, run_id: str | None = None, ui: str = MLFLOW_UI_ADDRESS
+    experiment_id: str,
+    run_id: str | None = None,
+    ui: str = MLFLOW_UI_ADDRESS,
+    view: str | None = None,
 ) -> str:
-    """Where `mlflow ui` shows the experiment's runs (the runs table), or one run.
+    """Where `mlflow ui` shows the experiment's runs (the runs table), one
+    run, or the runs table in a saved `view` (tracking.runs_view).
 
     MLflow 3.17's UI ignores the experiment's kind tag: its GenAI / Model
     training switch (top left) decides, GenAI (the traces overview) until the
     user flips it, which the browser then remembers.
     `workflowType=machine_learning` in the address selects Model training for
-    that page; earlier MLflow 3 UIs follow the kind tag.
+    that page; earlier MLflow 3 UIs follow the kind tag. A view opens only
+    from the runs tab's own address (`/runs`).
     """
-    page = f"experiments/{experiment_id}" + (f"/runs/{run_id}" if run_id else "")
-    return f"{ui}/#/{page}?workflowType=machine_learning"
+    if view is not None:
+        page = f"experiments/{experiment_id}/runs?viewStateShareKey={view}&"
+    else:
+        runs = f"/runs/{run_id}" if run_id else ""
+        page = f"experiments/{experiment_id}{runs}?"
+    return f"{ui}/#/{page}workflowType=machine_learning"
 
 
 def is_server(tracking_uri: str) -> bool:
     return tracking_uri.startswith(("http://", "https://"))
 
 
+def _ui(tracking_uri: str) -> str:
+    """The UI of a store: the tracking server itself, or a local `mlflow ui`."""
+    return tracking_uri.rstrip("/") if is_server(tracking_uri) else MLFLOW_UI_ADDRESS
+
+
 def run_address(tracking_uri: str, experiment_id: str, run_id: str) -> str:
     """The run's page: on the tracking server itself, or in a local `mlflow ui`."""
-    ui = tracking_uri.rstrip("/") if is_server(tracking_uri) else MLFLOW_UI_ADDRESS
-    return ui_address(experiment_id, run_id, ui)
+    return ui_address(experiment_id, run_id, _ui(tracking_uri))
 
 
-def where_to_look(tracking_uri: str, experiment_id: str, run_id: str) -> list[str]:
-    """Lines telling how to open a run in the MLflow UI.
+def where_to_look(
+    tracking_uri: str, experiment_id: str, run_id: str, view: str | None = None
+) -> list[str]:
+    """Lines telling how to open a run in the MLflow UI, and with `view`
+    (a saved view of the runs table) where to compare the experiment's runs.
 
     A tracking server (http/https) is opened directly; any other store (SQLite,
     a folder, a database) through a local `mlflow ui` on it.
     """
+    run = run_address(tracking_uri, experiment_id, run_id)
+    compare = (
+        [ui_address(experiment_id, ui=_ui(tracking_uri), view=view)] if view else []
+    )
     if is_server(tracking_uri):
-        return [f"Open {run_address(tracking_uri, experiment_id, run_id)}"]
+        return [f"Open {run}"] + [f"Compare runs by test metrics: {c}" for c in compare]
     return [
         f"Look at it: {mlflow_command()} ui --backend-store-uri "
         f"{shlex.quote(tracking_uri)}",
-        f"  then open {run_address(tracking_uri, experiment_id, run_id)}",
+        f"  then open {run}",
+        *(f"  or compare runs by test metrics: {c}" for c in compare),
     ]
 
 
@@ -84,6 +105,7 @@ def run_summary(
     metrics: Mapping[str, float],
     run_name: str | None = None,
     status: str = "FINISHED",
+    view: str | None = None,
 ) -> str:
     """The few lines a run ends with: the MLflow run, its test metrics, where to look.
 
@@ -91,7 +113,8 @@ def run_summary(
     (`test_*`) are shown, the 90% intervals' or sets' coverage in one line
     (the other coverages are in MLflow), then the time split of a search
     (trials, those replayed from a journal, search and refit seconds, and
-    whether its time budget ended it).
+    whether its time budget ended it), and with `view` the experiment's saved
+    view of the runs table.
     """
     named = f"{run_name} ({run_id})" if run_name else run_id
     lines = [f"MLflow run {named} {status.lower()}, experiment '{experiment_name}'"]
@@ -116,7 +139,7 @@ def run_summary(
         )
     if "search_seconds" in metrics and "refit_seconds" in metrics:
         lines.append(f"  {search_line(metrics)}")
-    lines += where_to_look(tracking_uri, experiment_id, run_id)
+    lines += where_to_look(tracking_uri, experiment_id, run_id, view)
     return "\n".join(lines)
 
 

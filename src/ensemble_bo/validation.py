@@ -239,6 +239,13 @@ def _pipeline_names(pipelines: str | Sequence[str] | None) -> list[str]:
     return [DEFAULT_METHOD if name == DEFAULT else name for name in names]
 
 
+def single_pipeline(requested: str | Sequence[str] | None) -> str | None:
+    """The one pipeline a run was asked for (the default one's method for
+    none), or None for several."""
+    names = _pipeline_names(requested)
+    return names[0] if len(names) == 1 else None
+
+
 def _require(parameters: Mapping[str, Any], *names: str) -> None:
     missing = [name for name in names if name not in parameters]
     if missing:

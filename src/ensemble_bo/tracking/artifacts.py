@@ -1,7 +1,8 @@
 """Logging node outputs to the active MLflow run, by kind.
 
 The kinds (conf/base/mlflow.yml, `log_outputs`): params, metrics, a CSV table
-under tables/, a PNG figure under plots/, a markdown text under reports/, a
+under tables/, a PNG figure under plots/ (a search's at the root, for the
+compare view), a markdown text under reports/, a
 pool (a search result, data only) under pools/, an MLflow sklearn model (with
 its files' sha256, tracking.model_integrity). A mapping of tables, figures or
 texts (a partitioned output) is logged entry by entry. A search that stopped
@@ -92,11 +93,20 @@ FILE_KINDS: dict[str, tuple[str, Callable[[Any, str], None]]] = {
 
 
 def log_output(
-    name: str, data: Any, rule: Mapping[str, Any], input_example: Any = None
+    name: str,
+    data: Any,
+    rule: Mapping[str, Any],
+    input_example: Any = None,
+    method: str | None = None,
 ) -> None:
     """The node output `name` as its rule (mlflow.yml) says; `input_example`: the
     data a model's example rows come from. An output named `<name>#<kind>` (a
-    search's report, reporting.report_dataset) is logged as <name>."""
+    search's report, reporting.report_dataset) is logged as <name>.
+
+    A file with `at_root: true` goes to the artifact root, the only folder
+    MLflow's compare view reads, and in the run of one `method` without its
+    `<method>_` prefix, so that runs of different methods share its name.
+    """
     kind = rule["as"]
     name = name.removesuffix(f"#{kind}")
     if kind in FILE_KINDS and isinstance(data, Mapping):
@@ -113,7 +123,10 @@ def log_output(
     elif kind in FILE_KINDS:
         if not (kind == TABLE and rule.get("skip_empty") and data.empty):
             folder, write = FILE_KINDS[kind]
-            write(data, f"{folder}/{name}")
+            if rule.get("at_root"):
+                write(data, name.removeprefix(f"{method}_") if method else name)
+            else:
+                write(data, f"{folder}/{name}")
     elif kind == POOL:
         log_pool(name, data)
     elif kind == "model":

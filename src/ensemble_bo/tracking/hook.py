@@ -3,8 +3,9 @@
 It wires the other modules of this package: the store (opened and checked
 before the run starts), the KILLED sweep, the run's tags and configuration,
 the outputs logged as nodes end, the core's events (per-iteration metrics,
-benchmark cells as child runs, a resumed search's journal) and the run's
-summary at its end. What it logs is configured in conf/base/mlflow.yml.
+benchmark cells as child runs, a resumed search's journal), and at its end
+the experiment's saved view of the runs table (runs_view.py) and the run's
+summary. What it logs is configured in conf/base/mlflow.yml.
 Once the run is open, every call goes through its RunLink (run_link.py):
 bounded in time, and kept in a local buffer while the server does not answer.
 A run ends FINISHED, FAILED on an error, KILLED on Ctrl-C.
@@ -25,6 +26,7 @@ from __future__ import annotations
 
 import logging
 import os
+from collections.abc import Mapping
 from fnmatch import fnmatchcase
 from importlib.metadata import version
 from pathlib import Path
@@ -36,6 +38,7 @@ from mlflow.tracking import MlflowClient
 
 from ensemble_bo import events
 from ensemble_bo.core.results import SearchInterrupted, interrupted_by_user
+from ensemble_bo.pipelines.data_processing.pipeline import RAW_DATASET
 from ensemble_bo.summary import log_run_summary, run_address
 from ensemble_bo.tracking.artifacts import (
     PARTIAL,
@@ -49,6 +52,7 @@ from ensemble_bo.tracking.pools import check_pool_sources
 from ensemble_bo.tracking.run_buffer import buffer_folder
 from ensemble_bo.tracking.run_link import RunLink
 from ensemble_bo.tracking.run_tags import (
+    DATA_FILE_TAG,
     PIPELINE_TAG,
     SESSION_TAG,
     log_dataset_input,
@@ -57,19 +61,34 @@ from ensemble_bo.tracking.run_tags import (
     run_tags,
     tag_resumed_search,
 )
+from ensemble_bo.tracking.runs_view import VIEW_ID, update_runs_view
 from ensemble_bo.tracking.store import (
     display_uri,
     first_line,
     open_experiment,
     resolve_tracking_uri,
 )
-from ensemble_bo.validation import requested_pipelines
+from ensemble_bo.validation import requested_pipelines, single_pipeline
 
 logger = logging.getLogger(__name__)
 
 # Hooks whose run is open. Ctrl-C outside a search (the benchmark, loading a
 # dataset) reaches no Kedro hook: the `run` command ends them (end_interrupted_runs).
 _open_hooks: list[MlflowTrackingHook] = []
+
+
+def _update_runs_view(
+    link: RunLink, experiment_id: str, metrics: Mapping[str, float]
+) -> str | None:
+    """The experiment's "Test metrics" view, with the run's key metrics in
+    it (tracking.runs_view); None where the store refused the write."""
+    try:
+        with link.limits():
+            update_runs_view(MlflowClient(link.tracking_uri), experiment_id, metrics)
+    except Exception as error:  # noqa: BLE001 - the run is recorded; only its view is not
+        logger.warning("could not update the runs table's view: %s", first_line(error))
+        return None
+    return VIEW_ID
 
 
 def end_interrupted_runs() -> None:
@@ -86,6 +105,8 @@ class MlflowTrackingHook:
         self._project_path = Path.cwd()
         self._kept_outputs: dict[str, Any] = {}
         self._link: RunLink | None = None
+        self._method: str | None = None
+        self._data_file: str | None = None
 
     @hook_impl
     def after_context_created(self, context) -> None:
@@ -102,6 +123,7 @@ class MlflowTrackingHook:
             if name.startswith("params:")
         }
         pipeline_names = requested_pipelines(run_params)
+        self._method = single_pipeline(pipeline_names)
         pipeline_name = run_params.get("pipeline_name") or (
             ",".join(run_params.get("pipeline_names") or []) or "__default__"
         )
@@ -139,7 +161,8 @@ class MlflowTrackingHook:
         self._link = link
         _open_hooks.append(self)
         link.call(log_params, parameters)
-        link.call(log_dataset_input, tags, self._project_path)
+        # logged from the frame the pipeline reads (after_dataset_loaded)
+        self._data_file = tags.get(DATA_FILE_TAG)
         link.call(log_run_configuration, catalog.load("parameters"), run_params)
         logger.info(
             "MLflow run %s in %s (in the MLflow UI: %s)",
@@ -149,6 +172,18 @@ class MlflowTrackingHook:
         )
 
         events.subscribe(self._on_event)
+
+    @hook_impl
+    def after_dataset_loaded(self, dataset_name: str, data: Any) -> None:
+        """The raw dataset, once, as the run's MLflow dataset input: the frame
+        the pipeline read, not a second read of its file."""
+        if (
+            self._link is not None
+            and dataset_name == RAW_DATASET
+            and self._data_file is not None
+        ):
+            self._link.call(log_dataset_input, data, self._data_file)
+            self._data_file = None
 
     @hook_impl
     def after_node_run(self, node, outputs: dict[str, Any]) -> None:
@@ -171,6 +206,7 @@ class MlflowTrackingHook:
                     data,
                     rule,
                     self._kept_outputs.get(rule.get("input_example")),
+                    self._method,
                 )
 
     @hook_impl
@@ -215,14 +251,19 @@ class MlflowTrackingHook:
         self._link = None
         _open_hooks.remove(self)
         if status == "FINISHED":
+            experiment_id = link.run.info.experiment_id
+            view = None
+            if ended.buffer is None:  # the store answers: its runs table can be shown
+                view = _update_runs_view(link, experiment_id, ended.metrics)
             log_run_summary(
                 run_id=link.run_id,
                 run_name=link.run.info.run_name,
                 tracking_uri=link.tracking_uri,
-                experiment_id=link.run.info.experiment_id,
+                experiment_id=experiment_id,
                 experiment_name=self._config["experiment_name"],
                 metrics=ended.metrics,
                 status=ended.status,
+                view=view,
             )
         if ended.buffer is not None:
             logger.warning(link.kept_message(ended))

@@ -78,14 +78,11 @@ def raw_data_tags(parameters: Mapping[str, Any], project_path: Path) -> dict[str
     return tags
 
 
-def log_dataset_input(tags: Mapping[str, str], project_path: Path) -> None:
-    """The run's raw dataset (raw_data_tags' file) as an MLflow dataset input:
-    the runs table's Dataset column, with MLflow's digest of its content (the
-    file's sha256 is the tag data.sha256)."""
-    path = tags.get(DATA_FILE_TAG)
-    if path is None:
-        return
-    frame = pd.read_csv(project_path / path)
+def log_dataset_input(frame: pd.DataFrame, path: str) -> None:
+    """The run's raw dataset, as the pipeline read it from `path` (the tag
+    DATA_FILE_TAG), as an MLflow dataset input: the runs table's Dataset
+    column, with MLflow's digest of its content (the file's sha256 is the tag
+    data.sha256)."""
     with warnings.catch_warnings():
         # MLflow registers its local-file source under two names and warns
         # that a path "can be interpreted in multiple ways"; both are the same.

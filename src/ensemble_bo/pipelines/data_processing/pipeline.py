@@ -4,6 +4,9 @@ from kedro.pipeline import Node, Pipeline
 
 from .nodes import make_model_input, validate_and_split
 
+# The catalog's raw table (data/01_raw/<dataset>.csv): the run's dataset input.
+RAW_DATASET = "raw_dataset"
+
 
 def create_pipeline(**kwargs) -> Pipeline:
     return Pipeline(
@@ -11,7 +14,7 @@ def create_pipeline(**kwargs) -> Pipeline:
             Node(
                 validate_and_split,
                 inputs=[
-                    "raw_dataset",
+                    RAW_DATASET,
                     "params:dataset",
                     "params:data_processing",
                     "params:seed",
