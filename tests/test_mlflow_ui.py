@@ -7,6 +7,7 @@ A store with runs logged through the tracking hook, served by `mlflow ui` on
 from __future__ import annotations
 
 import json
+import logging
 from types import SimpleNamespace
 
 import mlflow
@@ -17,9 +18,11 @@ from ensemble_bo.summary import ui_address
 from ensemble_bo.tracking.runs_view import (
     VIEW_ID,
     VIEW_TAG,
+    read_view,
     shown_metrics,
     update_runs_view,
     view_tag_value,
+    with_metrics,
 )
 from ensemble_bo.tracking.store import EXPERIMENT_KIND, EXPERIMENT_KIND_TAG
 from tests.support import load_browser_pages, require_chromium, start_hook_run
@@ -71,8 +74,9 @@ def test_the_mlflow_ui_opens_on_the_runs_table_with_our_runs(store):
 
 def test_finished_runs_add_their_key_metrics_to_the_experiment_s_view(store):
     _, experiment = store
-    shown, created = shown_metrics(experiment.tags[VIEW_TAG])
-    assert shown == {"test_mse_ensemble"} and created > 0
+    assert shown_metrics(experiment.tags[VIEW_TAG]) == {"test_mse_ensemble"}
+    _, created = read_view(experiment.tags[VIEW_TAG])
+    assert created > 0
 
 
 def test_the_view_lists_key_metrics_in_their_order_and_is_written_only_on_change(
@@ -90,19 +94,60 @@ def test_the_view_lists_key_metrics_in_their_order_and_is_written_only_on_change
     envelope = json.loads(client.get_experiment(experiment_id).tags[VIEW_TAG])
     assert envelope["name"] == "Test metrics"
     assert envelope["createdAt"] == json.loads(first)["createdAt"]
-    assert json.loads(envelope["state"])["selectedColumns"] == [
-        "attributes.`Dataset`",
-        "metrics.`test_mse_ensemble`",
-        "metrics.`test_mse_single_best`",
-        "metrics.`test_error_ensemble`",
-    ]
+    state = json.loads(envelope["state"])
+    assert (
+        state["selectedColumns"]
+        == state["columnOrder"]
+        == [
+            "attributes.`Dataset`",
+            "metrics.`test_error_ensemble`",
+            "metrics.`test_mse_ensemble`",
+            "metrics.`test_mse_single_best`",
+        ]
+    )
+    assert state["columnWidths"]["metrics.`test_mse_ensemble`"] == 7 * 17 + 40
     # a tag this project cannot read is written anew
     client.set_experiment_tag(experiment_id, VIEW_TAG, "not json")
     update_runs_view(client, experiment_id, ["search_seconds"])
-    assert shown_metrics(client.get_experiment(experiment_id).tags[VIEW_TAG])[0] == {
+    assert shown_metrics(client.get_experiment(experiment_id).tags[VIEW_TAG]) == {
         "search_seconds"
     }
-    assert shown_metrics(view_tag_value([], 1, 1)) == (set(), 1)
+
+
+def test_what_a_user_saved_in_the_view_is_kept():
+    saved = {
+        "selectedColumns": ["params.`budget`", "metrics.`test_mse_ensemble`"],
+        "columnWidths": {"params.`budget`": 300},
+        "orderByKey": "metrics.`test_mse_ensemble`",
+    }
+    state = with_metrics(saved, ["test_mse_ensemble", "search_seconds"])
+    assert state["selectedColumns"] == [
+        "params.`budget`",
+        "metrics.`test_mse_ensemble`",
+        "metrics.`search_seconds`",
+    ]
+    assert state["orderByKey"] == saved["orderByKey"]
+    assert state["columnWidths"]["params.`budget`"] == 300
+    envelope = view_tag_value(state, 1, 2)
+    assert read_view(envelope) == (state, 1)
+    assert read_view('{"name": "x", "createdAt": 1, "state": "[]"}') is None
+
+
+def test_a_store_that_refuses_the_view_still_ends_the_run_finished(
+    tmp_path, monkeypatch, caplog
+):
+    def refuse(*args, **kwargs):
+        raise PermissionError("read-only experiment")
+
+    monkeypatch.setattr("ensemble_bo.tracking.hook.update_runs_view", refuse)
+    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    hook = start_hook_run(uri, "segor", seed=0, budget=12)
+    run_id = mlflow.active_run().info.run_id
+    with caplog.at_level(logging.INFO):
+        hook.after_pipeline_run()
+    assert MlflowClient(uri).get_run(run_id).info.status == "FINISHED"
+    assert "could not update the runs table's view" in caplog.text
+    assert "compare runs by test metrics" not in caplog.text
 
 
 @pytest.mark.slow

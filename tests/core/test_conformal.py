@@ -301,9 +301,11 @@ def test_serving_costs_size_the_ensemble_and_the_fold_models_each_once():
     assert costs["ensemble_model_mb"] == pytest.approx(
         len(pickle.dumps(model.estimator_, protocol=5)) / 1e6
     )
-    # the sum of the parts: the whole model's pickle but for its wrapper
+    # the ensemble and the rest, each pickled once: the whole model's pickle
+    # but for a few bytes of framing
     whole = len(pickle.dumps(model, protocol=5)) / 1e6
-    assert costs["final_model_mb"] == pytest.approx(whole, rel=0.02)
+    assert costs["final_model_mb"] == pytest.approx(whole, rel=0.01)
+    assert hasattr(model, "estimator_")  # the model itself is left whole
     assert costs["final_model_mb"] > 4 * costs["ensemble_model_mb"]
     plain = serving_costs(model.estimator_, pd.DataFrame(X_test))
     assert "final_model_mb" not in plain

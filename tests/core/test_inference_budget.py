@@ -118,6 +118,14 @@ def test_the_optimizer_is_told_no_better_than_the_ensemble_for_what_cannot_join(
     free._slots = [2]
     raw = free.targets(free.begin(1, pool), pool, slice(None), [])
     np.testing.assert_allclose(raw, [1.0, 0.0, 0.25, 4.0])
+    # an empty slot beside slot 0's trial 2: the ensemble as it is, L = 0.25;
+    # trial 1 joining would give ((0.5 + 0) / 2)^2 = 0.0625, told 0.25
+    two = SlotEnsemble(
+        scorer, ensemble_size=2, budget=InferenceBudget(max_seconds_per_1000_rows=0.3)
+    )
+    two._slots = [2, None]
+    told = two.targets(two.begin(1, pool), pool, slice(None), [])
+    np.testing.assert_allclose(told, [0.5625, 0.25, 0.25, 1.5625])
 
 
 def test_single_best_tells_no_better_than_the_held_model_for_what_cannot_be_held():
@@ -163,8 +171,17 @@ def test_a_weighted_ensemble_keeps_its_heaviest_members_that_fit():
     budget = InferenceBudget(max_seconds_per_1000_rows=0.31)
     # 0 (0.2 s), then 1 (0.3 s in all); 2 would make 0.45 s; 3 would make 0.35 s
     weights = {3: 0.1, 2: 0.2, 1: 0.3, 0: 0.4}
-    assert budget.affordable(pool, weights) == [0, 1] and budget.skipped == 2
+    assert budget.affordable(pool, weights) == [0, 1]
     assert InferenceBudget().affordable(pool, weights) == [0, 1, 2, 3]
+
+
+def test_a_choice_from_the_whole_pool_counts_the_better_models_it_refused():
+    budget = InferenceBudget(max_model_mb=1.0)
+    losses = np.array([0.3, 0.1, np.nan, 0.2, 0.5])
+    budget.count_refused(losses, [3, 4])  # 1 (0.1) is below both members
+    assert budget.skipped == 1
+    budget.count_refused(losses, [1])
+    assert budget.skipped == 0
 
 
 def noisy_pool(costs, seed=0, n=40):
@@ -202,12 +219,17 @@ def test_an_agnostic_bayes_ensemble_weighs_only_what_fits():
     limited = agnostic_bayes_selection(source, np.zeros(n), fold_ids, budget=budget)
     assert budget.ensemble_cost(pool, list(limited.weights))[0] <= 0.25
     assert sum(limited.weights.values()) == pytest.approx(1.0)
-    # trial 4 (0.5 s) never fits; the support that does not fit together is cut
-    assert limited.search_metrics["inference_budget_skipped"] >= 1
+    # trial 4 (0.5 s) never fits; the support that does not fit together is
+    # cut; the count: the models left out better than every member
+    risks = source.single_losses
+    left_out = np.setdiff1d(np.arange(5), list(limited.weights))
+    best_member = risks[list(limited.weights)].min()
+    assert limited.search_metrics["inference_budget_skipped"] == np.sum(
+        risks[left_out] < best_member
+    )
     assert limited.history[-1].ensemble_predict_seconds <= 0.25
     # ArgMin: the lowest-risk model is trial 0 (0.2 s); within 0.15 s it is
     # the lowest-risk of trials 1-3
-    risks = source.single_losses
     argmin = agnostic_bayes_selection(
         source,
         np.zeros(n),
@@ -230,24 +252,31 @@ def test_esmbo_replicas_choose_among_models_that_fit_together():
     n = 40
     pool = noisy_pool([(0.2, 1), (0.1, 1), (0.1, 1), (0.1, 1)], n=n)
     fold_ids = np.arange(n) % 4
+    losses = list(np.mean(pool.predictions**2, axis=1))  # each model's CV MSE
     free = Esmbo(np.zeros(n), fold_ids, n_replicas=20, seed=0)
     context = free.begin(0, pool)
-    free.update(context, pool, None, [])
+    free.update(context, pool, None, losses)
     assert len(free.weights()) >= 2
     budget = InferenceBudget(max_seconds_per_1000_rows=0.2)
     limited = Esmbo(np.zeros(n), fold_ids, n_replicas=20, seed=0, budget=budget)
-    update = limited.update(limited.begin(0, pool), pool, None, [])
-    assert budget.ensemble_cost(pool, list(limited.weights()))[0] <= 0.2
-    assert update.action == "select" and np.isfinite(update.ensemble_loss)
-    assert limited.search_metrics()["inference_budget_skipped"] >= 1
+    for iteration in range(3):  # the count is of this update, not a running sum
+        update = limited.update(limited.begin(iteration, pool), pool, None, losses)
+        assert budget.ensemble_cost(pool, list(limited.weights()))[0] <= 0.2
+        assert update.action == "select" and np.isfinite(update.ensemble_loss)
+        members = list(limited.weights())
+        left_out = np.setdiff1d(np.arange(4), members)
+        refused = np.sum(np.array(losses)[left_out] < min(losses[i] for i in members))
+        assert limited.search_metrics()["inference_budget_skipped"] == refused
+    limited.start()
+    assert limited.search_metrics()["inference_budget_skipped"] == 0
     nothing = Esmbo(
         np.zeros(n),
         fold_ids,
         seed=0,
         budget=InferenceBudget(max_seconds_per_1000_rows=0.01),
     )
-    assert nothing.update(nothing.begin(0, pool), pool, None, []).action == "none"
-    assert nothing.weights() is None
+    update = nothing.update(nothing.begin(0, pool), pool, None, losses)
+    assert update.action == "none" and nothing.weights() is None
 
 
 @pytest.mark.parametrize("method", ["esmbo", "ers", "esmbo:replica_winners"])

@@ -7,9 +7,10 @@ distinct members (weights and repeats cost nothing). With a budget, a member
 is placed only where the ensemble it joins stays within every limit: the
 ensemble methods' slot refills and growth, post-hoc greedy selection and the
 single best model all choose among the candidates that fit, and count how
-often the best candidate did not (`skipped`). A weighted ensemble of the whole
-pool (agnostic Bayes) keeps its heaviest members that fit (`affordable`) and
-is weighed again among them.
+often the best candidate did not (`skipped`; for a choice made from the whole
+pool at once, how many better models it refused). A weighted ensemble of the
+whole pool (agnostic Bayes) keeps its heaviest members that fit (`affordable`)
+and is weighed again among them.
 """
 
 from __future__ import annotations
@@ -112,15 +113,22 @@ class InferenceBudget:
     def affordable(self, pool: Pool, weights: Mapping[int, float]) -> list[int]:
         """The members of a weighted ensemble (pool index -> weight) kept
         within the budget: the heaviest first (ties by index), each where it
-        still fits; each member turned away counts as a skip. All of them
-        without limits."""
+        still fits. All of them without limits."""
         kept: list[int] = []
         for index in sorted(weights, key=lambda i: (-weights[i], i)):
             if not self.active or self.fits(pool, kept)[index]:
                 kept.append(index)
-            else:
-                self.skipped += 1
         return sorted(kept)
+
+    def count_refused(self, losses: np.ndarray, members: Sequence[int]) -> None:
+        """`skipped` for a choice made from the whole pool at once: the models
+        left out whose loss is below every member's (the better models the
+        budget refused; `losses` (t,), NaN for failed trials)."""
+        losses = np.asarray(losses, dtype=float)
+        outside = np.ones(len(losses), dtype=bool)
+        outside[list(members)] = False
+        best_member = losses[list(members)].min() if len(members) else np.inf
+        self.skipped = int(np.sum(outside & (losses < best_member)))
 
     def best(self, losses: np.ndarray, fits: np.ndarray) -> int | None:
         """The index of the lowest finite loss among the candidates that fit

@@ -3,6 +3,7 @@ bagged over the search's folds, optionally stacked, and its test losses."""
 
 from __future__ import annotations
 
+import copy
 import pickle
 import time
 from collections.abc import Mapping
@@ -292,9 +293,9 @@ def serving_costs(model: BaseEstimator, features: pd.DataFrame) -> dict[str, flo
     """What the final model costs to serve: its prediction seconds per 1,000
     rows (the best of 3 predictions of `features`) and its pickled size in
     MB, of the ensemble alone (a conformal model's fold models serve only
-    intervals and sets) and, as logged, with them: the sum of its parts'
-    pickles, each pickled once (a conformal model holds the ensemble again;
-    pickling it whole would pickle the largest part twice)."""
+    intervals and sets) and, as logged, with them: the ensemble's pickle plus
+    the rest of the conformal model's (fold models, residuals), so that the
+    ensemble, often the largest part, is pickled once."""
     conformal = isinstance(model, CrossConformalRegressor | CrossConformalClassifier)
     ensemble = model.estimator_ if conformal else model
     seconds = []
@@ -308,9 +309,9 @@ def serving_costs(model: BaseEstimator, features: pd.DataFrame) -> dict[str, flo
         "ensemble_model_mb": ensemble_mb,
     }
     if conformal:
-        costs["final_model_mb"] = ensemble_mb + sum(
-            _pickled_mb(fold_model) for fold_model in model.fold_estimators_
-        )
+        rest = copy.copy(model)
+        del rest.estimator_
+        costs["final_model_mb"] = ensemble_mb + _pickled_mb(rest)
     return costs
 
 

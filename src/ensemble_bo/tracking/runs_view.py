@@ -9,14 +9,16 @@ string (its `selectedColumns`, `columnOrder`, ...); the UI's "Views" menu
 lists them and `#/experiments/<id>/runs?viewStateShareKey=<id>` opens one
 (the envelope's format is MLflow's, read from its UI). Each finished run
 adds the key metrics it logged to the experiment's view, so the view shows
-what any of its runs measured, in KEY_METRICS' order.
+what any of its runs measured, in KEY_METRICS' order, and keeps whatever
+else the view holds.
 """
 
 from __future__ import annotations
 
 import json
 import time
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
+from typing import Any
 
 from mlflow.tracking import MlflowClient
 
@@ -51,19 +53,37 @@ def metric_column(name: str) -> str:
     return f"metrics.`{name}`"
 
 
-def view_tag_value(metrics: Iterable[str], created_ms: int, updated_ms: int) -> str:
-    """The tag's envelope for a view showing `metrics` (the key ones, in order)."""
-    shown = [name for name in KEY_METRICS if name in set(metrics)]
-    columns = [_DATASET_COLUMN, *(metric_column(name) for name in shown)]
-    state = {
-        "selectedColumns": columns,
-        # in this order, right after the dataset, each wide enough for its name
-        "columnOrder": columns,
-        "columnWidths": {
-            metric_column(name): _PIXELS_PER_CHARACTER * len(name) + _PADDING
-            for name in shown
-        },
+def _width(name: str) -> int:
+    return _PIXELS_PER_CHARACTER * len(name) + _PADDING
+
+
+def with_metrics(state: Mapping[str, Any], metrics: Iterable[str]) -> dict[str, Any]:
+    """The table state `state` (a view's) that also shows the key metrics among
+    `metrics`: each missing one appended, in KEY_METRICS' order, to the
+    selected columns and their order, wide enough for its name; everything
+    else in it (a user's columns, sort, widths) kept. An empty state starts
+    with the dataset column."""
+    state = dict(state)
+    selected = list(state.get("selectedColumns") or [_DATASET_COLUMN])
+    order = list(state.get("columnOrder") or selected)
+    widths = dict(state.get("columnWidths") or {})
+    wanted = set(metrics)
+    for name in KEY_METRICS:
+        column = metric_column(name)
+        if name in wanted and column not in selected:
+            selected.append(column)
+            if column not in order:
+                order.append(column)
+            widths.setdefault(column, _width(name))
+    return state | {
+        "selectedColumns": selected,
+        "columnOrder": order,
+        "columnWidths": widths,
     }
+
+
+def view_tag_value(state: Mapping[str, Any], created_ms: int, updated_ms: int) -> str:
+    """The tag's envelope for a view of the table state `state`."""
     return json.dumps(
         {
             "name": VIEW_NAME,
@@ -74,17 +94,27 @@ def view_tag_value(metrics: Iterable[str], created_ms: int, updated_ms: int) -> 
     )
 
 
-def shown_metrics(tag_value: str | None) -> tuple[set[str], int | None]:
-    """The key metrics a view's tag shows, and when it was created (None: no
-    view, or one this project cannot read, which is then written anew)."""
+def read_view(tag_value: str | None) -> tuple[dict[str, Any], int] | None:
+    """A view's table state and when it was created (None: no view, or one
+    this project cannot read, which is then written anew)."""
     try:
         envelope = json.loads(tag_value or "")
-        columns = json.loads(envelope["state"])["selectedColumns"]
+        state = json.loads(envelope["state"])
         created = int(envelope["createdAt"])
     except (ValueError, KeyError, TypeError):
-        return set(), None
-    names = {column.removeprefix("metrics.`").removesuffix("`") for column in columns}
-    return names & set(KEY_METRICS), created
+        return None
+    if not isinstance(state, dict) or not isinstance(
+        state.get("selectedColumns", []), list
+    ):
+        return None
+    return state, created
+
+
+def shown_metrics(tag_value: str | None) -> set[str]:
+    """The key metrics a view's tag shows."""
+    view = read_view(tag_value)
+    columns = view[0].get("selectedColumns", []) if view else []
+    return {name for name in KEY_METRICS if metric_column(name) in columns}
 
 
 def update_runs_view(
@@ -93,13 +123,14 @@ def update_runs_view(
     """Add the key metrics among `run_metrics` to the experiment's view
     (created on first use); nothing is written when it shows them already."""
     tag_value = client.get_experiment(experiment_id).tags.get(VIEW_TAG)
-    shown, created = shown_metrics(tag_value)
-    wanted = shown | (set(run_metrics) & set(KEY_METRICS))
-    if wanted == shown and created is not None:
+    view = read_view(tag_value)
+    state, created = view if view is not None else ({}, None)
+    updated = with_metrics(state, run_metrics)
+    if updated == state:
         return
     now = int(time.time() * 1000)
     client.set_experiment_tag(
         experiment_id,
         VIEW_TAG,
-        view_tag_value(wanted, created if created is not None else now, now),
+        view_tag_value(updated, created if created is not None else now, now),
     )

@@ -338,7 +338,7 @@ def agnostic_bayes_selection(
     the models that fit on their own; if the posterior's support does not fit
     together, its heaviest models that do are kept and weighed again among
     themselves, tuned as before. The result's search_metrics count the
-    models turned away.
+    models left out that are better than every member.
     """
     if posterior not in AB_WEIGHTINGS:
         raise ValueError(
@@ -370,13 +370,13 @@ def agnostic_bayes_selection(
         tuned, weights = weigh(np.ones(len(losses), dtype=bool))
     else:
         alone = budget.fits(source.pool, [])
-        budget.skipped += int(np.sum(source.pool.ok & ~alone))
         if not (source.pool.ok & alone).any():
             raise ValueError(NOTHING_AFFORDABLE)
         tuned, weights = weigh(alone)
         kept = budget.affordable(source.pool, weights)
         if len(kept) < len(weights):
             tuned, weights = weigh(np.isin(np.arange(len(losses)), kept))
+        budget.count_refused(source.single_losses, list(weights))
         metrics = {"inference_budget_skipped": float(budget.skipped)}
     ensemble_loss = float(np.nanmin(tuned.losses))
     record = IterationRecord(

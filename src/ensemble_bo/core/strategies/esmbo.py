@@ -130,8 +130,9 @@ class Esmbo:
         self._replica_columns = np.ascontiguousarray(self.replica_weights.T)
 
     def _tune_rho(self, pool: Pool) -> None:
-        """rho as ERS tunes it, on the pool so far (AB s.4.2), and replicas drawn with it."""
-        ok = np.flatnonzero(pool.ok)
+        """rho as ERS tunes it, on the pool so far (AB s.4.2; under an
+        inference budget, on the models that fit), and replicas drawn with it."""
+        ok = np.flatnonzero(pool.ok & self.budget.fits(pool, []))
         if ok.size < 2:  # nothing to weigh yet: rho = 1 until there is
             return
         self._rho_tuned = True
@@ -149,6 +150,7 @@ class Esmbo:
         self._draw_replicas(float(tuned.value))
 
     def start(self) -> None:
+        self.budget.skipped = 0
         self._winners: list[list[int]] = []
         self._rho_tuned = False
         if self.rho_setting == "auto":
@@ -196,6 +198,8 @@ class Esmbo:
                 self._winners = self._replica_winners(pool, np.array(kept))
         if not self._winners:
             return Update("none", math.nan)
+        if self.budget.active:
+            self.budget.count_refused(single_losses, list(self.weights()))
         return Update("select", self.scorer.ensemble_cv_loss(pool, self.weights()))
 
     def _replica_winners(self, pool: Pool, candidates: np.ndarray) -> list[list[int]]:

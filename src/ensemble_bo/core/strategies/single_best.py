@@ -77,7 +77,7 @@ class SingleBest:
         self._best, self._held_loss = best, float(losses[best])
         # The whole pool is chosen from again at every trial: the budget's
         # turn-aways are the models better than the chosen one it refuses.
-        self.budget.skipped = int(np.sum(~fits & (losses < losses[best])))
+        self.budget.count_refused(losses, [best])
         return Update("select", float(losses[best]))
 
     def members(self) -> list[int]:

@@ -34,8 +34,8 @@ class SlotEnsemble:
     `budget` (core.inference_budget), a replacement or an addition is chosen
     among the models the ensemble can take within its limits, and the
     optimizer is told what the ensemble would become: a model it cannot take
-    leaves slot j's model in place, so its target is max(L(E[j] <- h), L(E))
-    (no better than the ensemble as it is). Proposals then turn to the
+    leaves slot j's model in place (or the slot empty), so its target is
+    max(L(E[j] <- h), L(E)) (no better than the ensemble as it is). Proposals then turn to the
     configurations the budget allows (a constraint that EI otherwise cannot
     see); the update still chooses by every model's own L(E[j] <- h).
     """
@@ -84,14 +84,22 @@ class SlotEnsemble:
         """f(gamma | E, j) = L(E[j] <- h) for each candidate h; under a
         budget, L(E) at least for a model the ensemble cannot take."""
         losses = self._replacement_losses(context, pool, candidates)
-        slot = context.slot
-        current = self._slots[slot] if 0 <= slot < len(self._slots) else None
-        if not self.budget.active or current is None:
+        if not self.budget.active:
             return losses
-        kept = self._replacement_losses(context, pool, slice(current, current + 1))
-        fits = self.budget.fits(pool, context.members)[candidates]
+        slot, others = context.slot, list(context.members)
+        current = self._slots[slot] if 0 <= slot < len(self._slots) else None
+        if current is not None:  # L(E[j] <- its own model) = L(E)
+            held = self._replacement_losses(context, pool, slice(current, current + 1))
+        elif others:  # an empty slot: the ensemble is the others
+            first = others[0]
+            held = self.scorer.losses_with_each(
+                pool, others[1:], slice(first, first + 1), context.cv_weights
+            )
+        else:
+            return losses
+        fits = self.budget.fits(pool, others)[candidates]
         # np.maximum keeps a failed trial's NaN: it stays out of the GP.
-        return np.where(fits, losses, np.maximum(losses, kept[0]))
+        return np.where(fits, losses, np.maximum(losses, held[0]))
 
     def _replacement_losses(
         self, context: IterationContext, pool: Pool, candidates: slice
