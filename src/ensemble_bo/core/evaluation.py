@@ -158,6 +158,37 @@ def out_of_fold_predictions(
     return predictions, probabilities
 
 
+# Fewer rows than this for a search's fold models is refused: a model fitted on
+# a handful of rows says little about the one refit on all of them.
+MIN_SEARCH_ROWS = 100
+
+
+def check_max_search_rows(value: object) -> int | None:
+    """`max_search_rows` as an int >= MIN_SEARCH_ROWS, or None (all rows)."""
+    if value is None:
+        return None
+    if (
+        isinstance(value, bool)
+        or not isinstance(value, int | np.integer)
+        or value < MIN_SEARCH_ROWS
+    ):
+        raise ValueError(
+            f"max_search_rows must be an integer >= {MIN_SEARCH_ROWS} or null, got "
+            f"{value!r} (the most rows a search's fold model fits on)"
+        )
+    return int(value)
+
+
+def search_row_share(max_rows: int | None, fold_ids: np.ndarray) -> float:
+    """The share of each fold's training rows a search's fold models fit on,
+    so that none fits on more than `max_rows` rows (None: 1, every row)."""
+    if max_rows is None:
+        return 1.0
+    _, sizes = np.unique(fold_ids, return_counts=True)
+    largest_training_part = len(fold_ids) - int(sizes.min())
+    return min(1.0, max_rows / largest_training_part)
+
+
 def checked_fold_ids(fold_ids: Any, n_rows: int) -> tuple[np.ndarray, np.ndarray]:
     """`fold_ids` as an array (n_rows,) and its distinct folds; ValueError
     unless it gives each row's fold and names at least two folds (one fold
@@ -192,10 +223,12 @@ def fitted_fold_models(
     What cross-validation fits, and what a bagged final model keeps
     (core.bagging): both fit exactly these rows. `train_fraction` < 1 keeps
     that share of each fold's training rows (at least 2), a prefix of one
-    seeded shuffle per fold (out_of_fold_predictions).
+    seeded shuffle per fold (out_of_fold_predictions), stratified for a
+    classifier: any prefix holds each class in its share of the rows.
     """
     if not 0 < train_fraction <= 1:
         raise ValueError(f"train_fraction must be in (0, 1], got {train_fraction!r}")
+    classifier = is_classifier(model)
     for fold in _folds_or_all(fold_ids, folds):
         test = fold_ids == fold
         train = np.flatnonzero(~test)
@@ -203,9 +236,22 @@ def fitted_fold_models(
             shuffled = np.random.default_rng([random_state, int(fold)]).permutation(
                 train
             )
+            if classifier:
+                shuffled = shuffled[_stratified_order(np.asarray(y)[shuffled])]
             kept = max(2, math.ceil(train_fraction * len(train)))
             train = np.sort(shuffled[:kept])
         yield test, clone(model).fit(_safe_indexing(X, train), y[train])
+
+
+def _stratified_order(labels: np.ndarray) -> np.ndarray:
+    """An order of rows (n,) whose every prefix holds each class in its share:
+    each row's rank within its class, over the class's size, sorted (stable,
+    so each class keeps its given order)."""
+    _, codes, counts = np.unique(labels, return_inverse=True, return_counts=True)
+    ranks = np.empty(len(labels))
+    for code in range(len(counts)):
+        ranks[codes == code] = np.arange(counts[code])
+    return np.argsort((ranks + 0.5) / counts[codes], kind="stable")
 
 
 def class_probabilities(

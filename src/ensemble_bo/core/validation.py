@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any
 
 from ensemble_bo.core.bagging import FINAL_MODELS
 from ensemble_bo.core.estimator import VOTING
+from ensemble_bo.core.evaluation import check_max_search_rows
 from ensemble_bo.core.inference_budget import InferenceBudget
 from ensemble_bo.core.optimizer_kinds import make_optimizer
 from ensemble_bo.core.portfolio import check_portfolios
@@ -319,6 +320,7 @@ def check_settings(
         max_initial_failures = check_max_initial_failures(
             parameters["max_initial_failures"]
         )
+        max_search_rows = check_max_search_rows(parameters["max_search_rows"])
     except ValueError as error:
         raise InvalidInput(str(error)) from None
     for name, check in (
@@ -366,6 +368,7 @@ def check_settings(
         parameters["default_models"],
         portfolios,
         check_inference(parameters["inference"]),
+        max_search_rows,
     )
 
 
