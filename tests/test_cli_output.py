@@ -624,6 +624,10 @@ def test_a_resumed_runs_summary_tells_the_trials_trained_from_those_replayed():
     assert search_line({**metrics, "trials_reused": 0.0}) == (
         "60 trials searched in 201.3 s, refit in 3.1 s"
     )
+    # the whole run, what a time budget is measured against
+    assert search_line({**metrics, "run_seconds": 231.04}) == (
+        "60 trials searched in 201.3 s, refit in 3.1 s; the whole run 231.0 s"
+    )
 
 
 def test_run_summary_for_a_server_links_the_run_and_logs_at_info(caplog):

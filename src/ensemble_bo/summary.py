@@ -148,7 +148,9 @@ _COVERAGE_METRICS = ("test_interval_", "test_set_")
 
 
 def search_line(metrics: Mapping[str, float]) -> str:
-    """How many trials, in how many seconds of this run; how many were replayed.
+    """How many trials, in how many seconds of this run; how many were
+    replayed; and the whole run's seconds (search, refit, reports, logging),
+    what a time budget is measured against.
 
     A resumed search replays the trials its journal holds instead of training
     them: `search_seconds` are this run's, which trained the others.
@@ -162,10 +164,13 @@ def search_line(metrics: Mapping[str, float]) -> str:
             "the journal of a stopped run)"
         )
     ended = " (its time budget ended it)" if metrics.get("time_budget_reached") else ""
-    return (
+    line = (
         f"{counted} searched in {metrics['search_seconds']:.1f} s{ended}, "
         f"refit in {metrics['refit_seconds']:.1f} s"
     )
+    if "run_seconds" in metrics:
+        line += f"; the whole run {metrics['run_seconds']:.1f} s"
+    return line
 
 
 def log_run_summary(**summary) -> None:

@@ -98,6 +98,11 @@ def _shown(path: Path, project_path: Path) -> str:
         return str(path)
 
 
+# The catalog's raw table (data/01_raw/<dataset>.csv), what the run reads
+# first and logs as its MLflow dataset input.
+RAW_DATASET = "raw_dataset"
+
+
 def load_raw_dataset(
     name: Any, raw_data: Path, parameter: str = "dataset", project_path: Path = Path()
 ) -> pd.DataFrame:

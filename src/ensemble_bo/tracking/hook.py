@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import logging
 import os
+import time
 from collections.abc import Mapping
 from fnmatch import fnmatchcase
 from importlib.metadata import version
@@ -38,7 +39,6 @@ from mlflow.tracking import MlflowClient
 
 from ensemble_bo import events
 from ensemble_bo.core.results import SearchInterrupted, interrupted_by_user
-from ensemble_bo.pipelines.data_processing.pipeline import RAW_DATASET
 from ensemble_bo.summary import log_run_summary, run_address
 from ensemble_bo.tracking.artifacts import (
     PARTIAL,
@@ -68,7 +68,11 @@ from ensemble_bo.tracking.store import (
     open_experiment,
     resolve_tracking_uri,
 )
-from ensemble_bo.validation import requested_pipelines, single_pipeline
+from ensemble_bo.validation import (
+    RAW_DATASET,
+    requested_pipelines,
+    single_pipeline,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -107,6 +111,7 @@ class MlflowTrackingHook:
         self._link: RunLink | None = None
         self._method: str | None = None
         self._data_file: str | None = None
+        self._started = time.monotonic()
 
     @hook_impl
     def after_context_created(self, context) -> None:
@@ -117,6 +122,7 @@ class MlflowTrackingHook:
     def before_pipeline_run(
         self, run_params: dict[str, Any], pipeline, catalog
     ) -> None:
+        self._started = time.monotonic()
         parameters = {
             name.removeprefix("params:"): catalog.load(name)
             for name in sorted(pipeline.inputs())
@@ -246,6 +252,11 @@ class MlflowTrackingHook:
         link = self._link
         if link is None:
             return
+        if status == "FINISHED":
+            # the whole run against its time budget: search, refit, reports, logging
+            link.call(
+                mlflow.log_metric, "run_seconds", time.monotonic() - self._started
+            )
         # Forgotten once ended: Ctrl-C while it ends has it ended again, KILLED.
         ended = link.end(status)
         self._link = None

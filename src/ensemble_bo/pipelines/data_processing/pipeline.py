@@ -2,10 +2,9 @@
 
 from kedro.pipeline import Node, Pipeline
 
-from .nodes import make_model_input, validate_and_split
+from ensemble_bo.validation import RAW_DATASET
 
-# The catalog's raw table (data/01_raw/<dataset>.csv): the run's dataset input.
-RAW_DATASET = "raw_dataset"
+from .nodes import make_model_input, validate_and_split
 
 
 def create_pipeline(**kwargs) -> Pipeline:
