@@ -40,6 +40,7 @@ from typing import Any
 import websockets
 from mlflow.tracking import MlflowClient
 
+from ensemble_bo.benchmarking.scripts import project_copy
 from ensemble_bo.summary import ui_address
 from ensemble_bo.tracking.runs_view import VIEW_ID
 
@@ -332,25 +333,12 @@ RUNS = (
 )
 
 
-def copy_project(root: Path) -> Path:
-    """conf and the concrete data; the package is the installed one."""
-    shutil.copy(PROJECT / "pyproject.toml", root)
-    shutil.copytree(PROJECT / "conf" / "base", root / "conf" / "base")
-    for extra in (PROJECT / "conf").glob("*.yml"):
-        shutil.copy(extra, root / "conf")
-    (root / "conf" / "local").mkdir()
-    (root / "src").mkdir()
-    (root / "data" / "01_raw").mkdir(parents=True)
-    shutil.copy(PROJECT / "data" / "01_raw" / "concrete.csv", root / "data" / "01_raw")
-    return root
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--docs", type=Path, default=PROJECT / "docs")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as folder:
-        project = copy_project(Path(folder))
+        project = project_copy(PROJECT, Path(folder), ["concrete"])
         uri = f"sqlite:///{project / 'mlflow.db'}"
         env = {
             **os.environ,

@@ -17,6 +17,7 @@ from pathlib import Path
 
 import numpy as np
 
+from ensemble_bo.benchmarking.scripts import project_copy
 from ensemble_bo.core.evaluation import CrossValidation
 from ensemble_bo.core.search import Search
 from ensemble_bo.core.strategies import Esmbo, Sego, Segor, SingleBest
@@ -58,25 +59,8 @@ def cheap_parameters() -> dict:
 
 
 def copy_project(root: Path, datasets: Iterable[str] = ("concrete",)) -> Path:
-    """A runnable copy of the project at `root`: conf (no conf/local), .telemetry,
-    a few datasets.
-
-    Kedro wants the source folder; the package itself is the installed one.
-    """
-    root.mkdir(parents=True, exist_ok=True)
-    shutil.copy(PROJECT / "pyproject.toml", root)
-    shutil.copy(PROJECT / ".telemetry", root)
-    shutil.copytree(PROJECT / "conf" / "base", root / "conf" / "base")
-    for extra in (PROJECT / "conf").glob("*.yml"):
-        shutil.copy(extra, root / "conf")
-    (root / "conf" / "local").mkdir()
-    (root / "src").mkdir()
-    (root / "data" / "01_raw").mkdir(parents=True)
-    for name in datasets:
-        shutil.copy(
-            PROJECT / "data" / "01_raw" / f"{name}.csv", root / "data" / "01_raw"
-        )
-    return root
+    """A runnable copy of the project at `root` (scripts.project_copy)."""
+    return project_copy(PROJECT, root, list(datasets))
 
 
 def git(root: Path, *args: str) -> str:

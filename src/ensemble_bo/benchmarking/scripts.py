@@ -13,6 +13,7 @@ import argparse
 import hashlib
 import os
 import platform
+import shutil
 import subprocess
 import sys
 import time
@@ -94,6 +95,29 @@ def provenance(packages: Sequence[str], project: Path | None = None) -> dict[str
     `project` its git state."""
     stamp = {"versions": package_versions(packages), "nproc": os.cpu_count()}
     return {**stamp, **(git_state(project) if project is not None else {})}
+
+
+def project_copy(project: Path, root: Path, datasets: Sequence[str] = ()) -> Path:
+    """A project in the folder `root` to `kedro run` in: `project`'s
+    pyproject.toml, .telemetry (its telemetry answer) and conf (its local
+    settings left out), an empty conf/local, and the bundled raw `datasets`;
+    Kedro wants a source folder, and the package is the installed one.
+    Returns `root`."""
+    root.mkdir(parents=True, exist_ok=True)
+    shutil.copy(project / "pyproject.toml", root)
+    if (project / ".telemetry").exists():
+        shutil.copy(project / ".telemetry", root)
+    shutil.copytree(project / "conf" / "base", root / "conf" / "base")
+    for extra in (project / "conf").glob("*.yml"):
+        shutil.copy(extra, root / "conf")
+    (root / "conf" / "local").mkdir()
+    (root / "src").mkdir()
+    (root / "data" / "01_raw").mkdir(parents=True)
+    for name in datasets:
+        shutil.copy(
+            project / "data" / "01_raw" / f"{name}.csv", root / "data" / "01_raw"
+        )
+    return root
 
 
 def shown(path: Path, project: Path) -> str:
