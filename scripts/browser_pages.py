@@ -241,7 +241,7 @@ def screenshot_after_click(
     settle_s: float = 15.0,
 ) -> None:
     """A PNG of the page once the element `selector` (CSS) is clicked and
-    scrolled into view: what --screenshot cannot do, through the DevTools
+    scrolled to near the top: what --screenshot cannot do, through the DevTools
     protocol (websockets, which MLflow's server installs, speaks it)."""
     with tempfile.TemporaryDirectory() as profile:
         process = subprocess.Popen(
@@ -298,7 +298,8 @@ async def _click_and_shoot(
             expression=(
                 f"(() => {{ const e = document.querySelector({json.dumps(selector)});"
                 " if (!e) return false; e.click();"
-                " e.scrollIntoView({block: 'start'}); return true; })()"
+                " e.scrollIntoView({block: 'start'}); window.scrollBy(0, -80);"
+                " return true; })()"
             ),
             returnByValue=True,
         )
@@ -368,7 +369,11 @@ def main() -> None:
                     f"{page} does not show the runs {missing} or their test metrics"
                 )
             chromium(page, screenshot=args.docs / "mlflow_ui.png", window=WIDE)
-            runs = [run.info.run_id for run in client.search_runs([experiment])][:2]
+            runs = [
+                run.info.run_id
+                for run in client.search_runs([experiment])
+                if run.info.run_name.startswith(("segor", "smbo"))
+            ]
             page = compare_address(base, experiment, runs)
             if "convergence_plot.png" not in chromium(page, window=TALL):
                 raise SystemExit(f"{page} shows no common figure of the runs")
