@@ -309,3 +309,25 @@ def test_serving_costs_size_the_ensemble_and_the_fold_models_each_once():
     assert costs["final_model_mb"] > 4 * costs["ensemble_model_mb"]
     plain = serving_costs(model.estimator_, pd.DataFrame(X_test))
     assert "final_model_mb" not in plain
+
+
+@pytest.mark.parametrize("adaptive", [False, True])
+def test_the_order_statistics_equal_sorting_every_candidate_bound(adaptive):
+    # The bounds as the formula reads: the rank-th order statistic of the n
+    # candidate bounds of each new row, here by sorting them all; with ties
+    # (residuals rounded), zeros and bounds on both sides of 0.
+    rng = np.random.default_rng(3)
+    n, m, k = 203, 57, 5
+    residuals = np.round(np.abs(rng.normal(size=n)), 1)
+    residuals[:7] = 0.0
+    folds = rng.permutation(np.arange(n) % k)
+    predictions = rng.normal(scale=2.0, size=(k, m))
+    scales = rng.uniform(0.0, 3.0, size=(k, m)) if adaptive else None
+    scales_or_ones = np.ones((k, m)) if scales is None else scales
+    for coverage in (0.5, 0.8, 0.9, 0.95):
+        rank = conformal_rank(coverage, n)
+        margins = residuals[:, None] * scales_or_ones[folds]
+        lower = -np.sort(margins - predictions[folds], axis=0)[rank - 1]
+        upper = np.sort(margins + predictions[folds], axis=0)[rank - 1]
+        bounds = cv_plus_intervals(predictions, residuals, folds, coverage, scales)
+        np.testing.assert_array_equal(bounds, np.column_stack([lower, upper]))
