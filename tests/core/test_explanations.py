@@ -115,3 +115,22 @@ def test_a_result_without_its_target_has_no_contributions():
     result.target = None
     assert np.isnan(list(member_contributions(result).values())).all()
     assert leaderboard(result)["contribution"].isna().all()
+
+
+def test_each_shuffle_of_many_rows_scores_a_sample_of_them(monkeypatch):
+    scored = []
+
+    class Counting(LinearRegression):
+        def predict(self, X):
+            scored.append(len(X))
+            return super().predict(X)
+
+    rng = np.random.default_rng(0)
+    X = pd.DataFrame({"signal": rng.normal(size=500), "noise": rng.normal(size=500)})
+    y = pd.Series(3 * X["signal"])
+    model = Counting().fit(X, y)
+    monkeypatch.setattr("ensemble_bo.core.explanations.PERMUTATION_ROWS", 100)
+    importance = feature_importance(model, X, y, "regression", 0, n_repeats=2)
+    # every shuffle on 100 rows; only scikit-learn's baseline sees all 500
+    assert sorted(set(scored)) == [100, 500] and scored.count(500) <= 1
+    assert importance["feature"].iloc[0] == "signal"
