@@ -64,6 +64,7 @@ from ensemble_bo.core.preparation import (
 from ensemble_bo.core.refit import (
     bagging_folds,
     conformal_folds,
+    conformal_share,
     ensemble_estimator,
     search_stack,
 )
@@ -410,6 +411,7 @@ class _BaseEnsembleSearch(BaseEstimator, metaclass=ABCMeta):
             fold_ids=bagging_folds(settings["final_model"], data),
             stack=stack,
             conformal_folds=conformal_folds(settings["conformal"], data),
+            conformal_share=conformal_share(settings["max_search_rows"], data),
         )
         start = time.perf_counter()
         with quiet_iteration_caps():

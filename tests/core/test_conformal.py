@@ -331,3 +331,28 @@ def test_the_order_statistics_equal_sorting_every_candidate_bound(adaptive):
         upper = np.sort(margins + predictions[folds], axis=0)[rank - 1]
         bounds = cv_plus_intervals(predictions, residuals, folds, coverage, scales)
         np.testing.assert_array_equal(bounds, np.column_stack([lower, upper]))
+
+
+def test_fold_models_on_a_sample_of_their_rows_still_cover():
+    fitted_rows = []
+
+    class Counting(Ridge):
+        def fit(self, X, y):
+            fitted_rows.append(len(X))
+            return super().fit(X, y)
+
+    X, y, X_test, y_test = _regression(n_train=1000, n_test=2000, seed=4)
+    model = CrossConformalRegressor(
+        Counting(), np.arange(1000) % 5, train_fraction=0.25
+    ).fit(X, y)
+    # the final model on all 1,000 rows, each fold model on 200 of its 800
+    assert fitted_rows == [1000] + [200] * 5
+    bounds = model.predict_interval(X_test, 0.9)
+    coverage = np.mean((bounds[:, 0] <= y_test) & (y_test <= bounds[:, 1]))
+    assert 0.87 <= coverage <= 0.93
+    labels, test_labels = (y > np.median(y)).astype(int), (y_test > np.median(y))
+    classifier = CrossConformalClassifier(
+        LogisticRegression(), np.arange(1000) % 5, train_fraction=0.25
+    ).fit(X, labels)
+    sets = classifier.predict_set(X_test, 0.9)
+    assert 0.87 <= sets[np.arange(2000), test_labels.astype(int)].mean() <= 0.95

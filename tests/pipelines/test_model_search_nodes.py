@@ -109,6 +109,7 @@ def test_refit_scores_a_classification_ensemble_by_its_error_rate():
         "refit",
         False,
         False,
+        None,
     )
     predictions = model.predict(FEATURES[40:])
     assert set(predictions) <= {"low", "mid", "high"}
@@ -133,6 +134,7 @@ def test_refit_scores_regression_on_the_standardized_target():
         "refit",
         True,
         False,
+        None,
     )
     assert not hasattr(model, "predict_interval")  # conformal off
     residuals = (model.predict(FEATURES[40:]) - VALUES[40:]) / VALUES.std(ddof=0)

@@ -273,6 +273,12 @@ class _CrossConformal(BaseEstimator):
     fold_estimator : estimator or None, default=None
         What each fold fits on the other folds' rows (None: `estimator`); a
         bagged final model takes its unbagged ensemble here.
+    train_fraction : float in (0, 1], default=1.0
+        The share of the other folds' rows each fold model fits on (a seeded
+        sample, stratified for classes: core.evaluation.fitted_fold_models).
+        The guarantee holds as for any fold models fitted without their
+        fold's rows; large data keeps them small and quick to fit, at the
+        price of somewhat wider intervals or larger sets.
 
     Attributes
     ----------
@@ -284,10 +290,11 @@ class _CrossConformal(BaseEstimator):
         Index into fold_estimators_ of the model that held each row out.
     """
 
-    def __init__(self, estimator, fold_ids, fold_estimator=None):
+    def __init__(self, estimator, fold_ids, fold_estimator=None, train_fraction=1.0):
         self.estimator = estimator
         self.fold_ids = fold_ids
         self.fold_estimator = fold_estimator
+        self.train_fraction = train_fraction
 
     def _fit_folds(self, X, y, score) -> np.ndarray:
         """Fit the final and the fold models; `score(model, X_rows, y_rows)`
@@ -302,7 +309,9 @@ class _CrossConformal(BaseEstimator):
         self.score_folds_ = np.empty(len(y), dtype=np.int64)
         self.fold_estimators_ = []
         for j, (held_out, fitted) in enumerate(
-            fitted_fold_models(template, X, y, fold_ids)
+            fitted_fold_models(
+                template, X, y, fold_ids, train_fraction=self.train_fraction
+            )
         ):
             found = score(fitted, _safe_indexing(X, held_out), y[held_out])
             if scores is None:
@@ -334,8 +343,15 @@ class CrossConformalRegressor(RegressorMixin, _CrossConformal):
     spread so that a row where the members agree still gets an interval.
     """
 
-    def __init__(self, estimator, fold_ids, fold_estimator=None, spread=None):
-        super().__init__(estimator, fold_ids, fold_estimator)
+    def __init__(
+        self,
+        estimator,
+        fold_ids,
+        fold_estimator=None,
+        train_fraction=1.0,
+        spread=None,
+    ):
+        super().__init__(estimator, fold_ids, fold_estimator, train_fraction)
         self.spread = spread
 
     def fit(self, X, y):
@@ -450,9 +466,15 @@ def cross_conformal(
     task: str,
     fold_estimator: BaseEstimator | None = None,
     spread: Callable[[BaseEstimator, Any], np.ndarray] | None = None,
+    train_fraction: float = 1.0,
 ) -> _CrossConformal:
     """`estimator` with CV+ intervals (regression; adaptive ones too with a
-    `spread`) or cross-conformal sets (classification) over `fold_ids`."""
+    `spread`) or cross-conformal sets (classification) over `fold_ids`, its
+    fold models fitted on `train_fraction` of their rows."""
     if task == "classification":
-        return CrossConformalClassifier(estimator, fold_ids, fold_estimator)
-    return CrossConformalRegressor(estimator, fold_ids, fold_estimator, spread)
+        return CrossConformalClassifier(
+            estimator, fold_ids, fold_estimator, train_fraction
+        )
+    return CrossConformalRegressor(
+        estimator, fold_ids, fold_estimator, train_fraction, spread
+    )

@@ -24,6 +24,7 @@ from ensemble_bo.core.conformal import (
 )
 from ensemble_bo.core.encoding import FeatureEncoding
 from ensemble_bo.core.estimator import build_ensemble_model, member_spread
+from ensemble_bo.core.evaluation import check_max_search_rows, search_row_share
 from ensemble_bo.core.losses import brier_loss, zero_one_loss
 from ensemble_bo.core.preparation import ModelInput
 from ensemble_bo.core.results import EnsembleSearchResult
@@ -51,6 +52,14 @@ def conformal_folds(conformal: bool, data: ModelInput) -> np.ndarray | None:
     return data.fold_ids if conformal else None
 
 
+def conformal_share(max_search_rows: int | None, data: ModelInput) -> float:
+    """The share of their rows the conformal fold models fit on: on large
+    data, a sample of at most `max_search_rows`, as the search's fold models
+    (core.evaluation.search_row_share); their sizes and fit times then stay
+    those of the search's, not of five more copies of the final ensemble."""
+    return search_row_share(check_max_search_rows(max_search_rows), data.fold_ids)
+
+
 def search_stack(
     stacking: bool, result: EnsembleSearchResult, data: ModelInput, voting: str
 ) -> Stack | None:
@@ -70,6 +79,7 @@ def ensemble_estimator(
     fold_ids: np.ndarray | None = None,
     stack: Stack | None = None,
     conformal_folds: np.ndarray | None = None,
+    conformal_share: float = 1.0,
 ) -> BaseEstimator:
     """Unfitted model on raw feature frames: the members `weights` names (pool
     index -> weight; default the search's ensemble), each built with the
@@ -83,7 +93,8 @@ def ensemble_estimator(
     model instead of weights and voting. `conformal_folds` (n_train,): wrap
     it in core.conformal's CV+ model, which also fits the ensemble (its
     members unbagged) on each of these folds' complements, so that it gives
-    prediction intervals (regression) or prediction sets (classification).
+    prediction intervals (regression) or prediction sets (classification);
+    each fold model fits on `conformal_share` of its rows (conformal_share).
     """
     stacked = stack is not None and stack.chosen and weights is None
     if stacked:
@@ -120,7 +131,9 @@ def ensemble_estimator(
     # a bagged final model's folds fit its members unbagged; a refit one's
     # fit the final model itself
     plain = None if fold_ids is None else ensemble(members)
-    return cross_conformal(final, conformal_folds, result.task, plain, member_spread)
+    return cross_conformal(
+        final, conformal_folds, result.task, plain, member_spread, conformal_share
+    )
 
 
 def test_sample_losses(
@@ -219,6 +232,7 @@ def refit_and_score(
     fold_ids: np.ndarray | None = None,
     stack: Stack | None = None,
     conformal_folds: np.ndarray | None = None,
+    conformal_share: float = 1.0,
 ) -> tuple[BaseEstimator, dict[str, float], np.ndarray]:
     """Refit the ensemble and the single best model on all non-test data, or
     bag them over `fold_ids` (bagging_folds); score both. The ensemble is
@@ -248,6 +262,7 @@ def refit_and_score(
             fold_ids,
             stack,
             conformal_folds if weights is None else None,
+            conformal_share,
         )
         start = time.perf_counter()
         with quiet_iteration_caps():
