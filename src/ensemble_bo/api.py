@@ -411,7 +411,7 @@ class _BaseEnsembleSearch(BaseEstimator, metaclass=ABCMeta):
             fold_ids=bagging_folds(settings["final_model"], data),
             stack=stack,
             conformal_folds=conformal_folds(settings["conformal"], data),
-            conformal_share=conformal_share(settings["max_search_rows"], data),
+            conformal_share=conformal_share(settings["conformal_rows"], data),
         )
         start = time.perf_counter()
         with quiet_iteration_caps():

@@ -47,6 +47,7 @@ from ensemble_bo.core.preparation import validate_dataset
 from ensemble_bo.core.validation import (
     InvalidInput,
     check_conformal,
+    check_conformal_rows,
     check_data_processing,
     check_default_models,
     check_final_model,
@@ -267,6 +268,7 @@ _SHARED_PARAMETER_CHECKS: dict[str, Callable[[Any], None]] = {
     "final_model": check_final_model,
     "stacking": check_stacking,
     "conformal": check_conformal,
+    "conformal_rows": check_conformal_rows,
     "inference": check_inference,
     "data_processing": check_data_processing,
 }

@@ -101,14 +101,16 @@ def test_a_search_on_a_sample_says_so_and_refits_on_every_row():
     assert search.ensemble_.n_features_in_ == whole.ensemble_.n_features_in_
 
 
-def test_the_conformal_fold_models_of_large_data_fit_on_the_sample_too():
+def test_conformal_fold_models_fit_on_a_sample_where_asked():
     raw = pd.read_csv(PROJECT / "data" / "01_raw" / "concrete.csv").head(400)
     X, y = raw.drop(columns="target"), raw["target"]
     search = EnsembleRegressor(
-        budget=3, random_state=0, params={"max_search_rows": 160}
+        budget=3, random_state=0, params={"conformal_rows": 160}
     ).fit(X, y)
     # 400 rows in 5 folds: 320 to fit each fold model on, 160 of them sampled
     assert search.conformal_.train_fraction == pytest.approx(0.5)
     assert np.isfinite(search.predict_interval(X.head(5), 0.9)).all()
     whole = EnsembleRegressor(budget=3, random_state=0).fit(X, y)
-    assert whole.conformal_.train_fraction == 1.0  # 320 rows: under the default
+    assert whole.conformal_.train_fraction == 1.0  # by default, every row
+    with pytest.raises(InvalidInput, match="conformal_rows must be an integer"):
+        EnsembleRegressor(budget=3, params={"conformal_rows": 10}).fit(X, y)

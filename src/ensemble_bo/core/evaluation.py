@@ -163,8 +163,9 @@ def out_of_fold_predictions(
 MIN_SEARCH_ROWS = 100
 
 
-def check_max_search_rows(value: object) -> int | None:
-    """`max_search_rows` as an int >= MIN_SEARCH_ROWS, or None (all rows)."""
+def check_max_search_rows(value: object, name: str = "max_search_rows") -> int | None:
+    """A limit on the rows a fold model fits on (`max_search_rows`, or
+    `name`) as an int >= MIN_SEARCH_ROWS, or None (all rows)."""
     if value is None:
         return None
     if (
@@ -173,8 +174,8 @@ def check_max_search_rows(value: object) -> int | None:
         or value < MIN_SEARCH_ROWS
     ):
         raise ValueError(
-            f"max_search_rows must be an integer >= {MIN_SEARCH_ROWS} or null, got "
-            f"{value!r} (the most rows a search's fold model fits on)"
+            f"{name} must be an integer >= {MIN_SEARCH_ROWS} or null, got "
+            f"{value!r} (the most rows a fold model fits on)"
         )
     return int(value)
 

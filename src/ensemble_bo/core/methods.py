@@ -446,6 +446,7 @@ OTHER_PARAMS = (
     "final_model",
     "stacking",
     "conformal",
+    "conformal_rows",
     "resume",
     "data_processing",
     "posthoc_source",

@@ -24,7 +24,7 @@ from ensemble_bo.core.conformal import (
 )
 from ensemble_bo.core.encoding import FeatureEncoding
 from ensemble_bo.core.estimator import build_ensemble_model, member_spread
-from ensemble_bo.core.evaluation import check_max_search_rows, search_row_share
+from ensemble_bo.core.evaluation import search_row_share
 from ensemble_bo.core.losses import brier_loss, zero_one_loss
 from ensemble_bo.core.preparation import ModelInput
 from ensemble_bo.core.results import EnsembleSearchResult
@@ -32,6 +32,7 @@ from ensemble_bo.core.seeding import derive_seed
 from ensemble_bo.core.stacking import Stack, fitted_stack
 from ensemble_bo.core.validation import (
     check_conformal,
+    check_conformal_rows,
     check_final_model,
     check_stacking,
 )
@@ -52,12 +53,13 @@ def conformal_folds(conformal: bool, data: ModelInput) -> np.ndarray | None:
     return data.fold_ids if conformal else None
 
 
-def conformal_share(max_search_rows: int | None, data: ModelInput) -> float:
-    """The share of their rows the conformal fold models fit on: on large
-    data, a sample of at most `max_search_rows`, as the search's fold models
-    (core.evaluation.search_row_share); their sizes and fit times then stay
-    those of the search's, not of five more copies of the final ensemble."""
-    return search_row_share(check_max_search_rows(max_search_rows), data.fold_ids)
+def conformal_share(conformal_rows: int | None, data: ModelInput) -> float:
+    """The share of their rows the conformal fold models fit on: all (None),
+    or on large data a sample of at most `conformal_rows` (as the search's
+    fold models: core.evaluation.search_row_share), which keeps the logged
+    model and the refit small at the price of wider intervals."""
+    check_conformal_rows(conformal_rows)
+    return search_row_share(conformal_rows, data.fold_ids)
 
 
 def search_stack(

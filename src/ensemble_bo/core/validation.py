@@ -139,6 +139,15 @@ def check_stacking(stacking: Any) -> None:
         )
 
 
+def check_conformal_rows(value: Any) -> None:
+    """`conformal_rows`: null (the conformal fold models fit on all their
+    rows), or an integer >= 100; InvalidInput naming a bad value."""
+    try:
+        check_max_search_rows(value, "conformal_rows")
+    except ValueError as error:
+        raise InvalidInput(str(error)) from None
+
+
 def check_conformal(conformal: Any) -> None:
     """Whether the final model gives conformal intervals or sets: true or false."""
     if not isinstance(conformal, bool):

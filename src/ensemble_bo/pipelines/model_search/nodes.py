@@ -133,7 +133,7 @@ def refit_and_score(
     final_model: str,
     stacking: bool,
     conformal: bool,
-    max_search_rows: int | None,
+    conformal_rows: int | None,
 ) -> tuple[BaseEstimator, dict[str, float]]:
     """Refit the ensemble and the single best model on all non-test data (or
     bag them over the search's folds) and score both.
@@ -142,7 +142,8 @@ def refit_and_score(
     the error rate. `voting` is the classifiers' combiner; `final_model`:
     refit or bagged; `stacking`: whether a level-2 model may combine the
     members; `conformal`: whether the model gives intervals or sets (CV+),
-    its fold models fitted on samples of at most `max_search_rows` rows.
+    its fold models fitted on samples of at most `conformal_rows` rows (None:
+    all).
     """
     model, metrics, _ = refit.refit_and_score(
         search_result,
@@ -157,7 +158,7 @@ def refit_and_score(
         refit.bagging_folds(final_model, model_input),
         refit.search_stack(stacking, search_result, model_input, voting),
         refit.conformal_folds(conformal, model_input),
-        refit.conformal_share(max_search_rows, model_input),
+        refit.conformal_share(conformal_rows, model_input),
     )
     return model, metrics
 

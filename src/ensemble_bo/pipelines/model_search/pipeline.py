@@ -79,7 +79,7 @@ def _refit_and_report(name: str, display_name_blocks: tuple[str, ...]) -> Pipeli
                     "params:final_model",
                     "params:stacking",
                     "params:conformal",
-                    "params:max_search_rows",
+                    "params:conformal_rows",
                 ],
                 outputs=[f"{name}_model", f"{name}_test_metrics"],
                 name=f"{name}_refit_and_score",
