@@ -296,6 +296,26 @@ class HeldClassifier(HeldPredictions):
         return self._probabilities
 
 
+# A peer's process, as ours: one thread for BLAS and OpenMP.
+PEER_THREADS = dict.fromkeys(
+    ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"), "1"
+)
+
+
+def write_peer_folder(
+    path: Path,
+    request: dict[str, Any],
+    train: pd.DataFrame,
+    test_features: pd.DataFrame,
+) -> Path:
+    """`path` holding what autogluon_runner.py reads: request.json,
+    train.parquet (features and the label column) and test.parquet."""
+    (path / "request.json").write_text(json.dumps(request))
+    train.to_parquet(path / "train.parquet")
+    test_features.to_parquet(path / "test.parquet")
+    return path
+
+
 def run_peer(
     request: dict[str, Any],
     train: pd.DataFrame,
@@ -307,18 +327,12 @@ def run_peer(
     """Run `runner` with `python` on a folder holding request.json, train.parquet
     and test.parquet; its result.json, with "runner_seconds" (the subprocess's
     wall time, start-up and prediction included). One thread for BLAS/OpenMP."""
-    threads = dict.fromkeys(
-        ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"), "1"
-    )
     with tempfile.TemporaryDirectory(prefix="peer-") as folder:
-        path = Path(folder)
-        (path / "request.json").write_text(json.dumps(request))
-        train.to_parquet(path / "train.parquet")
-        test_features.to_parquet(path / "test.parquet")
+        path = write_peer_folder(Path(folder), request, train, test_features)
         start = time.perf_counter()
         done = subprocess.run(
             [str(python), str(runner), folder],
-            env={**os.environ, **threads},
+            env={**os.environ, **PEER_THREADS},
             capture_output=True,
             text=True,
             timeout=timeout,

@@ -54,7 +54,13 @@ import numpy as np
 import pandas as pd
 import psutil
 from mlflow.tracking import MlflowClient
-from peer_tools import AUTOGLUON_PYTHON, AUTOGLUON_RUNNER, LABEL
+from peer_tools import (
+    AUTOGLUON_PYTHON,
+    AUTOGLUON_RUNNER,
+    LABEL,
+    PEER_THREADS,
+    write_peer_folder,
+)
 from sklearn.datasets import make_friedman1
 
 from ensemble_bo.api import default_parameters
@@ -195,18 +201,12 @@ def run_autogluon(
         "time_limit": budget,
         "presets": "medium_quality",
     }
-    threads = dict.fromkeys(
-        ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"), "1"
-    )
     with tempfile.TemporaryDirectory(prefix="scaling-rows-ag-") as folder:
-        path = Path(folder)
-        (path / "request.json").write_text(json.dumps(request))
-        train.to_parquet(path / "train.parquet")
-        split.test_features.to_parquet(path / "test.parquet")
+        path = write_peer_folder(Path(folder), request, train, split.test_features)
         run = sampled_run(
             [str(AUTOGLUON_PYTHON), str(AUTOGLUON_RUNNER), folder],
             path,
-            {**os.environ, **threads},
+            {**os.environ, **PEER_THREADS},
             timeout=10 * budget + 1800,
         )
         if run["returncode"] != 0:

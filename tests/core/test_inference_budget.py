@@ -40,6 +40,29 @@ def costed_pool(costs, predictions) -> Pool:
     return pool
 
 
+def free_and_halved(rows: int, sample_seed: int, budget: int, method="auto"):
+    """A search of `rows` concrete rows without limits, and the same search
+    with its ensemble's trial-measured prediction time halved as its limit:
+    (free, limited, limit)."""
+    raw = pd.read_csv(PROJECT / "data" / "01_raw" / "concrete.csv").sample(
+        rows, random_state=sample_seed
+    )
+    X, y = raw.drop(columns="target"), raw["target"]
+    settings = {"conformal": False}
+    free = EnsembleRegressor(
+        method=method, budget=budget, random_state=0, params=settings
+    ).fit(X, y)
+    pool, members = free.result_.pool, list(free.result_.member_weights)
+    limit = InferenceBudget().ensemble_cost(pool, members)[0] / 2
+    limited = EnsembleRegressor(
+        method=method,
+        budget=budget,
+        random_state=0,
+        params={**settings, "inference": {"max_seconds_per_1000_rows": limit}},
+    ).fit(X, y)
+    return free, limited, limit
+
+
 def test_an_ensemble_costs_the_sum_of_its_distinct_members():
     pool = costed_pool([(0.1, 1), (0.2, 2), (0.3, 3)], [1, 1, 1])
     budget = InferenceBudget(max_seconds_per_1000_rows=0.35)
@@ -281,25 +304,9 @@ def test_esmbo_replicas_choose_among_models_that_fit_together():
 
 @pytest.mark.parametrize("method", ["esmbo", "ers", "esmbo:replica_winners"])
 def test_agnostic_bayes_methods_keep_a_budget_in_a_real_search(method):
-    raw = pd.read_csv(PROJECT / "data" / "01_raw" / "concrete.csv").sample(
-        200, random_state=2
-    )
-    X, y = raw.drop(columns="target"), raw["target"]
-    settings = {"conformal": False}
-    free = EnsembleRegressor(
-        method=method, budget=6, random_state=0, params=settings
-    ).fit(X, y)
-    budget = InferenceBudget()
-    seconds = budget.ensemble_cost(free.result_.pool, list(free.result_.member_weights))
-    limit = seconds[0] / 2
-    limited = EnsembleRegressor(
-        method=method,
-        budget=6,
-        random_state=0,
-        params={**settings, "inference": {"max_seconds_per_1000_rows": limit}},
-    ).fit(X, y)
+    _, limited, limit = free_and_halved(200, 2, 6, method)
     members = list(limited.result_.member_weights)
-    assert budget.ensemble_cost(limited.result_.pool, members)[0] <= limit
+    assert InferenceBudget().ensemble_cost(limited.result_.pool, members)[0] <= limit
     assert "inference_budget_skipped" in limited.result_.search_metrics
 
 
@@ -313,21 +320,9 @@ def test_inference_keys_and_values_are_checked():
 
 
 def test_a_budgeted_search_never_exceeds_its_limit():
-    raw = pd.read_csv(PROJECT / "data" / "01_raw" / "concrete.csv").sample(
-        300, random_state=0
-    )
-    X, y = raw.drop(columns="target"), raw["target"]
-    settings = {"conformal": False}
-    free = EnsembleRegressor(budget=10, random_state=0, params=settings).fit(X, y)
-    pool = free.result_.pool
+    free, limited, limit = free_and_halved(300, 0, 10)
     budget = InferenceBudget()
-    seconds = budget.ensemble_cost(pool, list(free.result_.member_weights))[0]
-    limit = seconds / 2
-    limited = EnsembleRegressor(
-        budget=10,
-        random_state=0,
-        params={**settings, "inference": {"max_seconds_per_1000_rows": limit}},
-    ).fit(X, y)
+    seconds = 2 * limit
     members = list(limited.result_.member_weights)
     assert budget.ensemble_cost(limited.result_.pool, members)[0] <= limit
     # every iteration records what its ensemble costs
@@ -367,25 +362,14 @@ def test_post_hoc_selection_adds_only_what_the_ensemble_can_afford():
 
 
 def test_a_budgeted_ensemble_is_the_better_of_the_search_s_and_a_reselection():
-    raw = pd.read_csv(PROJECT / "data" / "01_raw" / "concrete.csv").sample(
-        300, random_state=1
-    )
-    X, y = raw.drop(columns="target"), raw["target"]
-    free = EnsembleRegressor(budget=10, random_state=0, params={"conformal": False})
-    free.fit(X, y)
-    seconds = InferenceBudget().ensemble_cost(
-        free.result_.pool, list(free.result_.member_weights)
-    )[0]
-    limits = {"max_seconds_per_1000_rows": seconds / 2}
-    limited = EnsembleRegressor(
-        budget=10, random_state=0, params={"conformal": False, "inference": limits}
-    ).fit(X, y)
+    _, limited, limit = free_and_halved(300, 1, 10)
+    limits = {"max_seconds_per_1000_rows": limit}
     result = limited.result_
     metrics = result.search_metrics
     assert metrics["inference_budget_reselected"] in (0.0, 1.0)
     assert (
         InferenceBudget().ensemble_cost(result.pool, list(result.member_weights))[0]
-        <= seconds / 2
+        <= limit
     )
     # the reselection from the same pool: the shipped ensemble (BFGS weights
     # on top) is at least as good on CV as its best kept prefix
