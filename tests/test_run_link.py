@@ -294,13 +294,18 @@ def test_only_requests_without_an_answer_count_as_the_server_being_away():
         raised_from(MlflowException("timed out"), requests.exceptions.ReadTimeout()),
         raised_from(MlflowException("5xx"), requests.exceptions.RetryError()),
         requests.exceptions.ConnectionError("reset"),
+        # a server killed in the middle of its answer
+        raised_from(
+            MlflowException("API request failed"),
+            requests.exceptions.ChunkedEncodingError("Connection broken"),
+        ),
     ]
     answered = [
         MlflowException("INVALID_PARAMETER_VALUE: changing param values"),
         raised_from(MlflowException("no such file"), FileNotFoundError()),
         ValueError("bad"),
     ]
-    assert [server_unreachable(error) for error in away] == [True] * 4
+    assert [server_unreachable(error) for error in away] == [True] * 5
     assert [server_unreachable(error) for error in answered] == [False] * 3
 
 

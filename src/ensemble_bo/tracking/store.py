@@ -183,8 +183,10 @@ def _permission_refusal(shown: str, experiment_name: str, action: str) -> str:
 
 def server_unreachable(error: BaseException) -> bool:
     """Whether `error`, or what it was raised from, is a request to a server that
-    got no answer: refused, cut off, timed out, or still failing (5xx) after its
-    retries. Any other error (a refused request, a bad value) is not."""
+    got no answer: refused, cut off (also in the middle of its answer, which
+    requests reports as a ChunkedEncodingError), timed out, or still failing
+    (5xx) after its retries. Any other error (a refused request, a bad value)
+    is not."""
     seen: set[int] = set()
     cause: BaseException | None = error
     while cause is not None and id(cause) not in seen:
@@ -192,6 +194,7 @@ def server_unreachable(error: BaseException) -> bool:
         if isinstance(
             cause,
             requests.exceptions.ConnectionError
+            | requests.exceptions.ChunkedEncodingError
             | requests.exceptions.Timeout
             | requests.exceptions.RetryError
             | ConnectionError
