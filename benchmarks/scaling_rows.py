@@ -192,7 +192,8 @@ def run_ours(
 def run_autogluon(
     name: str, frame: pd.DataFrame, budget: float, seed: int
 ) -> dict[str, Any]:
-    """AutoGluon medium_quality on the run's own training part, scored on its test part."""
+    """AutoGluon medium_quality on the run's own training part, scored on its
+    test part."""
     split = split_dataset(frame, name, default_parameters()["data_processing"], seed)
     train = split.train_features.assign(**{LABEL: split.train_target.to_numpy()})
     request = {

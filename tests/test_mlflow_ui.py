@@ -16,10 +16,11 @@ from mlflow.tracking import MlflowClient
 
 from ensemble_bo.summary import ui_address
 from ensemble_bo.tracking.runs_view import (
+    KEY_METRICS,
     VIEW_ID,
     VIEW_TAG,
+    metric_column,
     read_view,
-    shown_metrics,
     update_runs_view,
     view_tag_value,
     with_metrics,
@@ -70,6 +71,13 @@ def test_the_mlflow_ui_opens_on_the_runs_table_with_our_runs(store):
     assert "Run Name" in dom  # the runs table, not the GenAI traces page
     for name in names:
         assert name in dom, f"{name} not on the page"
+
+
+def shown_metrics(tag_value: str | None) -> set[str]:
+    """The key metrics a view's tag shows."""
+    view = read_view(tag_value)
+    columns = view[0].get("selectedColumns", []) if view else []
+    return {name for name in KEY_METRICS if metric_column(name) in columns}
 
 
 def test_finished_runs_add_their_key_metrics_to_the_experiment_s_view(store):

@@ -7,7 +7,7 @@ from sklearn.tree import DecisionTreeClassifier
 
 from ensemble_bo import EnsembleRegressor
 from ensemble_bo.core.evaluation import (
-    check_max_search_rows,
+    check_row_limit,
     out_of_fold_predictions,
     search_row_share,
 )
@@ -27,11 +27,11 @@ def test_the_share_keeps_every_fold_model_within_the_rows():
     assert search_row_share(None, fold_ids) == 1.0
     assert search_row_share(200, fold_ids) == 1.0
     assert search_row_share(27, fold_ids) == pytest.approx(27 / 81)
-    assert check_max_search_rows(None) is None
-    assert check_max_search_rows(5000) == 5000
+    assert check_row_limit(None) is None
+    assert check_row_limit(5000) == 5000
     for bad in (99, 0, 1.5, "1000", True):
         with pytest.raises(ValueError, match=r"max_search_rows must be an integer"):
-            check_max_search_rows(bad)
+            check_row_limit(bad)
     with pytest.raises(InvalidInput, match=r"max_search_rows .* got -1"):
         check_settings("segor", cheap_parameters() | {"max_search_rows": -1})
 

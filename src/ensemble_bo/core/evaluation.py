@@ -163,9 +163,9 @@ def out_of_fold_predictions(
 MIN_SEARCH_ROWS = 100
 
 
-def check_max_search_rows(value: object, name: str = "max_search_rows") -> int | None:
-    """A limit on the rows a fold model fits on (`max_search_rows`, or
-    `name`) as an int >= MIN_SEARCH_ROWS, or None (all rows)."""
+def check_row_limit(value: object, name: str = "max_search_rows") -> int | None:
+    """The parameter `name` (max_search_rows, conformal_rows), a limit on the
+    rows a fold model fits on, as an int >= MIN_SEARCH_ROWS, or None (all)."""
     if value is None:
         return None
     if (

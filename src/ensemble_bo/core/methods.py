@@ -104,8 +104,8 @@ class Selection:
 
     `select(source, data, block, seed, budget)` reads the parameter block
     `params`, parsed as a `settings` (core.settings.Block), and keeps the
-    inference `budget` (core.inference_budget); `applies(block)` says whether it runs (otherwise the search's own
-    ensemble is the result).
+    inference `budget` (core.inference_budget); `applies(block)` says whether
+    it runs (otherwise the search's own ensemble is the result).
     """
 
     name: str

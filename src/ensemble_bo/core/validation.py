@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any
 
 from ensemble_bo.core.bagging import FINAL_MODELS
 from ensemble_bo.core.estimator import VOTING
-from ensemble_bo.core.evaluation import check_max_search_rows
+from ensemble_bo.core.evaluation import check_row_limit
 from ensemble_bo.core.inference_budget import InferenceBudget
 from ensemble_bo.core.optimizer_kinds import make_optimizer
 from ensemble_bo.core.portfolio import check_portfolios
@@ -143,7 +143,7 @@ def check_conformal_rows(value: Any) -> None:
     """`conformal_rows`: null (the conformal fold models fit on all their
     rows), or an integer >= 100; InvalidInput naming a bad value."""
     try:
-        check_max_search_rows(value, "conformal_rows")
+        check_row_limit(value, "conformal_rows")
     except ValueError as error:
         raise InvalidInput(str(error)) from None
 
@@ -329,7 +329,7 @@ def check_settings(
         max_initial_failures = check_max_initial_failures(
             parameters["max_initial_failures"]
         )
-        max_search_rows = check_max_search_rows(parameters["max_search_rows"])
+        max_search_rows = check_row_limit(parameters["max_search_rows"])
     except ValueError as error:
         raise InvalidInput(str(error)) from None
     for name, check in (

@@ -110,13 +110,6 @@ def read_view(tag_value: str | None) -> tuple[dict[str, Any], int] | None:
     return state, created
 
 
-def shown_metrics(tag_value: str | None) -> set[str]:
-    """The key metrics a view's tag shows."""
-    view = read_view(tag_value)
-    columns = view[0].get("selectedColumns", []) if view else []
-    return {name for name in KEY_METRICS if metric_column(name) in columns}
-
-
 def update_runs_view(
     client: MlflowClient, experiment_id: str, run_metrics: Iterable[str]
 ) -> None:

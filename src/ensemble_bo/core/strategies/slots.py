@@ -35,9 +35,10 @@ class SlotEnsemble:
     among the models the ensemble can take within its limits, and the
     optimizer is told what the ensemble would become: a model it cannot take
     leaves slot j's model in place (or the slot empty), so its target is
-    max(L(E[j] <- h), L(E)) (no better than the ensemble as it is). Proposals then turn to the
-    configurations the budget allows (a constraint that EI otherwise cannot
-    see); the update still chooses by every model's own L(E[j] <- h).
+    max(L(E[j] <- h), L(E)), no better than the ensemble as it is. Proposals
+    then turn to the configurations the budget allows (a constraint that EI
+    otherwise cannot see); the update still chooses by every model's own
+    L(E[j] <- h).
     """
 
     def __init__(
