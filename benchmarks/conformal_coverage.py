@@ -53,6 +53,7 @@ from ensemble_bo.core.grid import ToolCell, repetition_seed
 from ensemble_bo.core.methods import TASK_METHODS, run_method
 from ensemble_bo.core.preparation import prepare
 from ensemble_bo.core.refit import (
+    ConformalPlan,
     classification_test_metrics,
     ensemble_estimator,
     uncertainty_test_metrics,
@@ -112,7 +113,11 @@ def run_cell(cell: ToolCell, raw: pd.DataFrame, parameters: dict[str, Any]) -> d
         X, y = split.train_features, split.train_target
         X_test, y_test = split.test_features, split.test_target
         model = ensemble_estimator(
-            result, data.encoding, voting, cell.seed, conformal_folds=data.fold_ids
+            result,
+            data.encoding,
+            voting,
+            cell.seed,
+            conformal=ConformalPlan(data.fold_ids),
         )
         plain = ensemble_estimator(result, data.encoding, voting, cell.seed)
         with quiet_iteration_caps():

@@ -56,6 +56,7 @@ from ensemble_bo.core.preparation import (
     check_table,
     infer_task,
     make_model_input,
+    search_input,
     target_numbers,
     uniform_labels,
     validate_features,
@@ -63,8 +64,7 @@ from ensemble_bo.core.preparation import (
 )
 from ensemble_bo.core.refit import (
     bagging_folds,
-    conformal_folds,
-    conformal_share,
+    conformal_plan,
     ensemble_estimator,
     search_stack,
 )
@@ -401,8 +401,9 @@ class _BaseEnsembleSearch(BaseEstimator, metaclass=ABCMeta):
         }
         fold_ids = _fold_ids(self.cv, features, target, groups, task, seed)
         data: ModelInput = make_model_input(features, target, dataset, fold_ids)
-        result = run_method(method, data, settings, seed, self.callbacks or ())
-        stack = search_stack(settings["stacking"], result, data, settings["voting"])
+        searched = search_input(data, settings["max_search_rows"], seed)
+        result = run_method(method, searched, settings, seed, self.callbacks or ())
+        stack = search_stack(settings["stacking"], result, searched, settings["voting"])
         ensemble = ensemble_estimator(
             result,
             data.encoding,
@@ -410,8 +411,12 @@ class _BaseEnsembleSearch(BaseEstimator, metaclass=ABCMeta):
             seed,
             fold_ids=bagging_folds(settings["final_model"], data),
             stack=stack,
-            conformal_folds=conformal_folds(settings["conformal"], data),
-            conformal_share=conformal_share(settings["conformal_rows"], data),
+            conformal=conformal_plan(
+                settings["conformal"],
+                data,
+                settings["conformal_rows"],
+                settings["split_conformal_above"],
+            ),
         )
         start = time.perf_counter()
         with quiet_iteration_caps():

@@ -54,6 +54,7 @@ from ensemble_bo.core.validation import (
     check_inference,
     check_seed,
     check_settings,
+    check_split_conformal_above,
     check_stacking,
     check_voting,
 )
@@ -269,6 +270,7 @@ _SHARED_PARAMETER_CHECKS: dict[str, Callable[[Any], None]] = {
     "stacking": check_stacking,
     "conformal": check_conformal,
     "conformal_rows": check_conformal_rows,
+    "split_conformal_above": check_split_conformal_above,
     "inference": check_inference,
     "data_processing": check_data_processing,
 }

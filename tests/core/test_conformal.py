@@ -1,6 +1,7 @@
 """CV+ intervals and cross-conformal sets: hand-computed cases, MAPIE on the
 same folds, the coverage guarantee by simulation, and bad inputs."""
 
+import math
 import pickle
 
 import numpy as np
@@ -8,7 +9,9 @@ import pandas as pd
 import pytest
 import skops.io
 from mapie.classification import CrossConformalClassifier as MapieClassifier
+from mapie.classification import SplitConformalClassifier
 from mapie.regression import CrossConformalRegressor as MapieRegressor
+from mapie.regression import SplitConformalRegressor
 from sklearn.datasets import make_classification, make_regression
 from sklearn.dummy import DummyRegressor
 from sklearn.ensemble import RandomForestRegressor
@@ -356,3 +359,53 @@ def test_fold_models_on_a_sample_of_their_rows_still_cover():
     ).fit(X, labels)
     sets = classifier.predict_set(X_test, 0.9)
     assert 0.87 <= sets[np.arange(2000), test_labels.astype(int)].mean() <= 0.95
+
+
+@pytest.mark.parametrize("coverage", [0.8, 0.9, 0.95])
+def test_one_calibrating_fold_is_split_conformal_as_mapie_computes_it(coverage):
+    X, y, X_test, _ = _regression(n_train=300)
+    fold_ids = np.arange(300) % 5
+    ours = CrossConformalRegressor(Ridge(), fold_ids, calibration_folds=[2]).fit(X, y)
+    calibrating = fold_ids == 2
+    # one fold model, fitted without fold 2; its 60 rows calibrate
+    assert len(ours.fold_estimators_) == 1 and len(ours.residuals_) == 60
+    fitted = Ridge().fit(X[~calibrating], y[~calibrating])
+    mapie = SplitConformalRegressor(fitted, confidence_level=coverage, prefit=True)
+    mapie.conformalize(X[calibrating], y[calibrating])
+    _, mapie_bounds = mapie.predict_interval(X_test)
+    bounds = ours.predict_interval(X_test, coverage)
+    np.testing.assert_allclose(bounds, mapie_bounds[:, :, 0], rtol=1e-12)
+    # by hand: the fold model's prediction -+ the ceil(coverage (m + 1))-th
+    # smallest calibration residual (Lei et al. 2018, s.2.2)
+    residuals = np.sort(np.abs(y[calibrating] - fitted.predict(X[calibrating])))
+    q = residuals[math.ceil(coverage * 61 - 1e-9) - 1]
+    centre = fitted.predict(X_test)
+    np.testing.assert_allclose(bounds, np.column_stack([centre - q, centre + q]))
+    # the final model is still fitted on every row
+    np.testing.assert_allclose(ours.predict(X_test), Ridge().fit(X, y).predict(X_test))
+
+
+def test_one_calibrating_fold_gives_split_conformal_sets_that_cover():
+    X, y = make_classification(3000, 6, n_informative=4, n_classes=3, random_state=1)
+    fold_ids = np.arange(1000) % 5
+    model = CrossConformalClassifier(
+        LogisticRegression(), fold_ids, calibration_folds=[0]
+    ).fit(X[:1000], y[:1000])
+    calibrating = fold_ids == 0
+    fitted = LogisticRegression().fit(X[:1000][~calibrating], y[:1000][~calibrating])
+    mapie = SplitConformalClassifier(fitted, confidence_level=0.9, prefit=True)
+    mapie.conformalize(X[:1000][calibrating], y[:1000][calibrating])
+    _, mapie_sets = mapie.predict_set(X[1000:])
+    sets = model.predict_set(X[1000:], 0.9)
+    # MAPIE's LAC threshold is the same order statistic of the same 200 scores
+    np.testing.assert_array_equal(sets, mapie_sets[:, :, 0])
+    assert sets[np.arange(2000), y[1000:]].mean() >= 0.87
+
+
+def test_calibration_folds_must_name_folds_of_the_data():
+    X, y, _, _ = _regression(n_train=100)
+    for bad in ([7], []):
+        with pytest.raises(ValueError, match=r"calibration_folds must name folds"):
+            CrossConformalRegressor(
+                Ridge(), np.arange(100) % 5, calibration_folds=bad
+            ).fit(X, y)

@@ -1,4 +1,4 @@
-"""Large data: a search whose fold models fit on a sample of the rows."""
+"""Large data: a search on a sample of the rows, conformal fold models on a sample."""
 
 import numpy as np
 import pandas as pd
@@ -8,25 +8,20 @@ from sklearn.tree import DecisionTreeClassifier
 from ensemble_bo import EnsembleRegressor
 from ensemble_bo.core.evaluation import (
     check_row_limit,
+    fold_row_share,
     out_of_fold_predictions,
-    search_row_share,
 )
-from ensemble_bo.core.optimizer import RandomSearch
-from ensemble_bo.core.settings import FidelitySettings
-from ensemble_bo.core.space import SearchSpace
+from ensemble_bo.core.preparation import ModelInput, search_input
 from ensemble_bo.core.validation import InvalidInput, check_settings
-from tests.core.test_multi_fidelity import FOLDS, recording_evaluator
-from tests.support import PROJECT, cheap_parameters, segor_search
-
-SPACE = SearchSpace.from_dict({"max_depth": {"type": "int", "low": 1, "high": 6}})
+from tests.support import PROJECT, cheap_parameters
 
 
-def test_the_share_keeps_every_fold_model_within_the_rows():
+def test_the_share_keeps_every_conformal_fold_model_within_the_rows():
     fold_ids = np.repeat(np.arange(5), [21, 20, 20, 20, 19])  # 100 rows
     # the largest training part: 100 - 19 = 81 rows
-    assert search_row_share(None, fold_ids) == 1.0
-    assert search_row_share(200, fold_ids) == 1.0
-    assert search_row_share(27, fold_ids) == pytest.approx(27 / 81)
+    assert fold_row_share(None, fold_ids) == 1.0
+    assert fold_row_share(200, fold_ids) == 1.0
+    assert fold_row_share(27, fold_ids) == pytest.approx(27 / 81)
     assert check_row_limit(None) is None
     assert check_row_limit(5000) == 5000
     for bad in (99, 0, 1.5, "1000", True):
@@ -34,6 +29,48 @@ def test_the_share_keeps_every_fold_model_within_the_rows():
             check_row_limit(bad)
     with pytest.raises(InvalidInput, match=r"max_search_rows .* got -1"):
         check_settings("segor", cheap_parameters() | {"max_search_rows": -1})
+
+
+def _model_input(n: int, task: str) -> ModelInput:
+    rng = np.random.default_rng(0)
+    target = (
+        rng.normal(size=n)
+        if task == "regression"
+        else (np.arange(n) // 4 % 10 == 0).astype(int)  # 10% of each fold
+    )
+    return ModelInput(
+        features=np.column_stack([np.arange(n), rng.normal(size=n)]),
+        target=target,
+        fold_ids=np.arange(n) % 4,
+        task=task,
+        target_scaling={"mean": 0.0, "std": 1.0},
+        dataset={"name": "big", "task": task, "categorical_columns": []},
+    )
+
+
+def test_the_search_s_sample_is_seeded_and_keeps_each_fold_and_class_in_its_share():
+    data = _model_input(2000, "classification")
+    sample = search_input(data, 400, seed=3)
+    assert sample.sampled_from == 2000 and len(sample.target) == 400
+    # 100 rows of each of the 4 folds, and in each 10 of class 1 (its 10%)
+    assert np.bincount(sample.fold_ids).tolist() == [100] * 4
+    for fold in range(4):
+        assert np.bincount(sample.target[sample.fold_ids == fold]).tolist() == [90, 10]
+    # rows of the data, in their order, each with its own target and fold
+    rows = sample.features[:, 0].astype(int)
+    assert (np.diff(rows) > 0).all()
+    assert (sample.target == data.target[rows]).all()
+    assert (sample.fold_ids == data.fold_ids[rows]).all()
+    # the same seed gives the same sample, another seed another
+    assert (search_input(data, 400, seed=3).features == sample.features).all()
+    assert not np.array_equal(search_input(data, 400, seed=4).features, sample.features)
+    # at or under the limit, or without one, the search has every row
+    assert search_input(data, 2000, seed=3) is data
+    assert search_input(data, None, seed=3) is data
+    regression = search_input(_model_input(1001, "regression"), 500, seed=0)
+    assert len(regression.target) == 500 and regression.sampled_from == 1001
+    with pytest.raises(ValueError, match="max_search_rows must be an integer >= 100"):
+        search_input(data, 50, seed=0)
 
 
 def test_a_classifier_s_sample_keeps_each_class_in_its_share():
@@ -58,33 +95,6 @@ def test_a_classifier_s_sample_keeps_each_class_in_its_share():
     assert small_rows < large_rows  # a larger share trains on a superset
 
 
-def test_every_request_of_a_sampled_search_asks_for_the_sample():
-    evaluate, y = recording_evaluator()
-    search = segor_search(RandomSearch(SPACE, seed=2), evaluate, y, FOLDS, 3)
-    result = search.run(4, row_share=0.5)
-    assert evaluate.fractions == [0.5] * 4 and result.pool.ok.all()
-    # every held-out row is still predicted
-    assert np.isfinite(result.pool.predictions).all()
-    # a rows rung's share is of the sample
-    evaluate.fractions.clear()
-    rows = FidelitySettings.from_block(
-        {
-            "scheduler": "successive_halving",
-            "resource": "rows",
-            "min_resource": 0.25,
-            "eta": 2,
-        }
-    )
-    segor_search(RandomSearch(SPACE, seed=2), evaluate, y, FOLDS, 3).run(
-        3, fidelity=rows, row_share=0.5
-    )
-    assert evaluate.fractions == [0.125] * 4 + [0.25] * 2 + [0.5]
-    with pytest.raises(ValueError, match="row_share must be in"):
-        segor_search(RandomSearch(SPACE, seed=2), evaluate, y, FOLDS, 3).run(
-            2, row_share=0.0
-        )
-
-
 def test_a_search_on_a_sample_says_so_and_refits_on_every_row():
     raw = pd.read_csv(PROJECT / "data" / "01_raw" / "concrete.csv").head(400)
     X, y = raw.drop(columns="target"), raw["target"]
@@ -92,6 +102,8 @@ def test_a_search_on_a_sample_says_so_and_refits_on_every_row():
         budget=4, random_state=0, params={"max_search_rows": 150, "conformal": False}
     ).fit(X, y)
     assert search.result_.search_metrics["search_sample_rows"] == 150
+    # the pool holds the sample's out-of-fold predictions: 150 rows of the 400
+    assert search.result_.pool.n_samples == 150
     assert np.isfinite(search.result_.pool.predictions[search.result_.pool.ok]).all()
     whole = EnsembleRegressor(
         budget=4, random_state=0, params={"conformal": False}
@@ -114,3 +126,27 @@ def test_conformal_fold_models_fit_on_a_sample_where_asked():
     assert whole.conformal_.train_fraction == 1.0  # by default, every row
     with pytest.raises(InvalidInput, match="conformal_rows must be an integer"):
         EnsembleRegressor(budget=3, params={"conformal_rows": 10}).fit(X, y)
+
+
+def test_above_split_conformal_above_one_fold_calibrates_the_intervals():
+    raw = pd.read_csv(PROJECT / "data" / "01_raw" / "concrete.csv").head(400)
+    X, y = raw.drop(columns="target"), raw["target"]
+    split = EnsembleRegressor(
+        budget=3, random_state=0, params={"split_conformal_above": 300}
+    ).fit(X, y)
+    # 400 training rows > 300: one fold model, fitted without fold 0 (80
+    # rows), whose rows calibrate
+    assert split.conformal_.calibration_folds == (0,)
+    assert len(split.conformal_.fold_estimators_) == 1
+    assert len(split.conformal_.residuals_) == (split.fold_ids_ == 0).sum() == 80
+    bounds = split.predict_interval(X.head(5), 0.9)
+    assert (bounds[:, 0] < bounds[:, 1]).all()
+    # at or under the threshold: CV+, a model per fold
+    cv_plus = EnsembleRegressor(
+        budget=3, random_state=0, params={"split_conformal_above": 400}
+    ).fit(X, y)
+    assert cv_plus.conformal_.calibration_folds is None
+    assert len(cv_plus.conformal_.fold_estimators_) == 5
+    assert len(cv_plus.conformal_.residuals_) == 400
+    with pytest.raises(InvalidInput, match="split_conformal_above must be an integer"):
+        EnsembleRegressor(budget=3, params={"split_conformal_above": 1.5}).fit(X, y)

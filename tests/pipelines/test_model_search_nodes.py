@@ -100,6 +100,7 @@ def test_refit_scores_a_classification_ensemble_by_its_error_rate():
     model, metrics = refit_and_score(
         result,
         data,
+        data,
         FEATURES[:40],
         LABELS[:40],
         FEATURES[40:],
@@ -109,6 +110,7 @@ def test_refit_scores_a_classification_ensemble_by_its_error_rate():
         "refit",
         False,
         False,
+        None,
         None,
     )
     predictions = model.predict(FEATURES[40:])
@@ -125,6 +127,7 @@ def test_refit_scores_regression_on_the_standardized_target():
     model, metrics = refit_and_score(
         result,
         data,
+        data,
         FEATURES[:40],
         VALUES[:40],
         FEATURES[40:],
@@ -134,6 +137,7 @@ def test_refit_scores_regression_on_the_standardized_target():
         "refit",
         True,
         False,
+        None,
         None,
     )
     assert not hasattr(model, "predict_interval")  # conformal off

@@ -280,28 +280,20 @@ class BracketDriver:
         The first bracket's requests are never cut by the time budget."""
         fidelity = self.fidelity
         deadline = deadline_for(self.loop.clock, first_bracket)
-        share = self.loop.row_share  # a sample of large data's rows; else 1
         if fidelity.resource == "rows":
             request = TrialRequest(
-                ticket,
-                config,
-                train_fraction=float(resource) * share,
-                deadline=deadline,
+                ticket, config, train_fraction=float(resource), deadline=deadline
             )
             return request, float(resource)
         if fidelity.resource == "iterations":
             if resource < fidelity.max_resource:
                 config = {**config, fidelity.iteration_setting: int(resource)}
-            request = TrialRequest(
-                ticket, config, train_fraction=share, deadline=deadline
-            )
+            request = TrialRequest(ticket, config, deadline=deadline)
             return request, resource / fidelity.max_resource
         folds = self._folds
         done = earlier_rungs[-1] if earlier_rungs else 0
         new = tuple(int(fold) for fold in folds[done:resource])
-        request = TrialRequest(
-            ticket, config, folds=new, train_fraction=share, deadline=deadline
-        )
+        request = TrialRequest(ticket, config, folds=new, deadline=deadline)
         return request, len(new) / len(folds)
 
     def _bracket_candidates(

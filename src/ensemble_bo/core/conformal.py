@@ -39,7 +39,7 @@ out (tests/core/test_conformal.py checks them against MAPIE on the same folds).
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
@@ -279,51 +279,84 @@ class _CrossConformal(BaseEstimator):
         The guarantee holds as for any fold models fitted without their
         fold's rows; large data keeps them small and quick to fit, at the
         price of somewhat wider intervals or larger sets.
+    calibration_folds : sequence of fold ids or None, default=None
+        The folds whose rows calibrate, each with a model fitted without its
+        rows (None: every fold, CV+). One fold makes it split conformal
+        (Lei et al. 2018, "Distribution-free predictive inference for
+        regression", s.2.2): the formulas above with k = 1 and n its rows,
+        whose coverage is at least `coverage` (not 1 - 2 alpha) for
+        exchangeable rows; large data needs one fold model, not k.
 
     Attributes
     ----------
     estimator_ : estimator
         `estimator` fitted on all rows.
-    fold_estimators_ : list of estimator, one per fold in sorted fold order
-        fold_estimators_[j] was fitted on the rows outside the j-th fold.
-    score_folds_ : ndarray of shape (n_samples,)
-        Index into fold_estimators_ of the model that held each row out.
+    fold_estimators_ : list of estimator, one per calibrating fold in sorted
+        fold order
+        fold_estimators_[j] was fitted on the rows outside the j-th of them.
+    score_folds_ : ndarray of shape (n_calibration,)
+        Index into fold_estimators_ of the model that held each calibrating
+        row out (in row order; every row for CV+).
     """
 
-    def __init__(self, estimator, fold_ids, fold_estimator=None, train_fraction=1.0):
+    def __init__(
+        self,
+        estimator,
+        fold_ids,
+        fold_estimator=None,
+        train_fraction=1.0,
+        calibration_folds=None,
+    ):
         self.estimator = estimator
         self.fold_ids = fold_ids
         self.fold_estimator = fold_estimator
         self.train_fraction = train_fraction
+        self.calibration_folds = calibration_folds
 
     def _fit_folds(self, X, y, score) -> np.ndarray:
         """Fit the final and the fold models; `score(model, X_rows, y_rows)`
         gives the held-out rows' conformity scores, (rows,) or (rows, c).
-        Returns them, (n,) or (n, c)."""
-        fold_ids, _ = checked_fold_ids(self.fold_ids, len(y))
+        Returns those of the calibrating rows, (n_calibration,) or
+        (n_calibration, c), in row order."""
+        fold_ids, folds = checked_fold_ids(self.fold_ids, len(y))
+        calibrating = self.calibration_folds
+        if calibrating is not None and (
+            not len(calibrating) or not np.isin(calibrating, folds).all()
+        ):
+            raise ValueError(
+                f"calibration_folds must name folds of fold_ids "
+                f"{folds.tolist()}, got {list(calibrating)!r}"
+            )
         self.estimator_ = clone(self.estimator).fit(X, y)
         template = (
             self.estimator if self.fold_estimator is None else self.fold_estimator
         )
         scores = None
-        self.score_folds_ = np.empty(len(y), dtype=np.int64)
+        score_folds = np.full(len(y), -1, dtype=np.int64)
         self.fold_estimators_ = []
         for j, (held_out, fitted) in enumerate(
             fitted_fold_models(
-                template, X, y, fold_ids, train_fraction=self.train_fraction
+                template,
+                X,
+                y,
+                fold_ids,
+                folds=calibrating,
+                train_fraction=self.train_fraction,
             )
         ):
             found = score(fitted, _safe_indexing(X, held_out), y[held_out])
             if scores is None:
                 scores = np.empty((len(y), *np.shape(found)[1:]))
             scores[held_out] = found
-            self.score_folds_[held_out] = j
+            score_folds[held_out] = j
             self.fold_estimators_.append(fitted)
+        calibrated = score_folds >= 0
+        self.score_folds_ = score_folds[calibrated]
         if hasattr(self.estimator_, "n_features_in_"):
             self.n_features_in_ = self.estimator_.n_features_in_
         if hasattr(self.estimator_, "feature_names_in_"):
             self.feature_names_in_ = self.estimator_.feature_names_in_
-        return scores
+        return scores[calibrated]
 
     def predict(self, X):
         """The final model's predictions, shape (n_samples,)."""
@@ -349,9 +382,12 @@ class CrossConformalRegressor(RegressorMixin, _CrossConformal):
         fold_ids,
         fold_estimator=None,
         train_fraction=1.0,
+        calibration_folds=None,
         spread=None,
     ):
-        super().__init__(estimator, fold_ids, fold_estimator, train_fraction)
+        super().__init__(
+            estimator, fold_ids, fold_estimator, train_fraction, calibration_folds
+        )
         self.spread = spread
 
     def fit(self, X, y):
@@ -467,14 +503,16 @@ def cross_conformal(
     fold_estimator: BaseEstimator | None = None,
     spread: Callable[[BaseEstimator, Any], np.ndarray] | None = None,
     train_fraction: float = 1.0,
+    calibration_folds: Sequence[int] | None = None,
 ) -> _CrossConformal:
     """`estimator` with CV+ intervals (regression; adaptive ones too with a
     `spread`) or cross-conformal sets (classification) over `fold_ids`, its
-    fold models fitted on `train_fraction` of their rows."""
+    fold models fitted on `train_fraction` of their rows; split conformal
+    where `calibration_folds` names one fold."""
     if task == "classification":
         return CrossConformalClassifier(
-            estimator, fold_ids, fold_estimator, train_fraction
+            estimator, fold_ids, fold_estimator, train_fraction, calibration_folds
         )
     return CrossConformalRegressor(
-        estimator, fold_ids, fold_estimator, train_fraction, spread
+        estimator, fold_ids, fold_estimator, train_fraction, calibration_folds, spread
     )

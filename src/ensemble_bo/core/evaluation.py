@@ -158,14 +158,15 @@ def out_of_fold_predictions(
     return predictions, probabilities
 
 
-# Fewer rows than this for a search's fold models is refused: a model fitted on
-# a handful of rows says little about the one refit on all of them.
+# Fewer rows than this for a search's sample or a fold model is refused: a model
+# fitted on a handful of rows says little about the one refit on all of them.
 MIN_SEARCH_ROWS = 100
 
 
 def check_row_limit(value: object, name: str = "max_search_rows") -> int | None:
-    """The parameter `name` (max_search_rows, conformal_rows), a limit on the
-    rows a fold model fits on, as an int >= MIN_SEARCH_ROWS, or None (all)."""
+    """The parameter `name`, a limit on rows (max_search_rows: the search's
+    training rows; conformal_rows: a conformal fold model's), as an int >=
+    MIN_SEARCH_ROWS, or None (all)."""
     if value is None:
         return None
     if (
@@ -174,15 +175,14 @@ def check_row_limit(value: object, name: str = "max_search_rows") -> int | None:
         or value < MIN_SEARCH_ROWS
     ):
         raise ValueError(
-            f"{name} must be an integer >= {MIN_SEARCH_ROWS} or null, got "
-            f"{value!r} (the most rows a fold model fits on)"
+            f"{name} must be an integer >= {MIN_SEARCH_ROWS} or null, got {value!r}"
         )
     return int(value)
 
 
-def search_row_share(max_rows: int | None, fold_ids: np.ndarray) -> float:
-    """The share of each fold's training rows a search's fold models fit on,
-    so that none fits on more than `max_rows` rows (None: 1, every row)."""
+def fold_row_share(max_rows: int | None, fold_ids: np.ndarray) -> float:
+    """The share of each fold's training rows its fold model fits on, so
+    that none fits on more than `max_rows` rows (None: 1, every row)."""
     if max_rows is None:
         return 1.0
     _, sizes = np.unique(fold_ids, return_counts=True)
@@ -238,13 +238,13 @@ def fitted_fold_models(
                 train
             )
             if classifier:
-                shuffled = shuffled[_stratified_order(np.asarray(y)[shuffled])]
+                shuffled = shuffled[stratified_order(np.asarray(y)[shuffled])]
             kept = max(2, math.ceil(train_fraction * len(train)))
             train = np.sort(shuffled[:kept])
         yield test, clone(model).fit(_safe_indexing(X, train), y[train])
 
 
-def _stratified_order(labels: np.ndarray) -> np.ndarray:
+def stratified_order(labels: np.ndarray) -> np.ndarray:
     """An order of rows (n,) whose every prefix holds each class in its share:
     each row's rank within its class, over the class's size, sorted (stable,
     so each class keeps its given order)."""

@@ -52,6 +52,7 @@ from ensemble_bo.core.methods import (
 from ensemble_bo.core.preparation import (
     dataset_fingerprint,
     prepare,
+    search_input,
     split_dataset,
     validate_dataset,
 )
@@ -555,7 +556,10 @@ def _finished_cell(
 ) -> dict[str, Any]:
     split, data = prepare(raw, cell.dataset, data_processing, cell.seed)
     journal = None if journals is None else journals.journal(cell.key)
-    result = run_method(cell.method, data, cell.settings, cell.seed, journal=journal)
+    searched = search_input(data, cell.settings["max_search_rows"], cell.seed)
+    result = run_method(
+        cell.method, searched, cell.settings, cell.seed, journal=journal
+    )
     _, metrics, test_losses = refit_and_score(
         result,
         split.train_features,
@@ -567,7 +571,9 @@ def _finished_cell(
         cell.settings["voting"],
         cell.seed,
         bagging_folds(cell.settings["final_model"], data),
-        search_stack(cell.settings["stacking"], result, data, cell.settings["voting"]),
+        search_stack(
+            cell.settings["stacking"], result, searched, cell.settings["voting"]
+        ),
     )
     curve = [_finite_or_none(record.ensemble_loss) for record in result.history]
     return {

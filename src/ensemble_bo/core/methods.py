@@ -14,14 +14,13 @@ from the run's seed, runs the search and its selection stage.
 
 from __future__ import annotations
 
-import logging
 import math
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from functools import partial
 from typing import Any
 
-from ensemble_bo.core.evaluation import CrossValidation, search_row_share
+from ensemble_bo.core.evaluation import CrossValidation
 from ensemble_bo.core.inference_budget import InferenceBudget
 from ensemble_bo.core.journal import ReplayingRunner, TrialJournal
 from ensemble_bo.core.optimizer_kinds import make_optimizer
@@ -68,8 +67,6 @@ from ensemble_bo.core.time_budget import TimeBudget
 from ensemble_bo.core.validation import check_fidelity, check_settings
 from ensemble_bo.core.workers import WorkerEvaluator
 from ensemble_bo.core.zoo import make_model
-
-logger = logging.getLogger(__name__)
 
 REGRESSION = frozenset({"regression"})
 CLASSIFICATION = frozenset({"classification"})
@@ -573,15 +570,6 @@ def run_method(
         ),
     )
     time_budget = TimeBudget(settings.time_budget, trial_share=settings.max_trial_share)
-    row_share = search_row_share(settings.max_search_rows, data.fold_ids)
-    if row_share < 1:
-        logger.info(
-            "%s: %d training rows; the search's fold models fit on a sample of at "
-            "most %d rows each (max_search_rows), and the final ensemble on all",
-            data.name,
-            len(data.target),
-            settings.max_search_rows,
-        )
     evaluate = WorkerEvaluator(
         CrossValidation(
             model,
@@ -634,14 +622,13 @@ def run_method(
             runner=runner,
             mode=mode,
             fidelity=fidelity,
-            row_share=row_share,
         )
     if journal is not None:
         result.trials_reused = runner.reused
-    if row_share < 1:
+    if data.sampled_from is not None:
         result.search_metrics = {
             **result.search_metrics,
-            "search_sample_rows": float(settings.max_search_rows),
+            "search_sample_rows": float(len(data.target)),
         }
     final = result
     selection = chosen.selection

@@ -12,7 +12,7 @@ import logging
 import math
 import re
 from collections.abc import Collection, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from numbers import Integral, Real
 from typing import Any
 
@@ -23,6 +23,7 @@ from sklearn.model_selection import KFold, StratifiedKFold, train_test_split
 
 from ensemble_bo.core.column_checks import check_target_scale, check_text_features
 from ensemble_bo.core.encoding import FeatureEncoding, categorical_columns
+from ensemble_bo.core.evaluation import check_row_limit, stratified_order
 from ensemble_bo.core.messages import examples, plain
 from ensemble_bo.core.seeding import derive_seed
 
@@ -378,7 +379,8 @@ class ModelInput:
     (identity for classes); dataset: the DatasetSplit's info (or the caller's
     description: at least name, task and categorical_columns); encoding: how
     the raw categorical columns became `features` (its `categorical_features`
-    are the columns of category codes).
+    are the columns of category codes); sampled_from: the number of training
+    rows this input is a sample of (search_input), None: it holds them all.
     """
 
     features: np.ndarray
@@ -388,6 +390,7 @@ class ModelInput:
     target_scaling: dict[str, float]
     dataset: dict[str, Any]
     encoding: FeatureEncoding = FeatureEncoding()
+    sampled_from: int | None = None
 
     def __post_init__(self) -> None:
         if self.task not in TASKS:
@@ -506,6 +509,43 @@ def make_model_input(
         scaling,
         dict(dataset),
         encoding,
+    )
+
+
+def search_input(data: ModelInput, max_rows: int | None, seed: int) -> ModelInput:
+    """What the search trains on: `data`, or when it has more than `max_rows`
+    training rows, a seeded sample of `max_rows` of them (rows in their order).
+
+    Each fold, and within it each class, keeps its share of the rows (a
+    prefix of core.evaluation.stratified_order after a seeded shuffle), so
+    the sample's folds are the data's folds, smaller. Every trial fits and
+    predicts the sample only: a trial's cost, the pool's memory (trials x
+    max_rows) and the selection's steps stop growing with the data; the
+    final ensemble is refit (or bagged) on every row. max_rows: an integer
+    >= core.evaluation.MIN_SEARCH_ROWS or None (every row).
+    """
+    max_rows = check_row_limit(max_rows)
+    n = len(data.target)
+    if max_rows is None or n <= max_rows:
+        return data
+    shuffled = np.random.default_rng(derive_seed(seed, "search sample")).permutation(n)
+    strata = data.fold_ids.astype(np.int64)
+    if data.task == "classification":
+        strata = strata * (int(data.target.max()) + 1) + data.target
+    rows = np.sort(shuffled[stratified_order(strata[shuffled])][:max_rows])
+    logger.info(
+        "%s: the search trains on a sample of %d of its %d training rows "
+        "(max_search_rows), the final ensemble on all of them",
+        data.name,
+        max_rows,
+        n,
+    )
+    return replace(
+        data,
+        features=data.features[rows],
+        target=data.target[rows],
+        fold_ids=data.fold_ids[rows],
+        sampled_from=n,
     )
 
 

@@ -7,6 +7,7 @@ import copy
 import pickle
 import time
 from collections.abc import Mapping
+from dataclasses import dataclass
 
 import numpy as np
 import pandas as pd
@@ -24,7 +25,7 @@ from ensemble_bo.core.conformal import (
 )
 from ensemble_bo.core.encoding import FeatureEncoding
 from ensemble_bo.core.estimator import build_ensemble_model, member_spread
-from ensemble_bo.core.evaluation import search_row_share
+from ensemble_bo.core.evaluation import fold_row_share
 from ensemble_bo.core.losses import brier_loss, zero_one_loss
 from ensemble_bo.core.preparation import ModelInput
 from ensemble_bo.core.results import EnsembleSearchResult
@@ -34,6 +35,7 @@ from ensemble_bo.core.validation import (
     check_conformal,
     check_conformal_rows,
     check_final_model,
+    check_split_conformal_above,
     check_stacking,
 )
 from ensemble_bo.core.zoo import make_model, quiet_iteration_caps
@@ -46,20 +48,45 @@ def bagging_folds(final_model: str, data: ModelInput) -> np.ndarray | None:
     return data.fold_ids if final_model == "bagged" else None
 
 
-def conformal_folds(conformal: bool, data: ModelInput) -> np.ndarray | None:
-    """The folds the final model's fold models fit on for conformal intervals
-    or sets (core.conformal): the search's where `conformal`, else None."""
+@dataclass(frozen=True)
+class ConformalPlan:
+    """How the final model's intervals or sets are made (core.conformal).
+
+    fold_ids (n_train,): the search's folds; train_fraction: the share of
+    its rows each fold model fits on; calibration_folds: the folds that
+    calibrate, None: every fold (CV+), or one (split conformal).
+    """
+
+    fold_ids: np.ndarray
+    train_fraction: float = 1.0
+    calibration_folds: tuple[int, ...] | None = None
+
+
+def conformal_plan(
+    conformal: bool,
+    data: ModelInput,
+    conformal_rows: int | None = None,
+    split_conformal_above: int | None = None,
+) -> ConformalPlan | None:
+    """The final model's conformal plan where `conformal`, else None: over
+    the search's folds of `data` (all its training rows), each fold model
+    on a sample of at most `conformal_rows` rows (None: all;
+    core.evaluation.fold_row_share), and above `split_conformal_above`
+    training rows (None: never) split conformal on the first fold: one fold
+    model instead of k, which keeps the refit and the logged model small."""
     check_conformal(conformal)
-    return data.fold_ids if conformal else None
-
-
-def conformal_share(conformal_rows: int | None, data: ModelInput) -> float:
-    """The share of their rows the conformal fold models fit on: all (None),
-    or on large data a sample of at most `conformal_rows` (as the search's
-    fold models: core.evaluation.search_row_share), which keeps the logged
-    model and the refit small at the price of wider intervals."""
     check_conformal_rows(conformal_rows)
-    return search_row_share(conformal_rows, data.fold_ids)
+    check_split_conformal_above(split_conformal_above)
+    if not conformal:
+        return None
+    split = (
+        split_conformal_above is not None and len(data.fold_ids) > split_conformal_above
+    )
+    return ConformalPlan(
+        data.fold_ids,
+        fold_row_share(conformal_rows, data.fold_ids),
+        (int(np.min(data.fold_ids)),) if split else None,
+    )
 
 
 def search_stack(
@@ -80,8 +107,7 @@ def ensemble_estimator(
     weights: Mapping[int, float] | None = None,
     fold_ids: np.ndarray | None = None,
     stack: Stack | None = None,
-    conformal_folds: np.ndarray | None = None,
-    conformal_share: float = 1.0,
+    conformal: ConformalPlan | None = None,
 ) -> BaseEstimator:
     """Unfitted model on raw feature frames: the members `weights` names (pool
     index -> weight; default the search's ensemble), each built with the
@@ -92,11 +118,11 @@ def ensemble_estimator(
     each member over these folds (core.bagging), fitting its k fold models
     where the fit refits it on all rows; None: refit. `stack` (search_stack):
     where cross-validation chose it, its members combined by its level-2
-    model instead of weights and voting. `conformal_folds` (n_train,): wrap
-    it in core.conformal's CV+ model, which also fits the ensemble (its
-    members unbagged) on each of these folds' complements, so that it gives
-    prediction intervals (regression) or prediction sets (classification);
-    each fold model fits on `conformal_share` of its rows (conformal_share).
+    model instead of weights and voting. `conformal` (conformal_plan): wrap
+    it in core.conformal's CV+ (or split conformal) model, which also fits the
+    ensemble (its members unbagged) on the calibrating folds' complements, so
+    that it gives prediction intervals (regression) or prediction sets
+    (classification).
     """
     stacked = stack is not None and stack.chosen and weights is None
     if stacked:
@@ -128,13 +154,19 @@ def ensemble_estimator(
     final = ensemble(
         members if fold_ids is None else [bagged(m, fold_ids) for m in members]
     )
-    if conformal_folds is None:
+    if conformal is None:
         return final
     # a bagged final model's folds fit its members unbagged; a refit one's
     # fit the final model itself
     plain = None if fold_ids is None else ensemble(members)
     return cross_conformal(
-        final, conformal_folds, result.task, plain, member_spread, conformal_share
+        final,
+        conformal.fold_ids,
+        result.task,
+        plain,
+        member_spread,
+        conformal.train_fraction,
+        conformal.calibration_folds,
     )
 
 
@@ -233,13 +265,12 @@ def refit_and_score(
     seed: int,
     fold_ids: np.ndarray | None = None,
     stack: Stack | None = None,
-    conformal_folds: np.ndarray | None = None,
-    conformal_share: float = 1.0,
+    conformal: ConformalPlan | None = None,
 ) -> tuple[BaseEstimator, dict[str, float], np.ndarray]:
     """Refit the ensemble and the single best model on all non-test data, or
     bag them over `fold_ids` (bagging_folds); score both. The ensemble is
     stacked where `stack` (search_stack) was chosen; its metrics join the run's.
-    With `conformal_folds` (conformal_folds) the ensemble gives intervals or
+    With a `conformal` plan (conformal_plan) the ensemble gives intervals or
     sets, and their test coverage and size join the metrics
     (uncertainty_test_metrics); its refit seconds include its fold models'.
 
@@ -263,8 +294,7 @@ def refit_and_score(
             weights,
             fold_ids,
             stack,
-            conformal_folds if weights is None else None,
-            conformal_share,
+            conformal if weights is None else None,
         )
         start = time.perf_counter()
         with quiet_iteration_caps():
@@ -298,7 +328,7 @@ def refit_and_score(
                 model, test_features, test_target
             ).items():
                 metrics[f"test_{metric}_{which}"] = value
-    if conformal_folds is not None:
+    if conformal is not None:
         metrics |= uncertainty_test_metrics(
             ensemble, test_features, test_target, target_scaling
         )

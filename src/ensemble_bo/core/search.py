@@ -83,7 +83,6 @@ class Search:
         runner: TrialRunner | None = None,
         mode: str = "sync",
         fidelity: FidelitySettings | None = None,
-        row_share: float = 1.0,
     ) -> EnsembleSearchResult:
         """Train `budget` configurations; `model_name` names the model searched.
 
@@ -114,12 +113,6 @@ class Search:
         none: every trial in full), run by core.brackets: `budget` then counts
         full-fidelity equivalents and only configurations that reach full
         fidelity join the pool.
-
-        row_share: the share of its training rows each fold model fits on in
-        every trial (a seeded subsample, stratified for classes; the models
-        still predict every held-out row): a search of large data on a
-        sample (core.evaluation.search_row_share). A rows rung's share is of
-        that sample.
         """
         multi_fidelity = fidelity is not None and fidelity.enabled
         if (
@@ -155,7 +148,6 @@ class Search:
             result,
             max_initial_failures,
             clock,
-            row_share,
         )
         try:
             if multi_fidelity:
@@ -200,11 +192,7 @@ class SearchLoop:
         result: EnsembleSearchResult,
         max_initial_failures: int | None,
         clock: TimeBudget,
-        row_share: float = 1.0,
     ) -> None:
-        if not 0 < row_share <= 1:
-            raise ValueError(f"row_share must be in (0, 1], got {row_share!r}")
-        self.row_share = float(row_share)
         self.strategy = strategy
         self.optimizer = optimizer
         self.runner = runner
@@ -250,10 +238,7 @@ class SearchLoop:
         its time budget."""
         first = ticket == 0 and not len(self.pool)
         return TrialRequest(
-            ticket,
-            suggestion.config,
-            train_fraction=self.row_share,
-            deadline=deadline_for(self.clock, first),
+            ticket, suggestion.config, deadline=deadline_for(self.clock, first)
         )
 
     def _propose(self, iteration: int, running: list[Suggestion]) -> Suggestion:

@@ -226,8 +226,8 @@ class MethodSettings:
     task's `auto` takes; portfolios: the configurations a search of a model
     may evaluate first (core.portfolio), by model; inference: the limits on
     the ensemble's prediction time and size (core.inference_budget), as
-    InferenceBudget's arguments; max_search_rows: the most rows a trial's
-    fold model fits on (a sample of large data), None: all.
+    InferenceBudget's arguments. (max_search_rows, also checked with them,
+    makes the data the search is given: core.preparation.search_input.)
     """
 
     blocks: Mapping[str, Block]
@@ -240,7 +240,6 @@ class MethodSettings:
     default_models: Mapping[str, str]
     portfolios: Mapping[str, Sequence[Mapping[str, Any]]]
     inference: Mapping[str, float | None]
-    max_search_rows: int | None = None
 
 
 # --- the `fidelity` block of a search (core.fidelity) ----------------------------

@@ -142,8 +142,19 @@ def check_stacking(stacking: Any) -> None:
 def check_conformal_rows(value: Any) -> None:
     """`conformal_rows`: null (the conformal fold models fit on all their
     rows), or an integer >= 100; InvalidInput naming a bad value."""
+    _check_rows(value, "conformal_rows")
+
+
+def check_split_conformal_above(value: Any) -> None:
+    """`split_conformal_above`: null (CV+ at any size), or an integer >= 100
+    of training rows above which intervals and sets are split conformal;
+    InvalidInput naming a bad value."""
+    _check_rows(value, "split_conformal_above")
+
+
+def _check_rows(value: Any, name: str) -> None:
     try:
-        check_row_limit(value, "conformal_rows")
+        check_row_limit(value, name)
     except ValueError as error:
         raise InvalidInput(str(error)) from None
 
@@ -329,7 +340,7 @@ def check_settings(
         max_initial_failures = check_max_initial_failures(
             parameters["max_initial_failures"]
         )
-        max_search_rows = check_row_limit(parameters["max_search_rows"])
+        check_row_limit(parameters["max_search_rows"])
     except ValueError as error:
         raise InvalidInput(str(error)) from None
     for name, check in (
@@ -377,7 +388,6 @@ def check_settings(
         parameters["default_models"],
         portfolios,
         check_inference(parameters["inference"]),
-        max_search_rows,
     )
 
 

@@ -1,4 +1,5 @@
-"""Nodes: validate the raw table, hold out the test split, build the model input."""
+"""Nodes: validate the raw table, hold out the test split, build the model input
+and the search's sample of it."""
 
 from __future__ import annotations
 
@@ -6,7 +7,12 @@ from typing import Any
 
 import pandas as pd
 
-from ensemble_bo.core.preparation import ModelInput, fold_model_input, split_dataset
+from ensemble_bo.core.preparation import (
+    ModelInput,
+    fold_model_input,
+    search_input,
+    split_dataset,
+)
 
 
 def validate_and_split(
@@ -37,3 +43,11 @@ def make_model_input(
     return fold_model_input(
         train_features, train_target, dataset_info, options["n_folds"], seed
     )
+
+
+def sample_search_input(
+    model_input: ModelInput, max_search_rows: int | None, seed: int
+) -> ModelInput:
+    """The rows the search trains on: all of them, or a seeded sample of at
+    most `max_search_rows` (each fold and class in its share)."""
+    return search_input(model_input, max_search_rows, seed)

@@ -1,10 +1,11 @@
-"""data_processing: raw table -> train/test split, model input (encoded, CV folds)."""
+"""data_processing: raw table -> train/test split, model input (encoded, CV folds),
+and the search's input (a sample of large data)."""
 
 from kedro.pipeline import Node, Pipeline
 
 from ensemble_bo.validation import RAW_DATASET
 
-from .nodes import make_model_input, validate_and_split
+from .nodes import make_model_input, sample_search_input, validate_and_split
 
 
 def create_pipeline(**kwargs) -> Pipeline:
@@ -41,6 +42,12 @@ def create_pipeline(**kwargs) -> Pipeline:
                 ],
                 outputs="model_input",
                 name="make_model_input",
+            ),
+            Node(
+                sample_search_input,
+                inputs=["model_input", "params:max_search_rows", "params:seed"],
+                outputs="search_input",
+                name="sample_search_input",
             ),
         ]
     )

@@ -123,6 +123,7 @@ def selection_node(selection: Selection) -> Callable[..., EnsembleSearchResult]:
 
 def refit_and_score(
     search_result: EnsembleSearchResult,
+    search_input: ModelInput,
     model_input: ModelInput,
     train_features: pd.DataFrame,
     train_target: pd.Series,
@@ -134,10 +135,13 @@ def refit_and_score(
     stacking: bool,
     conformal: bool,
     conformal_rows: int | None,
+    split_conformal_above: int | None,
 ) -> tuple[BaseEstimator, dict[str, float]]:
     """Refit the ensemble and the single best model on all non-test data (or
     bag them over the search's folds) and score both.
 
+    search_input: the rows the search trained on (its pool's rows, which a
+    level-2 model learns from); model_input: all training rows.
     Regression scores the MSE of the standardized target (SEGOR s.4), classification
     the error rate. `voting` is the classifiers' combiner; `final_model`:
     refit or bagged; `stacking`: whether a level-2 model may combine the
@@ -156,9 +160,10 @@ def refit_and_score(
         voting,
         seed,
         refit.bagging_folds(final_model, model_input),
-        refit.search_stack(stacking, search_result, model_input, voting),
-        refit.conformal_folds(conformal, model_input),
-        refit.conformal_share(conformal_rows, model_input),
+        refit.search_stack(stacking, search_result, search_input, voting),
+        refit.conformal_plan(
+            conformal, model_input, conformal_rows, split_conformal_above
+        ),
     )
     return model, metrics
 

@@ -31,7 +31,7 @@ def create_pipeline(method: Method, **kwargs) -> Pipeline:
     search = Node(
         search_node(method),
         inputs={
-            "model_input": "model_input",
+            "model_input": "search_input",
             "seed": "params:seed",
             "journals": "search_journals",
             "resume": "params:resume",
@@ -50,7 +50,7 @@ def create_selection_pipeline(selection: Selection, **kwargs) -> Pipeline:
         selection_node(selection),
         inputs=[
             f"{selection.name}_source_result",
-            "model_input",
+            "search_input",
             f"params:{selection.name}_source",
             f"params:{selection.params}",
             "params:seed",
@@ -69,6 +69,7 @@ def _refit_and_report(name: str, display_name_blocks: tuple[str, ...]) -> Pipeli
                 refit_and_score,
                 inputs=[
                     f"{name}_search_result",
+                    "search_input",
                     "model_input",
                     "train_features",
                     "train_target",
@@ -80,6 +81,7 @@ def _refit_and_report(name: str, display_name_blocks: tuple[str, ...]) -> Pipeli
                     "params:stacking",
                     "params:conformal",
                     "params:conformal_rows",
+                    "params:split_conformal_above",
                 ],
                 outputs=[f"{name}_model", f"{name}_test_metrics"],
                 name=f"{name}_refit_and_score",
@@ -114,7 +116,7 @@ def _refit_and_report(name: str, display_name_blocks: tuple[str, ...]) -> Pipeli
                 report_node(display_name_blocks),
                 inputs={
                     "search_result": f"{name}_search_result",
-                    "model_input": "model_input",
+                    "model_input": "search_input",
                     **_params(display_name_blocks),
                 },
                 outputs={
