@@ -444,6 +444,7 @@ OTHER_PARAMS = (
     "stacking",
     "conformal",
     "conformal_rows",
+    "split_conformal_above",
     "resume",
     "data_processing",
     "posthoc_source",
