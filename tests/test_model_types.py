@@ -3,6 +3,7 @@ superset of what skops flags, for every family of the default spaces, so that
 MLflow's check that the dump loads passes with the model dumped once."""
 
 import functools
+import zipfile
 
 import mlflow
 import numpy as np
@@ -101,3 +102,23 @@ def test_a_type_the_walk_misses_still_logs_the_model_trusting_its_dump(
         data=skops.io.dumps(model)
     )
     assert "sklearn.tree._tree.Tree" in flavor["skops_trusted_types"]
+    # the skops file is deflated
+    local = mlflow.artifacts.download_artifacts(
+        f"runs:/{run.info.run_id}/segor_model/model.skops", dst_path=str(tmp_path)
+    )
+    with zipfile.ZipFile(local) as archive:
+        assert {m.compress_type for m in archive.infolist()} == {zipfile.ZIP_DEFLATED}
+
+
+def test_deflate_compresses_a_skops_file_that_still_loads(tmp_path):
+    model = _fitted_conformal("segor_sklearn", "random_forest", "regression")
+    path = tmp_path / "model.skops"
+    skops.io.dump(model, path)
+    stored = path.stat().st_size
+    artifacts.deflate(path)
+    assert path.stat().st_size < stored / 2
+    with zipfile.ZipFile(path) as archive:
+        assert {m.compress_type for m in archive.infolist()} == {zipfile.ZIP_DEFLATED}
+    loaded = skops.io.load(path, trusted=skops.io.get_untrusted_types(file=path))
+    np.testing.assert_array_equal(loaded.predict(FEATURES), model.predict(FEATURES))
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["model.skops"]

@@ -10,6 +10,7 @@ from dataclasses import MISSING, asdict, fields, replace
 import numpy as np
 import pytest
 
+from ensemble_bo.core.losses import PREDICTIONS, PROBABILITIES
 from ensemble_bo.core.methods import run_method
 from ensemble_bo.core.pool import Pool
 from ensemble_bo.core.preparation import ModelInput
@@ -96,7 +97,14 @@ def assert_round_trip(result: EnsembleSearchResult, folder) -> EnsembleSearchRes
     assert same(read_pool.model_bytes, pool.model_bytes)
     assert same(read_pool.errors, pool.errors)
     for kind in pool._outputs:  # every output, the derived ones recomputed
-        assert same(read_pool.member_outputs(kind), pool.member_outputs(kind)), kind
+        original, read = pool.member_outputs(kind), read_pool.member_outputs(kind)
+        if kind in (PREDICTIONS, PROBABILITIES):  # stored as float32
+            assert read.dtype == original.dtype, kind
+            assert same(read, original.astype(np.float32).astype(float)), kind
+        elif original.dtype.kind == "f":  # recomputed from those
+            np.testing.assert_allclose(read, original, rtol=1e-6, atol=1e-7)
+        else:
+            assert same(read, original), kind
     assert loaded.task == result.task and loaded.voting == result.voting
     return loaded
 
@@ -214,7 +222,7 @@ def test_a_search_s_result_round_trips(tmp_path, method, data, blocks):
         assert result.rung_evaluations
     loaded = assert_round_trip(result, tmp_path / "result")
     assert loaded.member_weights == result.member_weights
-    assert loaded.diversity() == result.diversity()
+    assert loaded.diversity() == pytest.approx(result.diversity(), rel=1e-5)
 
 
 @pytest.fixture
@@ -356,3 +364,22 @@ def test_a_value_without_a_json_form_is_refused_when_written(tmp_path):
     result.pool.configs[0]["when"] = object()
     with pytest.raises(TypeError, match="has no JSON form"):
         write_result(result, tmp_path / "result")
+
+
+def test_predictions_and_probabilities_are_stored_as_float32(tmp_path):
+    result = every_field_result()
+    write_result(result, tmp_path / "result")
+    with np.load(tmp_path / "result" / ARRAYS_NPZ) as archive:
+        assert archive["predictions"].dtype == np.float32
+        assert archive["probabilities"].dtype == np.float32
+        # the rest keeps float64: seconds, losses, encoded points
+        assert archive["fit_seconds"].dtype == np.float64
+        assert archive["encoded"].dtype == np.float64
+    # a pool written as float64 (by an earlier version) still reads
+    rewrite_arrays(
+        tmp_path / "result",
+        lambda arrays: arrays.update(
+            predictions=arrays["predictions"].astype(np.float64)
+        ),
+    )
+    assert read_result(tmp_path / "result").pool.predictions.dtype == np.float64

@@ -7,10 +7,12 @@ what the catalog keeps under data/06_models, is a folder of two files:
   samples, every trial's configuration and error, and the result's other
   fields (members, weights, history, rung evaluations, model, objective,
   search metrics, ...);
-- `arrays.npz`: every trial's out-of-fold predictions (t, n), encoded point
-  (t, d) and fit seconds (t,), the models' own CV losses (t,), the target
-  (n,) when the result has one and, for classification, the labels (n,) and
-  every trial's class probabilities (t, n, K).
+- `arrays.npz` (compressed): every trial's out-of-fold predictions (t, n),
+  encoded point (t, d) and fit seconds (t,), the models' own CV losses (t,),
+  the target (n,) when the result has one and, for classification, the
+  labels (n,) and every trial's class probabilities (t, n, K). Predictions
+  and probabilities are written as float32 (read as float64; a pool written
+  as float64 reads too).
 
 Nothing in either file can run code: the archive is read with
 `allow_pickle=False`, the text with `json.loads`. A file is checked against the
@@ -102,7 +104,10 @@ def write_result(result: EnsembleSearchResult, folder: Path) -> None:
     """`result` as `folder`/result.json and `folder`/arrays.npz (created)."""
     pool = result.pool
     arrays = {
-        "predictions": pool.predictions,
+        # float32 halves what every run writes twice (under data/ and in
+        # MLflow); a selection from the pool read back sees values rounded
+        # to 7 digits (benchmarks/float32_pools.py measures what that changes)
+        "predictions": pool.predictions.astype(np.float32),
         # (t, d); a pool of no trials has no dimension to tell
         "encoded": np.vstack(pool.encoded) if pool.encoded else np.zeros((0, 0)),
         "fit_seconds": np.asarray(pool.fit_seconds, dtype=float),
@@ -112,7 +117,7 @@ def write_result(result: EnsembleSearchResult, folder: Path) -> None:
     if pool.labels is not None:
         arrays |= {
             "labels": pool.labels,
-            "probabilities": pool.member_outputs(PROBABILITIES),
+            "probabilities": pool.member_outputs(PROBABILITIES).astype(np.float32),
         }
     if result.target is not None:
         arrays["target"] = np.asarray(result.target)

@@ -13,7 +13,9 @@ from __future__ import annotations
 
 import functools
 import math
+import shutil
 import types
+import zipfile
 from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
@@ -27,6 +29,7 @@ from matplotlib.figure import Figure
 from mlflow.exceptions import MlflowException
 from mlflow.models import Model, ModelSignature, infer_signature
 from mlflow.types.schema import AnyType, ColSpec, ParamSchema, ParamSpec, Schema
+from mlflow.utils.file_utils import get_total_file_size
 from pandas.api.types import is_integer_dtype
 
 import ensemble_bo
@@ -181,13 +184,44 @@ def _save_served_model(path: str, mlflow_model: Model, **kwargs: Any) -> None:
 
     mlflow.sklearn.save_model(path=path, mlflow_model=mlflow_model, **kwargs)
     sklearn_flavor = mlflow_model.flavors[mlflow.sklearn.FLAVOR_NAME]
+    model_file = Path(path) / sklearn_flavor["pickled_model"]
+    deflate(model_file)
     sklearn_flavor["skops_trusted_types"] = skops.io.get_untrusted_types(
-        file=Path(path) / sklearn_flavor["pickled_model"]
+        file=model_file
     )
     mlflow_model.flavors[mlflow.pyfunc.FLAVOR_NAME][mlflow.pyfunc.MAIN] = (
         served.__name__
     )
+    mlflow_model.model_size_bytes = get_total_file_size(path)
     mlflow_model.save(str(Path(path) / "MLmodel"))
+
+
+_COPY_CHUNK = 1 << 20
+
+
+def deflate(archive: Path) -> None:
+    """Rewrite the zip file `archive` (a skops file) with its members
+    deflated, at level 1, streamed member by member.
+
+    MLflow's save_model writes the skops file stored, not compressed; a
+    forest's node arrays deflate to about a third (577 to 174 MB for 100
+    trees on 40,000 rows) for about 3 s more per 500 MB when written and 2 s
+    when loaded, which is what large data's runs write to the store.
+    """
+    deflated = archive.with_name(archive.name + ".deflating")
+    with (
+        zipfile.ZipFile(archive) as source,
+        zipfile.ZipFile(
+            deflated, "w", compression=zipfile.ZIP_DEFLATED, compresslevel=1
+        ) as target,
+    ):
+        for member in source.infolist():
+            with (
+                source.open(member) as reader,
+                target.open(member.filename, "w", force_zip64=True) as writer,
+            ):
+                shutil.copyfileobj(reader, writer, _COPY_CHUNK)
+    deflated.replace(archive)
 
 
 # Leaves of an object graph that hold no class of their own.
