@@ -5,8 +5,10 @@ import pandas as pd
 import pytest
 
 from ensemble_bo import EnsembleRegressor
-from ensemble_bo.core.inference_budget import InferenceBudget
+from ensemble_bo.core.inference_budget import InferenceBudget, refit_size_scale
+from ensemble_bo.core.methods import inference_budget
 from ensemble_bo.core.pool import Pool
+from ensemble_bo.core.preparation import ModelInput, search_input
 from ensemble_bo.core.results import EnsembleSearchResult, SearchInterrupted
 from ensemble_bo.core.selection.stages import (
     agnostic_bayes_selection,
@@ -61,6 +63,48 @@ def free_and_halved(rows: int, sample_seed: int, budget: int, method="auto"):
         params={**settings, "inference": {"max_seconds_per_1000_rows": limit}},
     ).fit(X, y)
     return free, limited, limit
+
+
+def test_a_measured_size_stands_for_its_member_refit_on_every_row():
+    # 100 rows in 5 folds: a fold model fits 80, the final model 100
+    fold_ids = np.arange(100) % 5
+    assert refit_size_scale(fold_ids) == pytest.approx(1.25)
+    # a search on a 100-row sample of 1,000 training rows
+    assert refit_size_scale(fold_ids, 1000) == pytest.approx(12.5)
+    pool = costed_pool([(0.1, 1), (0.2, 2), (0.3, 3)], [1, 1, 1])
+    scaled = InferenceBudget(max_model_mb=3.5, size_scale=1.25)
+    # 1, 2, 3 MB measured: 1.25, 2.5, 3.75 MB refit; seconds unscaled
+    np.testing.assert_allclose(scaled.ensemble_cost(pool, [0, 1]), [0.3, 3.75])
+    assert scaled.fits(pool, []).tolist() == [True, True, False]
+    # with 0 in, 1 would make 3.75 MB: measured, the two made 3
+    assert scaled.fits(pool, [0]).tolist() == [True, False, False]
+    assert InferenceBudget(max_model_mb=3.5).fits(pool, [0]).tolist() == [
+        True,
+        True,
+        False,
+    ]
+    for bad in (0.0, -1.0, float("nan")):
+        with pytest.raises(ValueError, match="size_scale must be positive"):
+            InferenceBudget(size_scale=bad)
+
+
+def test_a_search_s_budget_scales_sizes_to_the_rows_it_refits_on():
+    sample = search_input(
+        ModelInput(
+            np.zeros((2000, 1)),
+            np.zeros(2000),
+            np.arange(2000) % 4,
+            "regression",
+            {"mean": 0.0, "std": 1.0},
+            {"name": "big", "task": "regression", "categorical_columns": []},
+        ),
+        400,
+        seed=0,
+    )
+    # fold models of the sample fit 300 rows; the members refit on 2,000
+    budget = inference_budget({"max_model_mb": 10.0}, sample)
+    assert budget.size_scale == pytest.approx(2000 / 300)
+    assert budget.max_model_mb == 10.0
 
 
 def test_an_ensemble_costs_the_sum_of_its_distinct_members():

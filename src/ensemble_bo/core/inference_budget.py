@@ -42,13 +42,24 @@ def ensemble_predict_seconds(pool: Pool, members: Sequence[int]) -> float:
 @dataclass
 class InferenceBudget:
     """Limits on an ensemble's prediction seconds per 1,000 rows and its size
-    in MB (None: no limit), and how many best candidates they turned away."""
+    in MB (None: no limit), and how many best candidates they turned away.
+
+    size_scale: what a trial's measured size (one fold model's) is multiplied
+    by to stand for its member refit on every training row: the final
+    model's rows over a fold model's (refit_size_scale). That is the size of
+    models that grow with their rows (kNN and SVMs keep them, unpruned trees
+    and forests grow leaves with them), and an over-estimate for the others
+    (linear models, boosting of bounded trees, networks), which are small.
+    """
 
     max_seconds_per_1000_rows: float | None = None
     max_model_mb: float | None = None
     skipped: int = 0
+    size_scale: float = 1.0
 
     def __post_init__(self) -> None:
+        if not (math.isfinite(self.size_scale) and self.size_scale > 0):
+            raise ValueError(f"size_scale must be positive, got {self.size_scale!r}")
         for name in ("max_seconds_per_1000_rows", "max_model_mb"):
             value = getattr(self, name)
             if value is not None and (
@@ -75,13 +86,14 @@ class InferenceBudget:
             ]
         )
 
-    @staticmethod
-    def costs(pool: Pool) -> np.ndarray:
-        """(t, 2): each trial's prediction seconds per 1,000 rows and MB."""
+    def costs(self, pool: Pool) -> np.ndarray:
+        """(t, 2): each trial's prediction seconds per 1,000 rows and MB (of
+        its refit model: size_scale)."""
         costs = np.column_stack(
             [
                 np.asarray(pool.predict_seconds_per_1000, dtype=float),
-                np.asarray(pool.model_bytes, dtype=float) / _BYTES_PER_MB,
+                np.asarray(pool.model_bytes, dtype=float)
+                * (self.size_scale / _BYTES_PER_MB),
             ]
         )
         unmeasured = pool.ok & np.isnan(costs).any(axis=1)
@@ -147,3 +159,14 @@ class InferenceBudget:
     def metrics(self) -> dict[str, float]:
         """What the run logs: how many best candidates the budget turned away."""
         return {"inference_budget_skipped": float(self.skipped)} if self.active else {}
+
+
+def refit_size_scale(fold_ids: np.ndarray, training_rows: int | None = None) -> float:
+    """How much larger a model refit on `training_rows` (None: the rows of
+    `fold_ids`) is than the fold model a trial measured, by rows: that over
+    a fold model's rows, the rows of `fold_ids` less a mean fold. A search
+    on a sample of large data (core.preparation.search_input) measures fold
+    models of the sample, and its members are refit on every row."""
+    rows = len(fold_ids)
+    fold_rows = rows - rows / len(np.unique(fold_ids))
+    return (rows if training_rows is None else training_rows) / fold_rows

@@ -21,7 +21,7 @@ from functools import partial
 from typing import Any
 
 from ensemble_bo.core.evaluation import CrossValidation
-from ensemble_bo.core.inference_budget import InferenceBudget
+from ensemble_bo.core.inference_budget import InferenceBudget, refit_size_scale
 from ensemble_bo.core.journal import ReplayingRunner, TrialJournal
 from ensemble_bo.core.optimizer_kinds import make_optimizer
 from ensemble_bo.core.preparation import ModelInput
@@ -202,13 +202,24 @@ class Method:
         )
 
 
+def inference_budget(
+    limits: Mapping[str, float | None], data: ModelInput
+) -> InferenceBudget:
+    """The inference budget of a search of `data`: the `inference` block's
+    limits, each trial's measured size scaled to its member refit on all of
+    the data's training rows (core.inference_budget.refit_size_scale)."""
+    return InferenceBudget(
+        **limits, size_scale=refit_size_scale(data.fold_ids, data.sampled_from)
+    )
+
+
 def _single_best(parts: SearchParts) -> Strategy:
     return SingleBest(
         parts.data.target,
         parts.data.fold_ids,
         loss=parts.search.loss,
         task=parts.data.task,
-        budget=InferenceBudget(**parts.settings.inference),
+        budget=inference_budget(parts.settings.inference, parts.data),
     )
 
 
@@ -221,7 +232,7 @@ def _segor(parts: SearchParts) -> Strategy:
         ensemble_size=ensemble.size,
         loss=loss,
         sizing=sizing,
-        budget=InferenceBudget(**parts.settings.inference),
+        budget=inference_budget(parts.settings.inference, parts.data),
     )
 
 
@@ -256,7 +267,7 @@ def _sego(parts: SearchParts) -> Strategy:
         parts.data.fold_ids,
         ensemble_size=parts.search.ensemble_size,
         loss=parts.search.loss,
-        budget=InferenceBudget(**parts.settings.inference),
+        budget=inference_budget(parts.settings.inference, parts.data),
     )
 
 
@@ -273,7 +284,7 @@ def _esmbo(parts: SearchParts) -> Strategy:
         # the paper preset's design has 2, too few models to weigh.
         rho_tuned_at=max(parts.n_initial, 10),
         n_posterior_samples=parts.search.n_samples,
-        budget=InferenceBudget(**parts.settings.inference),
+        budget=inference_budget(parts.settings.inference, parts.data),
     )
 
 
@@ -637,12 +648,12 @@ def run_method(
         block = settings.blocks[selection.params]
         try:
             selected = selection.select(
-                result, data, block, seed, InferenceBudget(**settings.inference)
+                result, data, block, seed, inference_budget(settings.inference, data)
             )
         except Exception as error:
             raise SearchInterrupted(result, settings.budget, error) from error
         final = join_selection(result, selected)
-    budget = InferenceBudget(**settings.inference)
+    budget = inference_budget(settings.inference, data)
     if budget.active:
         final = _within_budget(chosen, final, data, budget, settings.budget)
     weighting = chosen.weighting_params
@@ -673,9 +684,7 @@ def _within_budget(
                 data.target,
                 data.fold_ids,
                 loss=result.objective or "auto",
-                budget=InferenceBudget(
-                    budget.max_seconds_per_1000_rows, budget.max_model_mb
-                ),
+                budget=replace(budget, skipped=0),
             )
         except ValueError:  # no model fits on its own: nothing to select
             selected = None

@@ -17,9 +17,8 @@ from sklearn.base import BaseEstimator
 import ensemble_bo
 from ensemble_bo.core import refit
 from ensemble_bo.core.explanations import feature_importance
-from ensemble_bo.core.inference_budget import InferenceBudget
 from ensemble_bo.core.journal import JournalFolder, journal_key
-from ensemble_bo.core.methods import Method, Selection, run_method
+from ensemble_bo.core.methods import Method, Selection, inference_budget, run_method
 from ensemble_bo.core.preparation import ModelInput
 from ensemble_bo.core.results import EnsembleSearchResult
 from ensemble_bo.core.validation import multi_fidelity
@@ -102,7 +101,7 @@ def selection_node(selection: Selection) -> Callable[..., EnsembleSearchResult]:
             settings = selection.settings.parse(
                 selection.params, block, (model_input.task,)
             )
-            budget = InferenceBudget(**inference)
+            budget = inference_budget(inference, model_input)
             result = selection.select(source, model_input, settings, seed, budget)
         except ValueError as error:
             raise ValueError(
