@@ -61,7 +61,7 @@ def test_each_method_s_pipeline_searches_with_its_own_blocks(name):
     ]
     assert search.func.__name__ == f"search_{name}"
     assert set(search.inputs) == {
-        "model_input",
+        "search_input",
         "params:seed",
         "params:resume",
         "search_journals",

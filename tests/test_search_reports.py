@@ -112,7 +112,7 @@ def log_reports_through_the_hook(
     outputs = node.run(
         {
             "segor_search_result": result,
-            "model_input": SimpleNamespace(name="toy"),
+            "search_input": SimpleNamespace(name="toy"),
             "params:segor": {"display_name": "SEGOR"},
         }
     )

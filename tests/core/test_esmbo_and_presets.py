@@ -381,7 +381,11 @@ def test_esmbo_s_posterior_ensemble_is_agnostic_bayes_over_its_pool(
     # initial design (n_initial 4) and on at least 10 trials
     search = built_searches[1]
     assert search.rho_tuned_at == 10 and search.rho in RHO_GRID
-    assert winners.search_metrics == {"esmbo_rho": search.rho}
+    # the default inference budget (max_model_mb) refused nothing
+    assert winners.search_metrics == {
+        "esmbo_rho": search.rho,
+        "inference_budget_skipped": 0.0,
+    }
     size = int(np.ceil(search.rho * len(cpu_data.target)))
     counts = hand_replicas(
         derive_seed(0, "bootstrap replicas"), len(cpu_data.target), size, 10

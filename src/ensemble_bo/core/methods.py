@@ -673,11 +673,14 @@ def _within_budget(
     trials: float,
 ) -> EnsembleSearchResult:
     """The search's ensemble under an inference budget: for a method that
-    reselects, the lower CV loss of it and of greedy post-hoc selection from
-    the whole pool within the budget (`inference_budget_reselected` says
-    which). A search that found no model within the budget is interrupted,
-    keeping its pool, with the cheapest model's costs."""
-    if method.reselects_under_budget:
+    reselects, where the budget turned a best candidate away, the lower CV
+    loss of it and of greedy post-hoc selection from the whole pool within
+    the budget (`inference_budget_reselected` says which; a budget that
+    refused nothing left the ensemble as it would be without it). A search
+    that found no model within the budget is interrupted, keeping its pool,
+    with the cheapest model's costs."""
+    refused = result.search_metrics.get("inference_budget_skipped", 0.0) > 0
+    if method.reselects_under_budget and refused:
         try:
             selected = posthoc_selection(
                 result,
