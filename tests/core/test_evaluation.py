@@ -8,11 +8,12 @@ import warnings
 import numpy as np
 import pytest
 from sklearn.base import BaseEstimator, RegressorMixin
+from sklearn.ensemble import RandomForestRegressor
 from sklearn.exceptions import ConvergenceWarning
 from sklearn.model_selection import PredefinedSplit, cross_val_predict
 from sklearn.tree import DecisionTreeRegressor
 
-from ensemble_bo.core.evaluation import merge_fold_results
+from ensemble_bo.core.evaluation import merge_fold_results, pickled_bytes
 from ensemble_bo.core.runners import trial_runner
 from ensemble_bo.core.settings import ParallelSettings
 from ensemble_bo.core.time_budget import TimeBudget
@@ -472,3 +473,11 @@ def test_merged_fold_results_keep_the_later_parts_costs():
     merged = merge_fold_results(earlier, later)
     assert (merged.predict_seconds_per_1000, merged.model_bytes) == (0.5, 12.0)
     assert merge_fold_results(later, earlier).predict_seconds_per_1000 == 0.5
+
+
+def test_a_pickled_size_is_counted_as_pickle_writes_it():
+    fitted = RandomForestRegressor(5, random_state=0).fit(X, Y)
+    assert pickled_bytes(fitted) == len(pickle.dumps(fitted, protocol=5))
+    # protocol 5 writes large arrays out of band: counted by bytes, not items
+    array = np.arange(100_000, dtype=np.float64)
+    assert pickled_bytes(array) == len(pickle.dumps(array, protocol=5)) > 800_000

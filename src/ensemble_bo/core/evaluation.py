@@ -85,13 +85,34 @@ class FoldCosts:
         self.predict_seconds += seconds
         self.predicted_rows += rows
         if math.isnan(self.model_bytes):
-            self.model_bytes = float(len(pickle.dumps(fitted, protocol=5)))
+            self.model_bytes = float(pickled_bytes(fitted))
 
     @property
     def predict_seconds_per_1000(self) -> float:
         if not self.predicted_rows:
             return math.nan
         return 1000 * self.predict_seconds / self.predicted_rows
+
+
+def pickled_bytes(obj: Any) -> int:
+    """The size of `obj` pickled (protocol 5), counted as it is written
+    rather than held: pickle.dumps of a large model would need its size again
+    in memory just to be measured."""
+    counter = _ByteCounter()
+    pickle.dump(obj, counter, protocol=5)
+    return counter.written
+
+
+class _ByteCounter:
+    """A file that keeps only how many bytes were written to it."""
+
+    def __init__(self) -> None:
+        self.written = 0
+
+    def write(self, data: Any) -> int:
+        size = memoryview(data).nbytes
+        self.written += size
+        return size
 
 
 def _folds_or_all(fold_ids: np.ndarray, folds: Sequence[int] | None) -> np.ndarray:

@@ -4,7 +4,6 @@ bagged over the search's folds, optionally stacked, and its test losses."""
 from __future__ import annotations
 
 import copy
-import pickle
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -25,7 +24,7 @@ from ensemble_bo.core.conformal import (
 )
 from ensemble_bo.core.encoding import FeatureEncoding
 from ensemble_bo.core.estimator import build_ensemble_model, member_spread
-from ensemble_bo.core.evaluation import fold_row_share
+from ensemble_bo.core.evaluation import fold_row_share, pickled_bytes
 from ensemble_bo.core.losses import brier_loss, zero_one_loss
 from ensemble_bo.core.preparation import ModelInput
 from ensemble_bo.core.results import EnsembleSearchResult
@@ -363,4 +362,4 @@ def serving_costs(model: BaseEstimator, features: pd.DataFrame) -> dict[str, flo
 
 
 def _pickled_mb(model: BaseEstimator) -> float:
-    return len(pickle.dumps(model, protocol=5)) / 1e6
+    return pickled_bytes(model) / 1e6
