@@ -34,7 +34,6 @@ for _var in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
     os.environ[_var] = "1"
 
 import argparse
-import sys
 import time
 from pathlib import Path
 from typing import Any
@@ -49,9 +48,7 @@ from sklearn.model_selection import PredefinedSplit
 from ensemble_bo.api import default_parameters
 from ensemble_bo.benchmarking import scripts, tables
 from ensemble_bo.core.conformal import REPORTED_COVERAGES
-from ensemble_bo.core.grid import ToolCell, repetition_seed
-from ensemble_bo.core.methods import TASK_METHODS, run_method
-from ensemble_bo.core.preparation import prepare
+from ensemble_bo.core.grid import ToolCell
 from ensemble_bo.core.refit import (
     ConformalPlan,
     classification_test_metrics,
@@ -63,23 +60,6 @@ from ensemble_bo.core.zoo import quiet_iteration_caps
 PROJECT = Path(__file__).resolve().parents[1]
 DEFAULT_OUTPUT = PROJECT / "benchmarks" / "results" / "conformal_coverage.jsonl"
 PACKAGES = ("scikit-learn", "numpy", "mapie", "skops", "ensemble-bo")
-
-
-def build_cells(
-    datasets: list[str], tasks: dict[str, str], repetitions: int, budget: int
-) -> list[ToolCell]:
-    return [
-        ToolCell(
-            dataset,
-            repetition,
-            repetition_seed(0, repetition),
-            "conformal",
-            (("budget", budget), ("method", TASK_METHODS[tasks[dataset]])),
-            task=tasks[dataset],
-        )
-        for repetition in range(repetitions)
-        for dataset in datasets
-    ]
 
 
 def _mapie(model, fold_ids, X, y, X_test, task: str) -> dict[float, np.ndarray]:
@@ -102,13 +82,8 @@ def run_cell(cell: ToolCell, raw: pd.DataFrame, parameters: dict[str, Any]) -> d
     """The cell's search, its conformal final model and MAPIE's on the same folds."""
     record = cell.coordinates
     start = time.perf_counter()
-    setup = dict(cell.setup)
     try:
-        split, data = prepare(
-            raw, cell.dataset, parameters["data_processing"], cell.seed
-        )
-        settings = {**parameters, "budget": setup["budget"]}
-        result = run_method(setup["method"], data, settings, cell.seed)
+        split, data, result = scripts.default_search(cell, raw, parameters)
         voting = parameters["voting"]
         X, y = split.train_features, split.train_target
         X_test, y_test = split.test_features, split.test_target
@@ -309,22 +284,19 @@ def report(records: dict[str, dict[str, Any]], output: Path) -> str:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument(
-        "--datasets",
-        nargs="+",
-        default=scripts.BUNDLED_REGRESSION + scripts.BUNDLED_CLASSIFICATION,
-    )
-    parser.add_argument("--repetitions", type=int, default=5)
-    parser.add_argument("--budget", type=int, default=20)
-    scripts.add_run_arguments(parser, DEFAULT_OUTPUT)
-    args = parser.parse_args()
-    if args.repetitions < 1 or args.budget < 1:
-        sys.exit("--repetitions and --budget must be at least 1")
+    scripts.add_search_grid_arguments(parser, DEFAULT_OUTPUT, repetitions=5)
+    args = scripts.parse_search_grid(parser)
     scripts.search_grid_main(
         args,
         PROJECT,
         default_parameters(),
-        lambda tasks: build_cells(args.datasets, tasks, args.repetitions, args.budget),
+        lambda tasks: scripts.default_search_cells(
+            args.datasets,
+            tasks,
+            args.repetitions,
+            "conformal",
+            (("budget", args.budget),),
+        ),
         run_cell,
         report,
         PACKAGES,

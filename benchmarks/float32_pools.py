@@ -30,7 +30,6 @@ for _var in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
 
 import argparse
 import io
-import sys
 import tempfile
 import time
 from pathlib import Path
@@ -41,10 +40,8 @@ import pandas as pd
 
 from ensemble_bo.api import default_parameters
 from ensemble_bo.benchmarking import scripts, tables
-from ensemble_bo.core.grid import ToolCell, repetition_seed
+from ensemble_bo.core.grid import ToolCell
 from ensemble_bo.core.losses import PROBABILITIES
-from ensemble_bo.core.methods import TASK_METHODS, run_method
-from ensemble_bo.core.preparation import prepare
 from ensemble_bo.core.refit import refit_and_score
 from ensemble_bo.core.result_files import ARRAYS_NPZ, read_result, write_result
 from ensemble_bo.core.results import EnsembleSearchResult
@@ -53,23 +50,6 @@ from ensemble_bo.core.selection.stages import posthoc_selection
 PROJECT = Path(__file__).resolve().parents[1]
 DEFAULT_OUTPUT = PROJECT / "benchmarks" / "results" / "float32_pools.jsonl"
 PACKAGES = ("scikit-learn", "numpy", "ensemble-bo")
-
-
-def build_cells(
-    datasets: list[str], tasks: dict[str, str], repetitions: int, budget: int
-) -> list[ToolCell]:
-    return [
-        ToolCell(
-            dataset,
-            repetition,
-            repetition_seed(0, repetition),
-            "float32_pools",
-            (("budget", budget), ("method", TASK_METHODS[tasks[dataset]])),
-            task=tasks[dataset],
-        )
-        for repetition in range(repetitions)
-        for dataset in datasets
-    ]
 
 
 def _selection(result, data, block) -> EnsembleSearchResult:
@@ -134,13 +114,8 @@ def run_cell(cell: ToolCell, raw: pd.DataFrame, parameters: dict[str, Any]) -> d
     """The search, its pool written and read back, and post-hoc selection from both."""
     record = cell.coordinates
     start = time.perf_counter()
-    setup = dict(cell.setup)
     try:
-        split, data = prepare(
-            raw, cell.dataset, parameters["data_processing"], cell.seed
-        )
-        settings = {**parameters, "budget": setup["budget"]}
-        result = run_method(setup["method"], data, settings, cell.seed)
+        split, data, result = scripts.default_search(cell, raw, parameters)
         with tempfile.TemporaryDirectory() as folder:
             write_result(result, Path(folder))
             read = read_result(Path(folder))
@@ -219,22 +194,19 @@ def report(records: dict[str, dict[str, Any]], output: Path) -> str:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument(
-        "--datasets",
-        nargs="+",
-        default=scripts.BUNDLED_REGRESSION + scripts.BUNDLED_CLASSIFICATION,
-    )
-    parser.add_argument("--repetitions", type=int, default=2)
-    parser.add_argument("--budget", type=int, default=20)
-    scripts.add_run_arguments(parser, DEFAULT_OUTPUT)
-    args = parser.parse_args()
-    if args.repetitions < 1 or args.budget < 1:
-        sys.exit("--repetitions and --budget must be at least 1")
+    scripts.add_search_grid_arguments(parser, DEFAULT_OUTPUT, repetitions=2)
+    args = scripts.parse_search_grid(parser)
     scripts.search_grid_main(
         args,
         PROJECT,
         {**default_parameters(), "conformal": False},
-        lambda tasks: build_cells(args.datasets, tasks, args.repetitions, args.budget),
+        lambda tasks: scripts.default_search_cells(
+            args.datasets,
+            tasks,
+            args.repetitions,
+            "float32_pools",
+            (("budget", args.budget),),
+        ),
         run_cell,
         report,
         PACKAGES,

@@ -41,9 +41,9 @@ import pandas as pd
 
 from ensemble_bo.api import default_parameters
 from ensemble_bo.benchmarking import scripts, tables
-from ensemble_bo.core.grid import ToolCell, repetition_seed
+from ensemble_bo.core.grid import ToolCell
 from ensemble_bo.core.inference_budget import InferenceBudget
-from ensemble_bo.core.methods import TASK_METHODS, run_method
+from ensemble_bo.core.methods import run_method
 from ensemble_bo.core.preparation import prepare
 from ensemble_bo.core.refit import refit_and_score
 from ensemble_bo.core.selection.stages import posthoc_selection
@@ -51,32 +51,6 @@ from ensemble_bo.core.selection.stages import posthoc_selection
 PROJECT = Path(__file__).resolve().parents[1]
 DEFAULT_OUTPUT = PROJECT / "benchmarks" / "results" / "inference_budget.jsonl"
 PACKAGES = ("scikit-learn", "numpy", "ensemble-bo")
-
-
-def build_cells(
-    datasets: list[str],
-    tasks: dict[str, str],
-    repetitions: int,
-    budget: int,
-    fractions: list[float],
-) -> list[ToolCell]:
-    return [
-        ToolCell(
-            dataset,
-            repetition,
-            repetition_seed(0, repetition),
-            "inference_budget",
-            (
-                ("budget", budget),
-                ("fractions", tuple(fractions)),
-                ("method", TASK_METHODS[tasks[dataset]]),
-                ("variants", ("search", "posthoc")),
-            ),
-            task=tasks[dataset],
-        )
-        for repetition in range(repetitions)
-        for dataset in datasets
-    ]
 
 
 def _scored(result, split, data, voting, seed) -> dict[str, Any]:
@@ -231,26 +205,25 @@ def report(records: dict[str, dict[str, Any]], output: Path) -> str:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument(
-        "--datasets",
-        nargs="+",
-        default=scripts.BUNDLED_REGRESSION + scripts.BUNDLED_CLASSIFICATION,
-    )
-    parser.add_argument("--repetitions", type=int, default=2)
-    parser.add_argument("--budget", type=int, default=20)
     parser.add_argument("--fractions", type=float, nargs="+", default=[0.75, 0.5, 0.25])
-    scripts.add_run_arguments(parser, DEFAULT_OUTPUT)
-    args = parser.parse_args()
-    if args.repetitions < 1 or args.budget < 1:
-        sys.exit("--repetitions and --budget must be at least 1")
+    scripts.add_search_grid_arguments(parser, DEFAULT_OUTPUT, repetitions=2)
+    args = scripts.parse_search_grid(parser)
     if not all(0 < f < 1 for f in args.fractions):
         sys.exit(f"--fractions must lie in (0, 1), got {args.fractions}")
     scripts.search_grid_main(
         args,
         PROJECT,
         {**default_parameters(), "conformal": False},
-        lambda tasks: build_cells(
-            args.datasets, tasks, args.repetitions, args.budget, args.fractions
+        lambda tasks: scripts.default_search_cells(
+            args.datasets,
+            tasks,
+            args.repetitions,
+            "inference_budget",
+            (
+                ("budget", args.budget),
+                ("fractions", tuple(args.fractions)),
+                ("variants", ("search", "posthoc")),
+            ),
         ),
         run_cell,
         report,

@@ -27,7 +27,10 @@ import pandas as pd
 
 from ensemble_bo.benchmarking.runner import CellRun, resume, run_cells
 from ensemble_bo.benchmarking.store import CellLines
-from ensemble_bo.core.grid import Cell, dataset_task
+from ensemble_bo.core.grid import Cell, ToolCell, dataset_task, repetition_seed
+from ensemble_bo.core.methods import TASK_METHODS, run_method
+from ensemble_bo.core.preparation import DatasetSplit, ModelInput, prepare
+from ensemble_bo.core.results import EnsembleSearchResult
 from ensemble_bo.validation import load_raw_dataset
 
 # The bundled datasets the scripts run by default: all but the two largest,
@@ -140,6 +143,68 @@ def add_run_arguments(
     parser.add_argument(
         "--report", action="store_true", help="only re-read the results and report"
     )
+
+
+def add_search_grid_arguments(
+    parser: argparse.ArgumentParser,
+    default_output: Path,
+    repetitions: int,
+    budget: int = 20,
+) -> None:
+    """The options of a script of one default search per (dataset,
+    repetition): --datasets (the bundled ones), --repetitions, --budget
+    (configurations per search), then add_run_arguments'."""
+    parser.add_argument(
+        "--datasets", nargs="+", default=BUNDLED_REGRESSION + BUNDLED_CLASSIFICATION
+    )
+    parser.add_argument("--repetitions", type=int, default=repetitions)
+    parser.add_argument("--budget", type=int, default=budget)
+    add_run_arguments(parser, default_output)
+
+
+def parse_search_grid(parser: argparse.ArgumentParser) -> argparse.Namespace:
+    """`parser`'s arguments (add_search_grid_arguments), or exit naming a
+    count below 1."""
+    args = parser.parse_args()
+    if args.repetitions < 1 or args.budget < 1:
+        sys.exit("--repetitions and --budget must be at least 1")
+    return args
+
+
+def default_search_cells(
+    datasets: Sequence[str],
+    tasks: Mapping[str, str],
+    repetitions: int,
+    tool: str,
+    setup: Sequence[tuple[str, Any]] = (),
+) -> list[ToolCell]:
+    """One cell per (dataset, repetition), datasets first within each
+    repetition, of the task's default method (TASK_METHODS) with `setup`,
+    e.g. (("budget", 20),), on the split of repetition_seed(0, r)."""
+    return [
+        ToolCell(
+            dataset,
+            repetition,
+            repetition_seed(0, repetition),
+            tool,
+            tuple(sorted((*setup, ("method", TASK_METHODS[tasks[dataset]])))),
+            task=tasks[dataset],
+        )
+        for repetition in range(repetitions)
+        for dataset in datasets
+    ]
+
+
+def default_search(
+    cell: ToolCell, raw: pd.DataFrame, parameters: Mapping[str, Any]
+) -> tuple[DatasetSplit, ModelInput, EnsembleSearchResult]:
+    """A default_search_cells cell's split of `raw`, its model input and its
+    search: the cell's method with its `budget` configurations and
+    `parameters`, seeded by the cell."""
+    setup = dict(cell.setup)
+    split, data = prepare(raw, cell.dataset, parameters["data_processing"], cell.seed)
+    settings = {**parameters, "budget": setup["budget"]}
+    return split, data, run_method(setup["method"], data, settings, cell.seed)
 
 
 def quiet_learners() -> None:
