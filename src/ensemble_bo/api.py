@@ -66,6 +66,7 @@ from ensemble_bo.core.refit import (
     bagging_folds,
     conformal_plan,
     ensemble_estimator,
+    member_row_cap,
     search_stack,
 )
 from ensemble_bo.core.results import EnsembleSearchResult
@@ -417,6 +418,7 @@ class _BaseEnsembleSearch(BaseEstimator, metaclass=ABCMeta):
                 settings["conformal_rows"],
                 settings["split_conformal_above"],
             ),
+            member_rows=member_row_cap(settings["max_search_rows"], len(features)),
         )
         start = time.perf_counter()
         with quiet_iteration_caps():

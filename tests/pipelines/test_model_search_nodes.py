@@ -112,6 +112,7 @@ def test_refit_scores_a_classification_ensemble_by_its_error_rate():
         False,
         None,
         None,
+        None,
     )
     predictions = model.predict(FEATURES[40:])
     assert set(predictions) <= {"low", "mid", "high"}
@@ -137,6 +138,7 @@ def test_refit_scores_regression_on_the_standardized_target():
         "refit",
         True,
         False,
+        None,
         None,
         None,
     )

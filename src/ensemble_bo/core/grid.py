@@ -59,6 +59,7 @@ from ensemble_bo.core.preparation import (
 from ensemble_bo.core.refit import (
     bagging_folds,
     classification_test_metrics,
+    member_row_cap,
     refit_and_score,
     search_stack,
     test_sample_losses,
@@ -573,6 +574,9 @@ def _finished_cell(
         bagging_folds(cell.settings["final_model"], data),
         search_stack(
             cell.settings["stacking"], result, searched, cell.settings["voting"]
+        ),
+        member_rows=member_row_cap(
+            cell.settings["max_search_rows"], len(split.train_target)
         ),
     )
     curve = [_finite_or_none(record.ensemble_loss) for record in result.history]

@@ -135,12 +135,15 @@ def refit_and_score(
     conformal: bool,
     conformal_rows: int | None,
     split_conformal_above: int | None,
+    max_search_rows: int | None,
 ) -> tuple[BaseEstimator, dict[str, float]]:
     """Refit the ensemble and the single best model on all non-test data (or
     bag them over the search's folds) and score both.
 
     search_input: the rows the search trained on (its pool's rows, which a
-    level-2 model learns from); model_input: all training rows.
+    level-2 model learns from); model_input: all training rows. Members
+    whose cost grows faster than their rows fit at most `max_search_rows`
+    of them (refit.member_row_cap).
     Regression scores the MSE of the standardized target (SEGOR s.4), classification
     the error rate. `voting` is the classifiers' combiner; `final_model`:
     refit or bagged; `stacking`: whether a level-2 model may combine the
@@ -163,6 +166,7 @@ def refit_and_score(
         refit.conformal_plan(
             conformal, model_input, conformal_rows, split_conformal_above
         ),
+        refit.member_row_cap(max_search_rows, len(train_target)),
     )
     return model, metrics
 

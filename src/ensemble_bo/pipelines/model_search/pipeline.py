@@ -82,6 +82,7 @@ def _refit_and_report(name: str, display_name_blocks: tuple[str, ...]) -> Pipeli
                     "params:conformal",
                     "params:conformal_rows",
                     "params:split_conformal_above",
+                    "params:max_search_rows",
                 ],
                 outputs=[f"{name}_model", f"{name}_test_metrics"],
                 name=f"{name}_refit_and_score",

@@ -1,0 +1,138 @@
+"""Members refit on a capped sample of large data's rows.
+
+Kernel machines, Gaussian processes and nearest neighbours cost more than
+linearly in their training rows: an SVR's fit grows at least as the square
+of its rows (scikit-learn's SVR documentation: "hard to scale to datasets
+with more than a couple of 10000 samples"), a Gaussian process's as their
+cube, and a neighbour model's prediction as the rows it stores. A search of
+large data trains on a sample of `max_search_rows` rows, so its
+cross-validation measured such a member at that size; refit on every row
+instead, one SVR on 670,000 rows ran past 15 minutes without ending. Such a
+member is refit on a seeded sample of at most that many rows (every class
+kept), and every other member on every row.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from sklearn.base import BaseEstimator, ClassifierMixin, RegressorMixin, clone
+from sklearn.gaussian_process import GaussianProcessClassifier, GaussianProcessRegressor
+from sklearn.kernel_ridge import KernelRidge
+from sklearn.neighbors import KNeighborsClassifier, KNeighborsRegressor
+from sklearn.pipeline import Pipeline
+from sklearn.svm import SVC, SVR, NuSVC, NuSVR
+from sklearn.utils import _safe_indexing
+from sklearn.utils._available_if import available_if
+from sklearn.utils.validation import check_is_fitted
+
+from ensemble_bo.core.evaluation import stratified_order
+
+SUPERLINEAR = (
+    SVR,
+    SVC,
+    NuSVR,
+    NuSVC,
+    KernelRidge,
+    GaussianProcessRegressor,
+    GaussianProcessClassifier,
+    KNeighborsRegressor,
+    KNeighborsClassifier,
+)
+
+
+def costs_more_than_linearly(model: BaseEstimator) -> bool:
+    """Whether `model` (a zoo model: an estimator, or a pipeline ending in
+    one) fits or predicts at a cost that grows faster than its rows."""
+    final = model[-1] if isinstance(model, Pipeline) else model
+    return isinstance(final, SUPERLINEAR)
+
+
+def capped_rows(y: np.ndarray, max_rows: int, seed: int, stratify: bool) -> np.ndarray:
+    """Indices (sorted) of a seeded sample of at most `max_rows` of the rows
+    of `y`; with `stratify`, each class in its share and every class at
+    least once. All rows when there are no more than `max_rows`."""
+    n = len(y)
+    if n <= max_rows:
+        return np.arange(n)
+    shuffled = np.random.default_rng(seed).permutation(n)
+    if not stratify:
+        return np.sort(shuffled[:max_rows])
+    ordered = shuffled[stratified_order(np.asarray(y)[shuffled])]
+    kept = ordered[:max_rows]
+    # a class too rare for its share of the sample still keeps a row
+    _, first = np.unique(np.asarray(y)[ordered], return_index=True)
+    return np.union1d(kept, ordered[first])
+
+
+class _RowCapped(BaseEstimator):
+    """`estimator` fitted on a seeded sample of at most `max_rows` rows.
+
+    Parameters
+    ----------
+    estimator : estimator
+        The unfitted model.
+    max_rows : int
+        The most rows it is fitted on.
+    random_state : int, default=0
+        The seed of the sample.
+
+    Attributes
+    ----------
+    estimator_ : estimator
+        `estimator` fitted on the sample.
+    n_rows_ : int
+        The rows it was fitted on.
+    """
+
+    def __init__(self, estimator, max_rows, random_state=0):
+        self.estimator = estimator
+        self.max_rows = max_rows
+        self.random_state = random_state
+
+    def fit(self, X, y):
+        """Fit a clone of `estimator` on the sample of (X, y)."""
+        y = np.asarray(y)
+        rows = capped_rows(
+            y, self.max_rows, self.random_state, isinstance(self, ClassifierMixin)
+        )
+        self.estimator_ = clone(self.estimator).fit(_safe_indexing(X, rows), y[rows])
+        self.n_rows_ = len(rows)
+        if hasattr(self.estimator_, "classes_"):
+            self.classes_ = self.estimator_.classes_
+        return self
+
+    def predict(self, X):
+        """The fitted estimator's predictions, shape (n_samples,)."""
+        check_is_fitted(self)
+        return self.estimator_.predict(X)
+
+
+class RowCappedRegressor(RegressorMixin, _RowCapped):
+    """A regressor fitted on at most `max_rows` rows (_RowCapped)."""
+
+
+class RowCappedClassifier(ClassifierMixin, _RowCapped):
+    """A classifier fitted on at most `max_rows` rows, each class in its
+    share and every class kept (_RowCapped)."""
+
+    # only where the classifier has it (an SVC without probability estimates
+    # does not): the ensemble asks hasattr
+    @available_if(lambda self: hasattr(self.estimator, "predict_proba"))
+    def predict_proba(self, X):
+        """The fitted classifier's class probabilities, (n_samples, n_classes)."""
+        check_is_fitted(self)
+        return self.estimator_.predict_proba(X)
+
+
+def row_capped(model: BaseEstimator, max_rows: int | None, seed: int) -> BaseEstimator:
+    """`model` itself, or where it costs more than linearly in its rows and
+    `max_rows` is set, `model` fitted on a sample of at most `max_rows`."""
+    if max_rows is None or not costs_more_than_linearly(model):
+        return model
+    final = model[-1] if isinstance(model, Pipeline) else model
+    wrapper = (
+        RowCappedClassifier
+        if isinstance(final, ClassifierMixin)
+        else RowCappedRegressor
+    )
+    return wrapper(model, max_rows, seed)
