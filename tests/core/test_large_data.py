@@ -3,9 +3,11 @@
 import numpy as np
 import pandas as pd
 import pytest
+from sklearn.linear_model import Ridge
 from sklearn.tree import DecisionTreeClassifier
 
 from ensemble_bo import EnsembleRegressor
+from ensemble_bo.core import refit
 from ensemble_bo.core.evaluation import (
     check_row_limit,
     fold_row_share,
@@ -150,3 +152,24 @@ def test_above_split_conformal_above_one_fold_calibrates_the_intervals():
     assert len(cv_plus.conformal_.residuals_) == 400
     with pytest.raises(InvalidInput, match="split_conformal_above must be an integer"):
         EnsembleRegressor(budget=3, params={"split_conformal_above": 1.5}).fit(X, y)
+
+
+class CountingRidge(Ridge):
+    """A ridge regression that records how many rows each predict call had
+    (module level: serving_costs pickles it)."""
+
+    predicted: list[int] = []
+
+    def predict(self, X):
+        CountingRidge.predicted.append(len(X))
+        return super().predict(X)
+
+
+def test_the_prediction_time_is_measured_on_at_most_timed_rows(monkeypatch):
+    X = np.random.default_rng(0).normal(size=(300, 2))
+    model = CountingRidge().fit(X, X[:, 0])
+    monkeypatch.setattr(refit, "TIMED_ROWS", 100)
+    monkeypatch.setattr(CountingRidge, "predicted", [])
+    costs = refit.serving_costs(model, pd.DataFrame(X))
+    assert CountingRidge.predicted == [100, 100, 100]
+    assert costs["ensemble_predict_seconds_per_1000"] > 0
