@@ -244,9 +244,9 @@ def fitted_fold_models(
 
     What cross-validation fits, and what a bagged final model keeps
     (core.bagging): both fit exactly these rows. `train_fraction` < 1 keeps
-    that share of each fold's training rows (at least 2), a prefix of one
-    seeded shuffle per fold (out_of_fold_predictions), stratified for a
-    classifier: any prefix holds each class in its share of the rows.
+    that share of each fold's training rows (at least 2), a prefix of a
+    seeded_order per fold, stratified for a classifier: any prefix holds each
+    class in its share of the rows.
     """
     if not 0 < train_fraction <= 1:
         raise ValueError(f"train_fraction must be in (0, 1], got {train_fraction!r}")
@@ -255,14 +255,25 @@ def fitted_fold_models(
         test = fold_ids == fold
         train = np.flatnonzero(~test)
         if train_fraction < 1:
-            shuffled = np.random.default_rng([random_state, int(fold)]).permutation(
-                train
+            order = seeded_order(
+                len(train),
+                [random_state, int(fold)],
+                np.asarray(y)[train] if classifier else None,
             )
-            if classifier:
-                shuffled = shuffled[stratified_order(np.asarray(y)[shuffled])]
             kept = max(2, math.ceil(train_fraction * len(train)))
-            train = np.sort(shuffled[:kept])
+            train = np.sort(train[order[:kept]])
         yield test, clone(model).fit(_safe_indexing(X, train), y[train])
+
+
+def seeded_order(n: int, seed: Any, strata: np.ndarray | None = None) -> np.ndarray:
+    """A seeded order of n rows (n,) whose every prefix is a random sample:
+    a shuffle (numpy's Generator seeded with `seed`), and with `strata` (n,)
+    reordered by stratified_order so that every prefix holds each stratum in
+    its share. A sample of k rows is np.sort(order[:k])."""
+    order = np.random.default_rng(seed).permutation(n)
+    if strata is None:
+        return order
+    return order[stratified_order(np.asarray(strata)[order])]
 
 
 def stratified_order(labels: np.ndarray) -> np.ndarray:

@@ -23,7 +23,7 @@ from sklearn.model_selection import KFold, StratifiedKFold, train_test_split
 
 from ensemble_bo.core.column_checks import check_target_scale, check_text_features
 from ensemble_bo.core.encoding import FeatureEncoding, categorical_columns
-from ensemble_bo.core.evaluation import check_row_limit, stratified_order
+from ensemble_bo.core.evaluation import check_row_limit, seeded_order
 from ensemble_bo.core.messages import examples, plain
 from ensemble_bo.core.seeding import derive_seed
 
@@ -517,7 +517,7 @@ def search_input(data: ModelInput, max_rows: int | None, seed: int) -> ModelInpu
     training rows, a seeded sample of `max_rows` of them (rows in their order).
 
     Each fold, and within it each class, keeps its share of the rows (a
-    prefix of core.evaluation.stratified_order after a seeded shuffle), so
+    prefix of core.evaluation.seeded_order stratified by both), so
     the sample's folds are the data's folds, smaller. Every trial fits and
     predicts the sample only: a trial's cost, the pool's memory (trials x
     max_rows) and the selection's steps stop growing with the data; the
@@ -528,11 +528,11 @@ def search_input(data: ModelInput, max_rows: int | None, seed: int) -> ModelInpu
     n = len(data.target)
     if max_rows is None or n <= max_rows:
         return data
-    shuffled = np.random.default_rng(derive_seed(seed, "search sample")).permutation(n)
     strata = data.fold_ids.astype(np.int64)
     if data.task == "classification":
         strata = strata * (int(data.target.max()) + 1) + data.target
-    rows = np.sort(shuffled[stratified_order(strata[shuffled])][:max_rows])
+    order = seeded_order(n, derive_seed(seed, "search sample"), strata)
+    rows = np.sort(order[:max_rows])
     logger.info(
         "%s: the search trains on a sample of %d of its %d training rows "
         "(max_search_rows), the final ensemble on all of them",

@@ -15,7 +15,13 @@ kept), and every other member on every row.
 from __future__ import annotations
 
 import numpy as np
-from sklearn.base import BaseEstimator, ClassifierMixin, RegressorMixin, clone
+from sklearn.base import (
+    BaseEstimator,
+    ClassifierMixin,
+    RegressorMixin,
+    clone,
+    is_classifier,
+)
 from sklearn.gaussian_process import GaussianProcessClassifier, GaussianProcessRegressor
 from sklearn.kernel_ridge import KernelRidge
 from sklearn.neighbors import KNeighborsClassifier, KNeighborsRegressor
@@ -25,7 +31,7 @@ from sklearn.utils import _safe_indexing
 from sklearn.utils._available_if import available_if
 from sklearn.utils.validation import check_is_fitted
 
-from ensemble_bo.core.evaluation import stratified_order
+from ensemble_bo.core.evaluation import seeded_order
 
 SUPERLINEAR = (
     SVR,
@@ -54,14 +60,12 @@ def capped_rows(y: np.ndarray, max_rows: int, seed: int, stratify: bool) -> np.n
     n = len(y)
     if n <= max_rows:
         return np.arange(n)
-    shuffled = np.random.default_rng(seed).permutation(n)
+    order = seeded_order(n, seed, y if stratify else None)
     if not stratify:
-        return np.sort(shuffled[:max_rows])
-    ordered = shuffled[stratified_order(np.asarray(y)[shuffled])]
-    kept = ordered[:max_rows]
+        return np.sort(order[:max_rows])
     # a class too rare for its share of the sample still keeps a row
-    _, first = np.unique(np.asarray(y)[ordered], return_index=True)
-    return np.union1d(kept, ordered[first])
+    _, first = np.unique(np.asarray(y)[order], return_index=True)
+    return np.union1d(order[:max_rows], order[first])
 
 
 class _RowCapped(BaseEstimator):
@@ -92,9 +96,7 @@ class _RowCapped(BaseEstimator):
     def fit(self, X, y):
         """Fit a clone of `estimator` on the sample of (X, y)."""
         y = np.asarray(y)
-        rows = capped_rows(
-            y, self.max_rows, self.random_state, isinstance(self, ClassifierMixin)
-        )
+        rows = capped_rows(y, self.max_rows, self.random_state, is_classifier(self))
         self.estimator_ = clone(self.estimator).fit(_safe_indexing(X, rows), y[rows])
         self.n_rows_ = len(rows)
         if hasattr(self.estimator_, "classes_"):
