@@ -409,3 +409,30 @@ def test_calibration_folds_must_name_folds_of_the_data():
             CrossConformalRegressor(
                 Ridge(), np.arange(100) % 5, calibration_folds=bad
             ).fit(X, y)
+
+
+def test_several_coverages_come_from_one_prediction_of_each_fold_model():
+    calls = []
+
+    class Counting(Ridge):
+        def predict(self, X):
+            calls.append(len(X))
+            return super().predict(X)
+
+    X, y, X_test, _ = _regression(n_train=200, n_test=50)
+    model = CrossConformalRegressor(Counting(), np.arange(200) % 4).fit(X, y)
+    calls.clear()
+    both = model.predict_intervals(X_test, (0.8, 0.9))
+    assert calls == [50] * 4  # once per fold model
+    for coverage in (0.8, 0.9):
+        np.testing.assert_array_equal(
+            both[coverage], model.predict_interval(X_test, coverage)
+        )
+    labels = (y > np.median(y)).astype(int)
+    classifier = CrossConformalClassifier(LogisticRegression(), np.arange(200) % 4)
+    classifier.fit(X, labels)
+    sets = classifier.predict_sets(X_test, (0.8, 0.95))
+    for coverage in (0.8, 0.95):
+        np.testing.assert_array_equal(
+            sets[coverage], classifier.predict_set(X_test, coverage)
+        )

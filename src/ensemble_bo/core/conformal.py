@@ -371,7 +371,8 @@ class CrossConformalRegressor(RegressorMixin, _CrossConformal):
     (fitted model, X) -> (n_samples,) of how uncertain the model is on each
     row (core.estimator.member_spread, the disagreement of an ensemble's
     members), which makes adaptive intervals possible. Attributes: those,
-    `residuals_` (n_samples,), the absolute out-of-fold residuals, and with
+    `residuals_` (n_calibration,), the calibrating rows' absolute out-of-fold
+    residuals, and with
     `spread`, `spread_floor_`: the median out-of-fold spread, added to every
     spread so that a row where the members agree still gets an interval.
     """
@@ -424,32 +425,45 @@ class CrossConformalRegressor(RegressorMixin, _CrossConformal):
         its row's spread plus `spread_floor_` and multiplied back by the new
         row's, so rows where the members disagree get wider intervals.
         """
+        return self.predict_intervals(X, (coverage,), adaptive)[coverage]
+
+    def predict_intervals(
+        self, X, coverages: Sequence[float], adaptive: bool = False
+    ) -> dict[float, np.ndarray]:
+        """predict_interval at each of `coverages`, by coverage, from one
+        prediction of X by each fold model."""
         check_is_fitted(self)
+        if adaptive and self.spread is None:
+            raise ValueError("adaptive intervals need a spread; this model has none")
         fold_predictions = np.stack([m.predict(X) for m in self.fold_estimators_])
         if not adaptive:
-            return cv_plus_intervals(
-                fold_predictions, self.residuals_, self.score_folds_, coverage
-            )
-        if self.spread is None:
-            raise ValueError("adaptive intervals need a spread; this model has none")
+            return {
+                coverage: cv_plus_intervals(
+                    fold_predictions, self.residuals_, self.score_folds_, coverage
+                )
+                for coverage in coverages
+            }
         scales = np.stack(
             [self.spread(m, X) + self.spread_floor_ for m in self.fold_estimators_]
         )
-        return cv_plus_intervals(
-            fold_predictions,
-            self.scaled_residuals_,
-            self.score_folds_,
-            coverage,
-            fold_scales=scales,
-        )
+        return {
+            coverage: cv_plus_intervals(
+                fold_predictions,
+                self.scaled_residuals_,
+                self.score_folds_,
+                coverage,
+                fold_scales=scales,
+            )
+            for coverage in coverages
+        }
 
 
 class CrossConformalClassifier(ClassifierMixin, _CrossConformal):
     """A classifier with cross-conformal prediction sets (module docstring).
 
     Parameters: see `_CrossConformal`. Attributes: those, `classes_` (the
-    final model's), and `scores_` (n_samples,), each row's out-of-fold score
-    1 - p(its class).
+    final model's), and `scores_` (n_calibration,), each calibrating row's
+    out-of-fold score 1 - p(its class).
     """
 
     def fit(self, X, y):
@@ -487,13 +501,21 @@ class CrossConformalClassifier(ClassifierMixin, _CrossConformal):
         1 - 2 (1 - coverage) for exchangeable data, and close to `coverage`
         in practice.
         """
+        return self.predict_sets(X, (coverage,))[coverage]
+
+    def predict_sets(self, X, coverages: Sequence[float]) -> dict[float, np.ndarray]:
+        """predict_set at each of `coverages`, by coverage, from one
+        prediction of X by each fold model."""
         check_is_fitted(self)
         fold_scores = np.stack(
             [1 - self._probabilities(m, X) for m in self.fold_estimators_]
         )
-        return cross_conformal_sets(
-            fold_scores, self.scores_, self.score_folds_, coverage
-        )
+        return {
+            coverage: cross_conformal_sets(
+                fold_scores, self.scores_, self.score_folds_, coverage
+            )
+            for coverage in coverages
+        }
 
 
 def cross_conformal(

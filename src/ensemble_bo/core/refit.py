@@ -250,22 +250,24 @@ def uncertainty_test_metrics(
     """
     metrics = {}
     truth = np.asarray(target)
-    for coverage in REPORTED_COVERAGES:
-        level = round(100 * coverage)
-        if not conformal_reachable(coverage, len(model.score_folds_)):
-            continue
-        if hasattr(model, "predict_interval"):
-            bounds = model.predict_interval(features, coverage)
+    # each fold model predicts the test rows once, for every coverage
+    coverages = [
+        c for c in REPORTED_COVERAGES if conformal_reachable(c, len(model.score_folds_))
+    ]
+    if hasattr(model, "predict_intervals"):
+        for coverage, bounds in model.predict_intervals(features, coverages).items():
+            level = round(100 * coverage)
             inside = (bounds[:, 0] <= truth) & (truth <= bounds[:, 1])
             width = (bounds[:, 1] - bounds[:, 0]) / target_scaling["std"]
             metrics[f"test_interval_coverage_{level}"] = float(inside.mean())
             metrics[f"test_interval_width_{level}"] = float(width.mean())
-        else:
-            sets = model.predict_set(features, coverage)
-            rows = np.arange(len(truth))
-            inside = sets[rows, np.searchsorted(model.classes_, truth)]
-            metrics[f"test_set_coverage_{level}"] = float(inside.mean())
-            metrics[f"test_set_size_{level}"] = float(sets.sum(axis=1).mean())
+        return metrics
+    rows = np.arange(len(truth))
+    for coverage, sets in model.predict_sets(features, coverages).items():
+        level = round(100 * coverage)
+        inside = sets[rows, np.searchsorted(model.classes_, truth)]
+        metrics[f"test_set_coverage_{level}"] = float(inside.mean())
+        metrics[f"test_set_size_{level}"] = float(sets.sum(axis=1).mean())
     return metrics
 
 
