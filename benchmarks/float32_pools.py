@@ -40,28 +40,25 @@ import pandas as pd
 
 from ensemble_bo.api import default_parameters
 from ensemble_bo.benchmarking import scripts, tables
-from ensemble_bo.core.grid import ToolCell
+from ensemble_bo.core.grid import ToolCell, loss_on_test_split
 from ensemble_bo.core.losses import PROBABILITIES
+from ensemble_bo.core.methods import POSTHOC, inference_budget
 from ensemble_bo.core.refit import refit_and_score
 from ensemble_bo.core.result_files import ARRAYS_NPZ, read_result, write_result
 from ensemble_bo.core.results import EnsembleSearchResult
-from ensemble_bo.core.selection.stages import posthoc_selection
 
 PROJECT = Path(__file__).resolve().parents[1]
 DEFAULT_OUTPUT = PROJECT / "benchmarks" / "results" / "float32_pools.jsonl"
 PACKAGES = ("scikit-learn", "numpy", "ensemble-bo")
 
 
-def _selection(result, data, block) -> EnsembleSearchResult:
-    return posthoc_selection(
-        result,
-        data.target,
-        data.fold_ids,
-        loss=block["loss"],
-        max_size=block["max_size"],
-        warm_start=block["warm_start"],
-        weighting=block["weighting"],
+def _selection(result, data, parameters, seed) -> EnsembleSearchResult:
+    """Post-hoc selection from `result`'s pool as the posthoc pipeline runs it."""
+    settings = POSTHOC.settings.parse(
+        POSTHOC.params, parameters[POSTHOC.params], (data.task,)
     )
+    budget = inference_budget(parameters["inference"], data)
+    return POSTHOC.select(result, data, settings, seed, budget)
 
 
 def _summary(selected, split, data, voting, seed) -> dict[str, Any]:
@@ -76,38 +73,35 @@ def _summary(selected, split, data, voting, seed) -> dict[str, Any]:
         voting,
         seed,
     )
-    name = "test_error" if data.task == "classification" else "test_mse"
     return {
         "members": [int(m) for m in selected.members],
         "weights": {str(k): float(v) for k, v in selected.member_weights.items()},
         "cv_loss": float(selected.history[-1].ensemble_loss),
-        "test_loss": metrics[f"{name}_ensemble"],
+        "test_loss": loss_on_test_split(metrics, data.task),
     }
 
 
-def _float64_bytes(result: EnsembleSearchResult) -> int:
-    """The compressed bytes of the pool's predictions (and probabilities) as
-    float64, as they were stored before."""
+def _compressed_bytes(arrays: dict[str, np.ndarray]) -> int:
+    """The bytes of `arrays` in a compressed npz archive."""
+    buffer = io.BytesIO()
+    np.savez_compressed(buffer, **arrays)
+    return buffer.getbuffer().nbytes
+
+
+def _stored_outputs(result: EnsembleSearchResult) -> dict[str, np.ndarray]:
+    """The pool's predictions (and probabilities) as float64, as they were
+    stored before."""
     pool = result.pool
     arrays = {"predictions": np.asarray(pool.predictions, dtype=np.float64)}
     if pool.labels is not None:
-        arrays["probabilities"] = np.asarray(
-            pool.member_outputs(PROBABILITIES), dtype=np.float64
-        )
-    buffer = io.BytesIO()
-    np.savez_compressed(buffer, **arrays)
-    return buffer.getbuffer().nbytes
+        arrays["probabilities"] = pool.member_outputs(PROBABILITIES)
+    return arrays
 
 
-def _float32_bytes(folder: Path) -> int:
-    """The compressed bytes of the written predictions (and probabilities)."""
+def _written_outputs(folder: Path) -> dict[str, np.ndarray]:
+    """The predictions (and probabilities) as written."""
     with np.load(folder / ARRAYS_NPZ) as archive:
-        arrays = {
-            n: archive[n] for n in ("predictions", "probabilities") if n in archive
-        }
-    buffer = io.BytesIO()
-    np.savez_compressed(buffer, **arrays)
-    return buffer.getbuffer().nbytes
+        return {n: archive[n] for n in ("predictions", "probabilities") if n in archive}
 
 
 def run_cell(cell: ToolCell, raw: pd.DataFrame, parameters: dict[str, Any]) -> dict:
@@ -119,15 +113,15 @@ def run_cell(cell: ToolCell, raw: pd.DataFrame, parameters: dict[str, Any]) -> d
         with tempfile.TemporaryDirectory() as folder:
             write_result(result, Path(folder))
             read = read_result(Path(folder))
-            record["float32_bytes"] = _float32_bytes(Path(folder))
-        record["float64_bytes"] = _float64_bytes(result)
+            record["float32_bytes"] = _compressed_bytes(_written_outputs(Path(folder)))
+        record["float64_bytes"] = _compressed_bytes(_stored_outputs(result))
         ok = result.pool.ok
         record["max_prediction_difference"] = float(
             np.abs(read.pool.predictions[ok] - result.pool.predictions[ok]).max()
         )
-        block, voting = parameters["posthoc"], parameters["voting"]
-        from_float64 = _selection(result, data, block)
-        from_float32 = _selection(read, data, block)
+        voting = parameters["voting"]
+        from_float64 = _selection(result, data, parameters, cell.seed)
+        from_float32 = _selection(read, data, parameters, cell.seed)
         record["float64"] = _summary(from_float64, split, data, voting, cell.seed)
         record["float32"] = _summary(from_float32, split, data, voting, cell.seed)
         record["same_selection"] = (
