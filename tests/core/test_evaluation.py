@@ -7,6 +7,7 @@ import warnings
 
 import numpy as np
 import pytest
+from joblib.externals.loky import process_executor
 from sklearn.base import BaseEstimator, RegressorMixin
 from sklearn.ensemble import RandomForestRegressor
 from sklearn.exceptions import ConvergenceWarning
@@ -294,6 +295,27 @@ def test_a_parked_worker_that_died_is_replaced(limited):
     replacement = _worker_pid(second)
     assert replacement not in (worker, os.getpid())
     second.close()
+
+
+def _end_after_this_task_as_a_leak():
+    # loky ends a worker whose memory grew by more than _MAX_MEMORY_LEAK_SIZE
+    # since its first task, checked at most once a second, and starts a bare
+    # one in its place; a negative size makes this worker's next check fail.
+    process_executor._MAX_MEMORY_LEAK_SIZE = -1
+    time.sleep(1.1)
+
+
+def test_a_worker_that_loky_replaced_gets_the_data_again(limited):
+    config = {"max_depth": 3}
+    before = limited(request(config))
+    worker = _worker_pid(limited)
+    limited._executor.submit(_end_after_this_task_as_a_leak).result()
+    time.sleep(0.5)  # loky's manager starts the replacement
+
+    after = limited(request(config))
+    assert after.ok, after.error
+    np.testing.assert_array_equal(after.oof_predictions, before.oof_predictions)
+    assert _worker_pid(limited) not in (worker, os.getpid())
 
 
 def _refuse_to_be_rebuilt():

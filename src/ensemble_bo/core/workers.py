@@ -17,6 +17,7 @@ import os
 import signal
 import threading
 import time
+import uuid
 from collections.abc import Sequence
 from concurrent.futures import TimeoutError as FutureTimeoutError
 from dataclasses import dataclass
@@ -108,12 +109,14 @@ def exit_when_parent_dies(
     threading.Thread(target=watch, name="exit-when-parent-dies", daemon=True).start()
 
 
-# Data of the evaluator a worker process serves now; replaced when the worker
-# passes to another evaluator.
+# Data of the evaluator a worker process serves now, and that evaluator's key;
+# replaced when the worker passes to another evaluator.
 _worker_data: dict[str, np.ndarray] = {}
+_worker_data_key: list[str] = []
 
 
 def _load_worker_data(
+    key: str,
     X: np.ndarray,
     y: np.ndarray,
     fold_ids: np.ndarray,
@@ -122,14 +125,16 @@ def _load_worker_data(
 ) -> bool:
     # Receiving the factory imports its module here, in the start-up, rather
     # than in the first evaluation, whose time limit it would eat into.
-    _worker_data.clear()
+    _drop_worker_data()
     _worker_data.update(X=X, y=y, fold_ids=fold_ids)
+    _worker_data_key.append(key)
     limit_threads(threads)
     return True
 
 
 def _drop_worker_data() -> None:
     _worker_data.clear()
+    _worker_data_key.clear()
 
 
 # One idle worker process per process, left by a finished search for the next
@@ -189,13 +194,20 @@ def _stop_parked_worker() -> None:
 
 
 def _evaluate_in_worker(
+    key: str,
     model_factory: ModelFactory,
     model_name: str,
     config: dict[str, Any],
     random_state: int,
     folds: Sequence[int] | None = None,
     train_fraction: float = 1.0,
-) -> TrialResult:
+) -> TrialResult | None:
+    """The trial's result, or None when this worker does not hold the data of
+    the evaluator `key`: loky ends a worker whose memory grew by more than
+    300 MB over a task (its leak check) and starts a bare one in its place,
+    which on large data happened between two trials."""
+    if _worker_data_key != [key]:
+        return None
     return evaluate_configuration(
         model_factory,
         model_name,
@@ -269,6 +281,7 @@ class WorkerEvaluator:
         self.time_limit = check_time_limit(self.time_limit)
         self._executor: ProcessPoolExecutor | None = None
         self._lock = threading.Lock()
+        self._data_key = uuid.uuid4().hex
 
     # The worker and its lock are not part of the state: a copy, or an unpickled
     # evaluator, starts its own worker when it first needs one.
@@ -282,6 +295,7 @@ class WorkerEvaluator:
         self.__dict__.update(state)
         self._executor = None
         self._lock = threading.Lock()
+        self._data_key = uuid.uuid4().hex
 
     def __call__(self, request: TrialRequest) -> TrialResult:
         limit, _ = trial_limit(self.time_limit, request.deadline)
@@ -322,12 +336,41 @@ class WorkerEvaluator:
         except BaseException:  # KeyboardInterrupt: no half-started worker left behind
             self._kill_worker()
             raise
+        result = self._run_in_worker(executor, request)
+        if result is None:
+            # loky put a bare worker in the place of the one holding the data:
+            # send them (outside the limit, as to a new worker), then run again
+            try:
+                result = self._run_in_worker(self._send_data(executor), request)
+            except Exception as error:  # noqa: BLE001 - as for a worker that cannot start
+                self._kill_worker()
+                return TrialResult(
+                    None,
+                    0.0,
+                    f"{type(error).__name__}: the worker process could not take "
+                    f"the data again: {error}",
+                    never_ran=True,
+                )
+            except BaseException:
+                self._kill_worker()
+                raise
+        if result is None:
+            self._kill_worker()
+            return TrialResult(
+                None, 0.0, "RuntimeError: the worker process lost its data twice"
+            )
+        return result
+
+    def _run_in_worker(
+        self, executor: ProcessPoolExecutor, request: TrialRequest
+    ) -> TrialResult | None:
         start = time.perf_counter()
         limit, cut_by = trial_limit(self.time_limit, request.deadline)
         cv = self.cross_validation
         try:
             future = executor.submit(
                 _evaluate_in_worker,
+                self._data_key,
                 cv.model_factory,
                 cv.model_name,
                 dict(request.config),
@@ -382,7 +425,13 @@ class WorkerEvaluator:
         cv = self.cross_validation
         threads = trial_threads(1) if self.threads is None else self.threads
         loaded = executor.submit(
-            _load_worker_data, cv.X, cv.y, cv.fold_ids, cv.model_factory, threads
+            _load_worker_data,
+            self._data_key,
+            cv.X,
+            cv.y,
+            cv.fold_ids,
+            cv.model_factory,
+            threads,
         )
         if not loaded.result():
             raise RuntimeError("the worker did not receive its data")
