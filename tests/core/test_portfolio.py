@@ -16,7 +16,7 @@ from ensemble_bo.core.portfolio import (
     greedy_portfolio,
     normalized_losses,
 )
-from ensemble_bo.core.preparation import ModelInput
+from ensemble_bo.core.preparation import ModelInput, search_input
 from ensemble_bo.core.results import SearchInterrupted
 from ensemble_bo.core.space import SearchSpace
 from ensemble_bo.core.validation import InvalidInput, check_settings
@@ -26,6 +26,7 @@ CONF = default_parameters()
 SPACES = {name: SearchSpace.from_dict(spec) for name, spec in CONF["models"].items()}
 REGRESSION_SPACE = CONF["default_models"]["regression"]
 PORTFOLIO = CONF["portfolios"][REGRESSION_SPACE]
+LARGE_DATA_PORTFOLIO = CONF["large_data_portfolios"][REGRESSION_SPACE]
 
 # Normalized losses of 4 candidates on 3 datasets, and the greedy order by hand:
 # 1st c2 (mean 0.3); with c2 the best are (.3, .3, .3): c0 gives (0, .3, .2),
@@ -91,6 +92,20 @@ def test_each_default_space_ships_a_portfolio_of_valid_cheap_first_points(task):
         SPACES[space_name].encode(config)
 
 
+@pytest.mark.parametrize("task", ["regression", "classification"])
+def test_each_default_space_ships_a_large_data_start_that_fits_the_design(task):
+    space_name = CONF["default_models"][task]
+    large = CONF["large_data_portfolios"][space_name]
+    assert check_portfolios({space_name: large}, SPACES) == {space_name: large}
+    # with the portfolio after it, the whole start is still in the design
+    both = [*large, *CONF["portfolios"][space_name]]
+    assert len(both) <= CONF["segor"]["optimizer"]["n_initial"]
+    assert len({repr(sorted(c.items())) for c in both}) == len(both)
+    # histogram boosting: a cost linear in the rows, a size free of them
+    choice = "regressor" if task == "regression" else "classifier"
+    assert {config[choice] for config in large} == {"hist_gradient_boosting"}
+
+
 def test_a_portfolio_configuration_outside_its_space_is_refused_with_the_fix():
     broken = {**PORTFOLIO[0], "regressor": "no_such_family"}
     with pytest.raises(ValueError, match=r"portfolios.segor_sklearn.*build_portfolio"):
@@ -99,6 +114,13 @@ def test_a_portfolio_configuration_outside_its_space_is_refused_with_the_fix():
         check_portfolios({"missing": []}, SPACES)
     parameters = {**CONF, "portfolios": {REGRESSION_SPACE: [broken]}}
     with pytest.raises(InvalidInput, match="parameters_portfolios.yml"):
+        check_settings(METHODS["segor"], parameters, 0, "regression")
+    parameters = {**CONF, "large_data_portfolios": {REGRESSION_SPACE: [broken]}}
+    with pytest.raises(
+        InvalidInput,
+        match=r"large_data_portfolios.segor_sklearn: .*"
+        r"\(conf/base/parameters_large_data_portfolios.yml\)",
+    ):
         check_settings(METHODS["segor"], parameters, 0, "regression")
 
 
@@ -194,12 +216,35 @@ def test_a_search_trains_the_portfolio_first_and_resumes_past_it(tmp_path):
     assert resumed.members == uninterrupted.members
 
 
-def test_a_benchmark_cell_carries_its_space_s_portfolio_in_its_key():
+def test_a_search_on_a_sample_of_large_data_starts_with_the_large_data_portfolio():
+    rows = 300
+    X = np.random.default_rng(1).normal(size=(rows, 3))
+    data = ModelInput(
+        X,
+        X[:, 0] + 0.1 * np.random.default_rng(2).normal(size=rows),
+        np.arange(rows) % 5,
+        "regression",
+        {"mean": 0.0, "std": 1.0},
+        {"name": "large", "categorical_columns": []},
+    )
+    sample = search_input(data, 150, seed=1)
+    assert sample.sampled_from == rows
+    on_sample = run_method("segor", sample, _settings(3, n_initial=10), 1)
+    assert on_sample.pool.configs == [*LARGE_DATA_PORTFOLIO, PORTFOLIO[0]]
+    # all rows: no sample, the portfolio alone
+    on_all = run_method("segor", data, _settings(2, n_initial=10), 1)
+    assert on_all.pool.configs == PORTFOLIO[:2]
+
+
+def test_a_benchmark_cell_carries_its_space_s_portfolios_in_its_key():
     cell = cell_settings("segor", CONF, REGRESSION_SPACE, 5, None)
     assert cell["portfolios"] == {REGRESSION_SPACE: PORTFOLIO}
-    assert cell_fingerprint(cell, REGRESSION_SPACE, {}, "sha")["portfolio"] == (
-        PORTFOLIO
-    )
+    assert cell["large_data_portfolios"] == {REGRESSION_SPACE: LARGE_DATA_PORTFOLIO}
+    fingerprint = cell_fingerprint(cell, REGRESSION_SPACE, {}, "sha")
+    assert fingerprint["portfolio"] == PORTFOLIO
+    assert fingerprint["large_data_portfolio"] == LARGE_DATA_PORTFOLIO
     tree = cell_settings("segor", CONF, "decision_tree_regressor", 5, None)
-    assert tree["portfolios"] == {}
-    assert "portfolio" not in cell_fingerprint(tree, "decision_tree_regressor", {}, "")
+    assert tree["portfolios"] == tree["large_data_portfolios"] == {}
+    fingerprint = cell_fingerprint(tree, "decision_tree_regressor", {}, "")
+    assert "portfolio" not in fingerprint
+    assert "large_data_portfolio" not in fingerprint

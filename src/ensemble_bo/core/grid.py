@@ -311,7 +311,7 @@ def cell_settings(
 
     The blocks its method reads (`method_settings`), with the search block's
     `model` set to the cell's model, its `time_limit` set when given,
-    `budget` the benchmark's, `models` and `portfolios` narrowed to the cell's
+    `budget` the benchmark's, `models` and both portfolios narrowed to the cell's
     space, the method's variant applied and `parallel` serial; plus the
     refit's blocks (REFIT_PARAMS).
     """
@@ -332,10 +332,13 @@ def cell_settings(
             **parameters,
             method.search_params: search,
             "models": {model: parameters["models"][model]},
-            "portfolios": {
-                name: configs
-                for name, configs in parameters["portfolios"].items()
-                if name == model
+            **{
+                key: {
+                    name: configs
+                    for name, configs in parameters[key].items()
+                    if name == model
+                }
+                for key in ("portfolios", "large_data_portfolios")
             },
             "budget": budget,
         },
@@ -376,11 +379,12 @@ def cell_fingerprint(
     """What the key hashes besides its readable part: the cell's parameter blocks
     (but the shared ones: `models`, `budget`, ...), the model, its space, the
     data_processing parameters and the data's sha256; and the time budget when
-    one is set, and the model's portfolio when it has one, and `stacking`
+    one is set, and the model's portfolios when it has them, and `stacking`
     when on and the `inference` limits when set (left out otherwise, so the
     keys of cells run before they existed still match)."""
     time_budget = settings.get("time_budget")
     portfolio = settings["portfolios"].get(model)
+    large_data_portfolio = settings["large_data_portfolios"].get(model)
     return {
         "params": {
             name: block
@@ -395,6 +399,11 @@ def cell_fingerprint(
         ),
         **({"time_budget": time_budget} if time_budget is not None else {}),
         **({"portfolio": portfolio} if portfolio else {}),
+        **(
+            {"large_data_portfolio": large_data_portfolio}
+            if large_data_portfolio
+            else {}
+        ),
         "space": settings["models"][model],
         "data_processing": data_processing,
         "data_sha256": data_sha256,

@@ -539,6 +539,18 @@ def resolve_model(search: SearchSettings, task: str, settings: MethodSettings) -
     return search.model
 
 
+def start_portfolio(
+    settings: MethodSettings, model: str, data: ModelInput
+) -> tuple[Mapping[str, Any], ...]:
+    """The configurations a search of `model` on `data` may evaluate first: on a
+    sample of large data, the model's large-data portfolio, then its portfolio."""
+    large = settings.large_data_portfolios.get(model, ())
+    return (
+        *(large if data.sampled_from is not None else ()),
+        *settings.portfolios.get(model, ()),
+    )
+
+
 def run_method(
     method: str | Method,
     data: ModelInput,
@@ -578,7 +590,7 @@ def run_method(
         SearchSpace.from_dict(settings.models[model]),
         derive_seed(seed, "optimizer"),
         **chosen.optimizer_options(
-            search.optimizer, settings.portfolios.get(model, ())
+            search.optimizer, start_portfolio(settings, model, data)
         ),
     )
     time_budget = TimeBudget(settings.time_budget, trial_share=settings.max_trial_share)

@@ -102,37 +102,37 @@ def best_of_first(normalized: np.ndarray, chosen: Sequence[int]) -> np.ndarray:
 
 
 def check_portfolios(
-    portfolios: Any, spaces: Mapping[str, SearchSpace]
+    portfolios: Any, spaces: Mapping[str, SearchSpace], key: str = "portfolios"
 ) -> dict[str, list[dict[str, Any]]]:
-    """`portfolios`: each entry a model of `models` and a list of its space's
-    configurations; returns them as plain lists of dicts."""
+    """`portfolios` (the parameter `key`): each entry a model of `models` and
+    a list of its space's configurations; returns them as plain lists of dicts."""
     if not isinstance(portfolios, Mapping):
         raise ValueError(
-            "portfolios must map a model of `models` to a list of its "
+            f"{key} must map a model of `models` to a list of its "
             f"configurations, got {portfolios!r}"
         )
     checked = {}
     for model, configs in portfolios.items():
         if model not in spaces:
             raise ValueError(
-                f"portfolios.{model}: {model!r} is not a model of `models`; "
+                f"{key}.{model}: {model!r} is not a model of `models`; "
                 f"available: {sorted(spaces)}"
             )
         if not isinstance(configs, Sequence) or isinstance(configs, str):
             raise ValueError(
-                f"portfolios.{model} must be a list of configurations, got {configs!r}"
+                f"{key}.{model} must be a list of configurations, got {configs!r}"
             )
         for index, config in enumerate(configs):
             if not isinstance(config, Mapping):
                 raise ValueError(
-                    f"portfolios.{model}[{index}] must be a configuration (a "
+                    f"{key}.{model}[{index}] must be a configuration (a "
                     f"mapping of its parameters), got {config!r}"
                 )
             try:
                 initial_suggestion(spaces[model], config, index)
             except ValueError as error:
                 raise ValueError(
-                    f"portfolios.{model}: {error}; rebuild the portfolio with "
+                    f"{key}.{model}: {error}; rebuild the portfolio with "
                     "benchmarks/build_portfolio.py after changing the space"
                 ) from None
         checked[str(model)] = [dict(config) for config in configs]

@@ -203,6 +203,7 @@ SHARED_PARAMS = (
     "models",
     "default_models",
     "portfolios",
+    "large_data_portfolios",
     "budget",
     "time_budget",
     "max_trial_share",
@@ -224,7 +225,9 @@ class MethodSettings:
     first trials that stop the search, None: never; parallel: where the trials
     train; models: the models by name; default_models: the model each
     task's `auto` takes; portfolios: the configurations a search of a model
-    may evaluate first (core.portfolio), by model; inference: the limits on
+    may evaluate first (core.portfolio), by model; large_data_portfolios:
+    those it evaluates before them when it is given a sample of the data
+    (core.preparation.search_input); inference: the limits on
     the ensemble's prediction time and size (core.inference_budget), as
     InferenceBudget's arguments. (max_search_rows, also checked with them,
     makes the data the search is given: core.preparation.search_input.)
@@ -239,6 +242,7 @@ class MethodSettings:
     models: Mapping[str, Mapping[str, Any]]
     default_models: Mapping[str, str]
     portfolios: Mapping[str, Sequence[Mapping[str, Any]]]
+    large_data_portfolios: Mapping[str, Sequence[Mapping[str, Any]]]
     inference: Mapping[str, float | None]
 
 

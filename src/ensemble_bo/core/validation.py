@@ -52,7 +52,6 @@ if TYPE_CHECKING:
 
 # Where the models are declared, for messages.
 MODELS_FILE = "conf/base/parameters_models.yml"
-PORTFOLIOS_FILE = "conf/base/parameters_portfolios.yml"
 
 
 def check_budget(budget: Any, fractional: bool = False) -> float:
@@ -362,10 +361,10 @@ def check_settings(
         )
     tasks = (task,) if task is not None else tuple(sorted(method.tasks))
     spaces = check_model_spaces(parameters["models"])
-    try:
-        portfolios = check_portfolios(parameters["portfolios"], spaces)
-    except ValueError as error:
-        raise InvalidInput(f"{error} ({PORTFOLIOS_FILE})") from None
+    portfolios = _checked_portfolios(parameters, spaces, "portfolios")
+    large_data_portfolios = _checked_portfolios(
+        parameters, spaces, "large_data_portfolios"
+    )
     blocks = {
         name: block.parse(name, parameters[name], tasks)
         for name, block in method.blocks.items()
@@ -387,8 +386,20 @@ def check_settings(
         parameters["models"],
         parameters["default_models"],
         portfolios,
+        large_data_portfolios,
         check_inference(parameters["inference"]),
     )
+
+
+def _checked_portfolios(
+    parameters: Mapping[str, Any], spaces: Mapping[str, SearchSpace], key: str
+) -> dict[str, list[dict[str, Any]]]:
+    """The parameter `key` (portfolios, large_data_portfolios) checked;
+    InvalidInput naming its file."""
+    try:
+        return check_portfolios(parameters[key], spaces, key)
+    except ValueError as error:
+        raise InvalidInput(f"{error} (conf/base/parameters_{key}.yml)") from None
 
 
 def check_inference(block: Any) -> dict[str, float | None]:
