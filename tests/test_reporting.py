@@ -2,16 +2,20 @@ import subprocess
 import sys
 
 import numpy as np
+import pandas as pd
 import pytest
 
+from ensemble_bo.core.evaluation import seeded_order
 from ensemble_bo.core.pool import Pool
 from ensemble_bo.core.results import EnsembleSearchResult, IterationRecord
 from ensemble_bo.core.trials import TrialResult
 from ensemble_bo.reporting import (
+    PLOTTED_ROWS,
     benchmark_report,
     convergence_plot,
     diversity_heatmap,
     rank_curves,
+    uncertainty_plot,
 )
 
 
@@ -282,3 +286,39 @@ def test_each_model_space_gets_its_own_report():
     ]
     _, reports, _ = benchmark_report(records)
     assert set(reports) == {"space_a/report", "space_b/report"}
+
+
+class _CountingIntervals:
+    """A model with intervals that records how many rows it was asked about."""
+
+    def __init__(self):
+        self.rows = []
+
+    def predict(self, X):
+        self.rows.append(len(X))
+        return np.asarray(X)[:, 0]
+
+    def predict_interval(self, X, coverage):
+        center = self.predict(X)
+        return np.column_stack([center - 1.0, center + 1.0])
+
+
+def test_the_uncertainty_plot_shows_a_seeded_sample_of_a_large_test_split():
+    n = PLOTTED_ROWS + 2_000
+    rng = np.random.default_rng(0)
+    features = pd.DataFrame({"x": rng.normal(size=n)})
+    # every target 5 off its prediction but the rows of the sample, 0 off
+    sample = np.sort(seeded_order(n, 0)[:PLOTTED_ROWS])
+    target = features["x"] + 5.0
+    target.iloc[sample] = features["x"].iloc[sample]
+    model = _CountingIntervals()
+    figure = uncertainty_plot(model, features, target, "regression", "Final")
+    assert model.rows == [PLOTTED_ROWS, PLOTTED_ROWS]
+    title = figure.axes[0].get_title()
+    assert f"a sample of {PLOTTED_ROWS:,} of its {n:,} rows" in title
+    assert "100.0% of test targets inside their 90% interval" in title
+    # a small split is shown whole
+    small = _CountingIntervals()
+    figure = uncertainty_plot(small, features[:50], target[:50], "regression", "F")
+    assert small.rows == [50, 50]
+    assert "sample" not in figure.axes[0].get_title()

@@ -35,6 +35,7 @@ from ensemble_bo.core.comparison import (
 from ensemble_bo.core.comparison_table import comparison_table, markdown_table
 from ensemble_bo.core.conformal import expected_calibration_error
 from ensemble_bo.core.diversity import mutual_information_matrix, pairwise_disagreement
+from ensemble_bo.core.evaluation import seeded_order
 from ensemble_bo.core.explanations import leaderboard
 from ensemble_bo.core.results import EnsembleSearchResult
 
@@ -300,13 +301,25 @@ def feature_importance_plot(
     return figure
 
 
+# The most test rows the uncertainty plot shows: a scatter of more is a blot,
+# and at 330,000 test rows its predictions took minutes for a slow ensemble
+# (the run's coverage metrics are on every test row).
+PLOTTED_ROWS = 5_000
+
+
 def uncertainty_plot(
     model: Any, features: pd.DataFrame, target: pd.Series, task: str, title: str
 ) -> Figure:
     """The final model on the test split: regression, the 90% prediction
     intervals against the true targets; classification, the reliability
-    diagram (with the counts of rows per bin) and the 90% sets' coverage."""
+    diagram (with the counts of rows per bin) and the 90% sets' coverage.
+    Above PLOTTED_ROWS test rows, on a seeded sample of that many."""
     figure, axes = _figure(8, 4.5)
+    n = len(target)
+    if n > PLOTTED_ROWS:
+        rows = np.sort(seeded_order(n, 0)[:PLOTTED_ROWS])
+        features, target = features.iloc[rows], target.iloc[rows]
+        title += f" (a sample of {PLOTTED_ROWS:,} of its {n:,} rows)"
     truth = np.asarray(target)
     plot = _reliability_plot if task == "classification" else _interval_plot
     detail = plot(axes, model, features, truth)
