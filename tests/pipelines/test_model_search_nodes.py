@@ -5,6 +5,7 @@ import pandas as pd
 import pytest
 
 from ensemble_bo import events
+from ensemble_bo.core import workers
 from ensemble_bo.core.journal import JournalFolder, TrialJournal
 from ensemble_bo.core.methods import METHODS, POSTHOC, run_method
 from ensemble_bo.core.preparation import make_model_input
@@ -79,6 +80,17 @@ def test_the_search_node_runs_the_method_and_publishes_each_iteration(heard, tmp
     assert search(data, 2, journals, True, **settings).trials_reused == 6
     # resume=False drops them and trains afresh
     assert search(data, 2, journals, False, **settings).trials_reused == 0
+
+
+def test_the_search_node_leaves_no_idle_worker_behind(tmp_path):
+    method = METHODS["segor"]
+    settings = blocks_of(method, budget=2)
+    # a time limit: the trials train in a worker process, parked at the end
+    settings["segor"] = {**settings["segor"], "time_limit": 60}
+    search_node(method)(
+        model_input(VALUES, "regression"), 2, JournalFolder(tmp_path), True, **settings
+    )
+    assert workers._take_parked_worker() is None
 
 
 def test_a_selection_node_names_its_source_when_the_pool_does_not_fit():

@@ -160,7 +160,7 @@ def _stop_parked_worker_at_exit() -> None:
         if os.getpid() in _exit_stop_registered:
             return
         _exit_stop_registered.add(os.getpid())
-    multiprocessing.util.Finalize(None, _stop_parked_worker, exitpriority=0)
+    multiprocessing.util.Finalize(None, stop_parked_worker, exitpriority=0)
 
 
 def _elapsed(start: float) -> float:
@@ -187,7 +187,11 @@ def _take_parked_worker() -> ProcessPoolExecutor | None:
         return _parked_workers.pop(os.getpid(), None)
 
 
-def _stop_parked_worker() -> None:
+def stop_parked_worker() -> None:
+    """Stop the idle worker a finished search left to the next one (release),
+    if any: for a process that runs no other search, so that the worker's
+    memory (a few hundred MB after a large-data search) is not held while
+    the final model is refit and logged."""
     executor = _take_parked_worker()
     if executor is not None:
         executor.shutdown(wait=True, kill_workers=True)

@@ -22,6 +22,7 @@ from ensemble_bo.core.methods import Method, Selection, inference_budget, run_me
 from ensemble_bo.core.preparation import ModelInput
 from ensemble_bo.core.results import EnsembleSearchResult
 from ensemble_bo.core.validation import multi_fidelity
+from ensemble_bo.core.workers import stop_parked_worker
 from ensemble_bo.events import SearchResumable, publish, publish_iteration
 from ensemble_bo.pipelines.progress import progress_bar
 from ensemble_bo.reporting import (
@@ -73,14 +74,19 @@ def search_node(method: Method) -> Callable[..., EnsembleSearchResult]:
             settings["time_budget"],
             multi_fidelity=multi_fidelity(method, settings),
         ) as on_iteration:
-            return run_method(
-                method,
-                model_input,
-                settings,
-                seed,
-                [on_iteration, publish_iteration],
-                journal,
-            )
+            try:
+                return run_method(
+                    method,
+                    model_input,
+                    settings,
+                    seed,
+                    [on_iteration, publish_iteration],
+                    journal,
+                )
+            finally:
+                # its memory goes before the refit; a later search of the run
+                # starts a worker of its own (seconds)
+                stop_parked_worker()
 
     search.__name__ = search.__qualname__ = f"search_{method.name}"
     return search
