@@ -130,7 +130,19 @@ def test_each_shuffle_of_many_rows_scores_a_sample_of_them(monkeypatch):
     y = pd.Series(3 * X["signal"])
     model = Counting().fit(X, y)
     monkeypatch.setattr("ensemble_bo.core.explanations.PERMUTATION_ROWS", 100)
+    monkeypatch.setattr("ensemble_bo.core.explanations.PERMUTATION_MIN_ROWS", 10)
     importance = feature_importance(model, X, y, "regression", 0, n_repeats=2)
-    # every shuffle on 100 rows; only scikit-learn's baseline sees all 500
-    assert sorted(set(scored)) == [100, 500] and scored.count(500) <= 1
+    # the unshuffled score and 2 x 2 shuffles, each on the same 100 rows
+    assert scored == [100] * 5
     assert importance["feature"].iloc[0] == "signal"
+
+    # at most PERMUTATION_PREDICTIONS predicted rows: 50 // 5 = 10 rows
+    scored.clear()
+    monkeypatch.setattr("ensemble_bo.core.explanations.PERMUTATION_PREDICTIONS", 50)
+    feature_importance(model, X, y, "regression", 0, n_repeats=2)
+    assert scored == [10] * 5
+    # ... but never under PERMUTATION_MIN_ROWS
+    scored.clear()
+    monkeypatch.setattr("ensemble_bo.core.explanations.PERMUTATION_MIN_ROWS", 40)
+    feature_importance(model, X, y, "regression", 0, n_repeats=2)
+    assert scored == [40] * 5
