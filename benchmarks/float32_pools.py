@@ -57,7 +57,7 @@ def _selection(result, data, parameters, seed) -> EnsembleSearchResult:
     settings = POSTHOC.settings.parse(
         POSTHOC.params, parameters[POSTHOC.params], (data.task,)
     )
-    budget = inference_budget(parameters["inference"], data)
+    budget = inference_budget(parameters["inference"], data, result.model_name)
     return POSTHOC.select(result, data, settings, seed, budget)
 
 

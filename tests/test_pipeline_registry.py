@@ -115,6 +115,7 @@ def test_a_registered_method_becomes_a_pipeline_a_benchmark_method_and_runs(
         {"concrete": "0" * 64, "pima": "1" * 64},
         parameters["data_processing"],
         parameters,
+        {"concrete": 1030, "pima": 768},
     )
     # a regression-only method: cells for the regression dataset alone
     assert {cell.dataset for cell in cells} == {"concrete"}

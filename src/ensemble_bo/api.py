@@ -220,7 +220,8 @@ _PARAMETERS = """\
         `predict_interval` or `predict_set`),
         {"parallel": {"backend": "dask", "n_workers": 8}}, {"sego":
         {"optimizer": {"portfolio": False}}} (a Sobol start without the
-        space's portfolio, conf/base/parameters_portfolios.yml). A key the
+        space's portfolio, conf/base/parameters_portfolios.yml, nor its
+        large-data start, parameters_large_data_portfolios.yml). A key the
         files lack is refused, and so is one that an argument sets (budget,
         time_budget, seed, data_processing, dataset, a block's model).
     random_state : int or None, default=None

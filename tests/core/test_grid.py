@@ -43,14 +43,28 @@ TASKS = {"concrete": "regression", "wine": "classification"}
 SHA = {"concrete": "aaa", "wine": "bbb"}
 
 
-def grid(benchmark=None, parameters=None, data_processing=None, sha=None):
+ROWS = {"concrete": 1030, "wine": 178}
+
+
+def grid(benchmark=None, parameters=None, data_processing=None, sha=None, rows=None):
     return expand_grid(
         parse_settings({**GRID, **(benchmark or {})}),
         TASKS,
         sha or SHA,
         data_processing or CONF["data_processing"],
         parameters or PARAMETERS,
+        rows or ROWS,
     )
+
+
+def test_only_data_the_search_may_sample_keys_its_large_data_start():
+    # sego_sklearn has a large-data start; wine past max_search_rows rows
+    large = {**ROWS, "wine": PARAMETERS["max_search_rows"] + 1}
+    before = {cell.key for cell in grid()}
+    after = {cell.key for cell in grid(rows=large)}
+    changed = {key.split("__")[0] for key in before ^ after}
+    assert changed == {"wine"}
+    assert {key.split("__")[0] for key in before - after} == {"wine"}
 
 
 def search_block(cell):

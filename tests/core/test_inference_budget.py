@@ -1,11 +1,19 @@
 """The inference budget: ensembles within limits on prediction time and size."""
 
+import sys
+from dataclasses import replace
+
 import numpy as np
 import pandas as pd
 import pytest
 
 from ensemble_bo import EnsembleRegressor
-from ensemble_bo.core.inference_budget import InferenceBudget, refit_size_scale
+from ensemble_bo.api import default_parameters
+from ensemble_bo.core.inference_budget import (
+    InferenceBudget,
+    RefitSizeScale,
+    refit_size_scale,
+)
 from ensemble_bo.core.methods import inference_budget
 from ensemble_bo.core.pool import Pool
 from ensemble_bo.core.preparation import ModelInput, search_input
@@ -23,6 +31,9 @@ from ensemble_bo.core.validation import InvalidInput, check_settings
 from tests.support import PROJECT, cheap_parameters
 
 Y = np.array([0.0, 0.0, 0.0, 0.0])
+
+
+LARGE_DATA_START = default_parameters()["large_data_portfolios"]["segor_sklearn"]
 
 
 def costed_pool(costs, predictions) -> Pool:
@@ -101,10 +112,37 @@ def test_a_search_s_budget_scales_sizes_to_the_rows_it_refits_on():
         400,
         seed=0,
     )
-    # fold models of the sample fit 300 rows; the members refit on 2,000
-    budget = inference_budget({"max_model_mb": 10.0}, sample)
-    assert budget.size_scale == pytest.approx(2000 / 300)
+    # fold models of the sample fit 300 rows; a forest refits on all 2,000,
+    # an SVR on the 400 of the sample (refit.member_row_cap), and histogram
+    # boosting or an elastic net is as large refit as measured
+    budget = inference_budget({"max_model_mb": 10.0}, sample, "segor_sklearn")
     assert budget.max_model_mb == 10.0
+    configs = {
+        "extra_trees": {"regressor": "extra_trees", "max_features": 0.5,
+                        "bootstrap": False, "n_estimators": 100},
+        "svr": {"regressor": "svr", "C": 1.0, "gamma": 0.1, "epsilon": 0.1},
+        "hist_gradient_boosting": LARGE_DATA_START[0],
+        "elastic_net": {"regressor": "elastic_net", "elastic_net__alpha": 0.01,
+                        "l1_ratio": 0.5, "elastic_net__max_iter": 1000},
+    }  # fmt: skip
+    pool = Pool(len(sample.target))
+    for config in configs.values():
+        pool.add(
+            config,
+            np.zeros(1),
+            TrialResult(
+                np.zeros(len(sample.target)),
+                0.1,
+                predict_seconds_per_1000=0.0,
+                model_bytes=1e6,
+            ),
+        )
+    np.testing.assert_allclose(
+        budget.costs(pool)[:, 1], [2000 / 300, 400 / 300, 1.0, 1.0]
+    )
+    # the same model on all its rows (no sample): rows and capped alike
+    whole = inference_budget({}, replace(sample, sampled_from=None), "segor_sklearn")
+    np.testing.assert_allclose(whole.costs(pool)[:, 1], [400 / 300] * 2 + [1.0] * 2)
 
 
 def test_an_ensemble_costs_the_sum_of_its_distinct_members():
@@ -438,3 +476,16 @@ def test_a_budget_no_model_meets_interrupts_the_search_naming_the_cheapest():
     )
     with pytest.raises(SearchInterrupted, match="no trained model fits the inference"):
         search.fit(X, y)
+
+
+def test_a_learner_whose_package_is_missing_here_counts_as_growing_with_rows(
+    monkeypatch,
+):
+    # a pool selected again where an optional learner's package is missing;
+    # a value may be a list (a categorical choice), which does not hash
+    config = {"learning_rate": 0.1, "num_leaves": 31, "min_child_samples": 20,
+              "reg_lambda": 0.001, "colsample_bytree": 1.0, "n_estimators": 100,
+              "listed": [1, 2]}  # fmt: skip
+    monkeypatch.setitem(sys.modules, "lightgbm", None)  # import fails
+    scale = RefitSizeScale("lightgbm_regressor", rows=3.0, capped=2.0)
+    assert scale(config) == 3.0

@@ -242,6 +242,10 @@ def test_a_benchmark_cell_carries_its_space_s_portfolios_in_its_key():
     assert cell["large_data_portfolios"] == {REGRESSION_SPACE: LARGE_DATA_PORTFOLIO}
     fingerprint = cell_fingerprint(cell, REGRESSION_SPACE, {}, "sha")
     assert fingerprint["portfolio"] == PORTFOLIO
+    # the large-data start only where the data may be sampled: the keys of
+    # cells on small data stay those they had before it existed
+    assert "large_data_portfolio" not in fingerprint
+    fingerprint = cell_fingerprint(cell, REGRESSION_SPACE, {}, "sha", sampled=True)
     assert fingerprint["large_data_portfolio"] == LARGE_DATA_PORTFOLIO
     tree = cell_settings("segor", CONF, "decision_tree_regressor", 5, None)
     assert tree["portfolios"] == tree["large_data_portfolios"] == {}

@@ -17,7 +17,9 @@ from ensemble_bo.core.row_capped import (
     capped_rows,
     costs_more_than_linearly,
     row_capped,
+    size_growth,
 )
+from ensemble_bo.core.zoo import make_model
 from tests.support import PROJECT
 
 RNG = np.random.default_rng(0)
@@ -84,3 +86,34 @@ def test_a_search_on_a_sample_refits_its_svr_on_the_sample_size():
     ).fit(raw.drop(columns="target"), raw["target"])
     plain = whole.ensemble_.regressor_.named_steps["ensemble"].estimators_[0]
     assert not isinstance(plain, RowCappedRegressor)
+
+
+class LGBMRegressor(Ridge):
+    """Stands for LightGBM's class, known by its name (an optional package)."""
+
+
+def test_a_member_s_size_grows_with_its_rows_unless_bounded_or_capped():
+    growth = {
+        name: size_growth(make_model("sego_sklearn", {"classifier": name, **params}, 0))
+        for name, params in {
+            "knn": {"n_neighbors": 3},
+            "rbf_svm": {"C": 1.0, "gamma": 0.1, "max_iter": 1000},
+            "decision_tree": {"max_depth": 3, "min_samples_split": 2,
+                              "min_samples_leaf": 2},
+            "random_forest": {"max_depth": 3, "min_samples_split": 2,
+                              "min_samples_leaf": 2, "n_estimators": 3},
+            "lda": {},
+            "gaussian_nb": {},
+        }.items()
+    }  # fmt: skip
+    assert growth == {
+        "knn": "capped",
+        "rbf_svm": "capped",
+        "decision_tree": "rows",
+        "random_forest": "rows",
+        "lda": "bounded",
+        "gaussian_nb": "bounded",
+    }
+    assert size_growth(make_pipeline(StandardScaler(), Ridge())) == "bounded"
+    assert size_growth(LGBMRegressor()) == "bounded"
+    assert size_growth(ExtraTreesRegressor()) == "rows"

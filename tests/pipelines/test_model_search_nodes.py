@@ -1,5 +1,7 @@
 """The model search nodes: generated from the registry, thin around run_method."""
 
+import os
+
 import numpy as np
 import pandas as pd
 import pytest
@@ -82,7 +84,16 @@ def test_the_search_node_runs_the_method_and_publishes_each_iteration(heard, tmp
     assert search(data, 2, journals, False, **settings).trials_reused == 0
 
 
-def test_the_search_node_leaves_no_idle_worker_behind(tmp_path):
+def test_the_search_node_leaves_no_idle_worker_behind(tmp_path, monkeypatch):
+    parked_when_stopped = []
+
+    def stop():
+        parked_when_stopped.append(os.getpid() in workers._parked_workers)
+        workers.stop_parked_worker()
+
+    monkeypatch.setattr(
+        "ensemble_bo.pipelines.model_search.nodes.stop_parked_worker", stop
+    )
     method = METHODS["segor"]
     settings = blocks_of(method, budget=2)
     # a time limit: the trials train in a worker process, parked at the end
@@ -90,6 +101,7 @@ def test_the_search_node_leaves_no_idle_worker_behind(tmp_path):
     search_node(method)(
         model_input(VALUES, "regression"), 2, JournalFolder(tmp_path), True, **settings
     )
+    assert parked_when_stopped == [True]
     assert workers._take_parked_worker() is None
 
 

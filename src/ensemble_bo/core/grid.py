@@ -375,13 +375,16 @@ def cell_fingerprint(
     model: str,
     data_processing: Mapping[str, Any],
     data_sha256: str,
+    sampled: bool = False,
 ) -> dict[str, Any]:
     """What the key hashes besides its readable part: the cell's parameter blocks
     (but the shared ones: `models`, `budget`, ...), the model, its space, the
     data_processing parameters and the data's sha256; and the time budget when
-    one is set, and the model's portfolios when it has them, and `stacking`
-    when on and the `inference` limits when set (left out otherwise, so the
-    keys of cells run before they existed still match)."""
+    one is set, and the model's portfolio when it has one, its large-data
+    portfolio when it has one and the data may be `sampled` (more rows than
+    max_search_rows), and `stacking` when on and the `inference` limits when
+    set (left out otherwise, so the keys of cells run before they existed
+    still match)."""
     time_budget = settings.get("time_budget")
     portfolio = settings["portfolios"].get(model)
     large_data_portfolio = settings["large_data_portfolios"].get(model)
@@ -401,7 +404,7 @@ def cell_fingerprint(
         **({"portfolio": portfolio} if portfolio else {}),
         **(
             {"large_data_portfolio": large_data_portfolio}
-            if large_data_portfolio
+            if large_data_portfolio and sampled
             else {}
         ),
         "space": settings["models"][model],
@@ -432,10 +435,12 @@ def expand_grid(
     data_sha256: Mapping[str, str],
     data_processing: Mapping[str, Any],
     parameters: Mapping[str, Any],
+    rows: Mapping[str, int],
 ) -> list[MethodCell]:
     """Every cell of the grid, in grid order.
 
-    tasks, data_sha256: each dataset's task and content hash; parameters: the
+    tasks, data_sha256, rows: each dataset's task, content hash and rows;
+    parameters: the
     project parameter blocks by name (`models`, `default_models`, each
     method's, `voting`). A method is left out where its `Method.tasks` do not
     hold the dataset's task.
@@ -457,8 +462,13 @@ def expand_grid(
                 blocks = cell_settings(
                     spec, parameters, model, settings.budget, settings.time_limit
                 )
+                max_rows = blocks["max_search_rows"]
                 fingerprint = cell_fingerprint(
-                    blocks, model, data_processing, data_sha256[dataset]
+                    blocks,
+                    model,
+                    data_processing,
+                    data_sha256[dataset],
+                    sampled=max_rows is not None and rows[dataset] > max_rows,
                 )
                 for repetition in range(settings.repetitions):
                     seed = repetition_seed(settings.seed, repetition)
@@ -518,7 +528,8 @@ def grid_cells(
         for name, frame in frames.items()
     }
     fingerprints = {name: dataset_fingerprint(frame) for name, frame in frames.items()}
-    return expand_grid(settings, tasks, fingerprints, data_processing, parameters)
+    rows = {name: len(frame) for name, frame in frames.items()}
+    return expand_grid(settings, tasks, fingerprints, data_processing, parameters, rows)
 
 
 # --- running a cell ------------------------------------------------------------------

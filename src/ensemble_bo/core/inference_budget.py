@@ -16,12 +16,15 @@ and is weighed again among them.
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
 from ensemble_bo.core.pool import Pool
+from ensemble_bo.core.row_capped import size_growth
+from ensemble_bo.core.zoo import make_model
 
 # MB as the parameter is written (10**6 bytes), as disk sizes are.
 _BYTES_PER_MB = 1e6
@@ -45,20 +48,24 @@ class InferenceBudget:
     in MB (None: no limit), and how many best candidates they turned away.
 
     size_scale: what a trial's measured size (one fold model's) is multiplied
-    by to stand for its member refit on every training row: the final
-    model's rows over a fold model's (refit_size_scale). That is the size of
-    models that grow with their rows (kNN and SVMs keep them, unpruned trees
-    and forests grow leaves with them), and an over-estimate for the others
-    (linear models, boosting of bounded trees, networks), which are small.
+    by to stand for its member refit on every training row: a number for
+    every trial (e.g. the final model's rows over a fold model's,
+    refit_size_scale), or a function of the trial's configuration
+    (RefitSizeScale: by how its model's size grows with its rows).
     """
 
     max_seconds_per_1000_rows: float | None = None
     max_model_mb: float | None = None
     skipped: int = 0
-    size_scale: float = 1.0
+    size_scale: float | Callable[[Mapping[str, Any]], float] = 1.0
 
     def __post_init__(self) -> None:
-        if not (math.isfinite(self.size_scale) and self.size_scale > 0):
+        # the trial scales of the configurations list last costed
+        self._scaled: list | None = None
+        self._scales: list[float] = []
+        if not callable(self.size_scale) and not (
+            math.isfinite(self.size_scale) and self.size_scale > 0
+        ):
             raise ValueError(f"size_scale must be positive, got {self.size_scale!r}")
         for name in ("max_seconds_per_1000_rows", "max_model_mb"):
             value = getattr(self, name)
@@ -93,7 +100,8 @@ class InferenceBudget:
             [
                 np.asarray(pool.predict_seconds_per_1000, dtype=float),
                 np.asarray(pool.model_bytes, dtype=float)
-                * (self.size_scale / _BYTES_PER_MB),
+                * self._size_scales(pool)
+                / _BYTES_PER_MB,
             ]
         )
         unmeasured = pool.ok & np.isnan(costs).any(axis=1)
@@ -104,6 +112,17 @@ class InferenceBudget:
                 "an inference budget cannot be kept on it"
             )
         return costs
+
+    def _size_scales(self, pool: Pool) -> float | np.ndarray:
+        """size_scale, or for a function of the configuration, each trial's:
+        kept for the pool's trials so far, as a pool only grows."""
+        if not callable(self.size_scale):
+            return self.size_scale
+        same = self._scaled is pool.configs and len(self._scales) <= len(pool)
+        known = self._scales if same else []
+        known += [self.size_scale(c) for c in pool.configs[len(known) :]]
+        self._scaled, self._scales = pool.configs, known
+        return np.array(known, dtype=float)
 
     def ensemble_cost(self, pool: Pool, members: Sequence[int]) -> np.ndarray:
         """(2,): the prediction seconds per 1,000 rows and MB of an ensemble
@@ -159,6 +178,42 @@ class InferenceBudget:
     def metrics(self) -> dict[str, float]:
         """What the run logs: how many best candidates the budget turned away."""
         return {"inference_budget_skipped": float(self.skipped)} if self.active else {}
+
+
+@dataclass
+class RefitSizeScale:
+    """A trial's size_scale by how its model's size grows with its rows
+    (core.row_capped.size_growth): `rows` (refit_size_scale to every training
+    row) for trees and forests, `capped` for members refit on at most the
+    search's rows, 1 for models of bounded size (histogram boosting, linear
+    models, networks), whose fold model's size is their refit's.
+
+    model_name: the searched model, which builds each configuration (zoo).
+    """
+
+    model_name: str
+    rows: float
+    capped: float
+
+    def __post_init__(self) -> None:
+        self._by_config: dict[str, float] = {}
+
+    def __call__(self, config: Mapping[str, Any]) -> float:
+        # repr: a categorical choice may be a list, which does not hash
+        key = repr(sorted(config.items()))
+        if key not in self._by_config:
+            try:
+                growth = size_growth(make_model(self.model_name, dict(config), 0))
+            except ImportError:
+                # a saved pool selected again where an optional learner's
+                # package is missing: counted as growing with its rows
+                growth = "rows"
+            self._by_config[key] = {
+                "rows": self.rows,
+                "capped": self.capped,
+                "bounded": 1.0,
+            }[growth]
+        return self._by_config[key]
 
 
 def refit_size_scale(fold_ids: np.ndarray, training_rows: int | None = None) -> float:

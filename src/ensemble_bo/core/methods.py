@@ -21,7 +21,11 @@ from functools import partial
 from typing import Any
 
 from ensemble_bo.core.evaluation import CrossValidation
-from ensemble_bo.core.inference_budget import InferenceBudget, refit_size_scale
+from ensemble_bo.core.inference_budget import (
+    InferenceBudget,
+    RefitSizeScale,
+    refit_size_scale,
+)
 from ensemble_bo.core.journal import ReplayingRunner, TrialJournal
 from ensemble_bo.core.optimizer_kinds import make_optimizer
 from ensemble_bo.core.preparation import ModelInput
@@ -86,6 +90,7 @@ class SearchParts:
     settings: MethodSettings
     seed: int
     block_name: str  # the method's own parameter block
+    model_name: str  # the searched model (zoo)
     # How many initial-design points the method's optimizer draws (0: none).
     n_initial: int = 0
 
@@ -155,9 +160,10 @@ class Method:
         The preset's entries override the block's; other options (n_candidates,
         ...) stay. A method without a paper GP (random search) ignores it.
         `portfolio: true` (absent: false) starts the initial design with
-        `portfolio`, the configurations of the searched space's portfolio
-        (core.portfolio), as `initial_configs`; the paper preset keeps the
-        papers' start, without one.
+        `portfolio`, the configurations a search of the space starts from
+        (start_portfolio: its portfolio, core.portfolio, after its large-data
+        start on a sample of large data), as `initial_configs`; the paper
+        preset keeps the papers' start, without one.
         """
         options = dict(options)
         preset = options.pop("preset", None)
@@ -203,14 +209,20 @@ class Method:
 
 
 def inference_budget(
-    limits: Mapping[str, float | None], data: ModelInput
+    limits: Mapping[str, float | None], data: ModelInput, model_name: str
 ) -> InferenceBudget:
-    """The inference budget of a search of `data`: the `inference` block's
-    limits, each trial's measured size scaled to its member refit on all of
-    the data's training rows (core.inference_budget.refit_size_scale)."""
-    return InferenceBudget(
-        **limits, size_scale=refit_size_scale(data.fold_ids, data.sampled_from)
+    """The inference budget of a search of `model_name` on `data`: the
+    `inference` block's limits, each trial's measured size scaled to its
+    member refit on the data's training rows as its model grows with them
+    (core.inference_budget.RefitSizeScale): on all of them, on the search's
+    rows for a row-capped member (refit.member_row_cap), not for a model of
+    bounded size."""
+    scale = RefitSizeScale(
+        model_name,
+        rows=refit_size_scale(data.fold_ids, data.sampled_from),
+        capped=refit_size_scale(data.fold_ids),
     )
+    return InferenceBudget(**limits, size_scale=scale)
 
 
 def _single_best(parts: SearchParts) -> Strategy:
@@ -219,7 +231,7 @@ def _single_best(parts: SearchParts) -> Strategy:
         parts.data.fold_ids,
         loss=parts.search.loss,
         task=parts.data.task,
-        budget=inference_budget(parts.settings.inference, parts.data),
+        budget=inference_budget(parts.settings.inference, parts.data, parts.model_name),
     )
 
 
@@ -232,7 +244,7 @@ def _segor(parts: SearchParts) -> Strategy:
         ensemble_size=ensemble.size,
         loss=loss,
         sizing=sizing,
-        budget=inference_budget(parts.settings.inference, parts.data),
+        budget=inference_budget(parts.settings.inference, parts.data, parts.model_name),
     )
 
 
@@ -267,7 +279,7 @@ def _sego(parts: SearchParts) -> Strategy:
         parts.data.fold_ids,
         ensemble_size=parts.search.ensemble_size,
         loss=parts.search.loss,
-        budget=inference_budget(parts.settings.inference, parts.data),
+        budget=inference_budget(parts.settings.inference, parts.data, parts.model_name),
     )
 
 
@@ -284,7 +296,7 @@ def _esmbo(parts: SearchParts) -> Strategy:
         # the paper preset's design has 2, too few models to weigh.
         rho_tuned_at=max(parts.n_initial, 10),
         n_posterior_samples=parts.search.n_samples,
-        budget=inference_budget(parts.settings.inference, parts.data),
+        budget=inference_budget(parts.settings.inference, parts.data, parts.model_name),
     )
 
 
@@ -634,6 +646,7 @@ def run_method(
                 settings,
                 seed,
                 chosen.search_params,
+                model,
                 n_initial=getattr(optimizer, "n_initial", 0),
             )
         )
@@ -660,12 +673,16 @@ def run_method(
         block = settings.blocks[selection.params]
         try:
             selected = selection.select(
-                result, data, block, seed, inference_budget(settings.inference, data)
+                result,
+                data,
+                block,
+                seed,
+                inference_budget(settings.inference, data, model),
             )
         except Exception as error:
             raise SearchInterrupted(result, settings.budget, error) from error
         final = join_selection(result, selected)
-    budget = inference_budget(settings.inference, data)
+    budget = inference_budget(settings.inference, data, model)
     if budget.active:
         final = _within_budget(chosen, final, data, budget, settings.budget)
     weighting = chosen.weighting_params

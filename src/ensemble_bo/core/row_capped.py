@@ -22,9 +22,25 @@ from sklearn.base import (
     clone,
     is_classifier,
 )
+from sklearn.discriminant_analysis import (
+    LinearDiscriminantAnalysis,
+    QuadraticDiscriminantAnalysis,
+)
+from sklearn.ensemble import (
+    HistGradientBoostingClassifier,
+    HistGradientBoostingRegressor,
+)
 from sklearn.gaussian_process import GaussianProcessClassifier, GaussianProcessRegressor
 from sklearn.kernel_ridge import KernelRidge
+from sklearn.linear_model import (
+    ElasticNet,
+    LinearRegression,
+    LogisticRegression,
+    Ridge,
+)
+from sklearn.naive_bayes import GaussianNB
 from sklearn.neighbors import KNeighborsClassifier, KNeighborsRegressor
+from sklearn.neural_network import MLPClassifier, MLPRegressor
 from sklearn.pipeline import Pipeline
 from sklearn.svm import SVC, SVR, NuSVC, NuSVR
 from sklearn.utils import _safe_indexing
@@ -51,6 +67,47 @@ def costs_more_than_linearly(model: BaseEstimator) -> bool:
     one) fits or predicts at a cost that grows faster than its rows."""
     final = model[-1] if isinstance(model, Pipeline) else model
     return isinstance(final, SUPERLINEAR)
+
+
+# Models whose fitted size does not grow with their training rows: a fixed
+# number of trees of bounded leaves (histogram boosting; LightGBM and
+# CatBoost, named so that their optional packages need not be imported), or
+# coefficients (linear models (Lasso is an ElasticNet), networks, discriminant
+# analysis, naive Bayes).
+BOUNDED_SIZE = (
+    HistGradientBoostingRegressor,
+    HistGradientBoostingClassifier,
+    ElasticNet,
+    Ridge,
+    LinearRegression,
+    LogisticRegression,
+    MLPRegressor,
+    MLPClassifier,
+    LinearDiscriminantAnalysis,
+    QuadraticDiscriminantAnalysis,
+    GaussianNB,
+)
+_BOUNDED_SIZE_NAMES = {
+    "LGBMRegressor",
+    "LGBMClassifier",
+    "CatBoostRegressor",
+    "CatBoostClassifier",
+}
+
+
+def size_growth(model: BaseEstimator) -> str:
+    """How the size of `model` (a zoo model) grows when it is refit on more
+    rows than its fold model had: "capped" for a member refit on at most
+    max_search_rows rows (costs_more_than_linearly), "bounded" where its
+    size does not depend on its rows (BOUNDED_SIZE), else "rows": trees grown
+    to their leaves and forests of them, boosting of such trees, which grow
+    with their rows (assumed of any other model too)."""
+    final = model[-1] if isinstance(model, Pipeline) else model
+    if costs_more_than_linearly(final):
+        return "capped"
+    if isinstance(final, BOUNDED_SIZE) or type(final).__name__ in _BOUNDED_SIZE_NAMES:
+        return "bounded"
+    return "rows"
 
 
 def capped_rows(y: np.ndarray, max_rows: int, seed: int, stratify: bool) -> np.ndarray:

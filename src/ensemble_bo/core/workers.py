@@ -132,6 +132,10 @@ def _load_worker_data(
     return True
 
 
+def _holds_data(key: str) -> bool:
+    return _worker_data_key == [key]
+
+
 def _drop_worker_data() -> None:
     _worker_data.clear()
     _worker_data_key.clear()
@@ -210,7 +214,7 @@ def _evaluate_in_worker(
     the evaluator `key`: loky ends a worker whose memory grew by more than
     300 MB over a task (its leak check) and starts a bare one in its place,
     which on large data happened between two trials."""
-    if _worker_data_key != [key]:
+    if not _holds_data(key):
         return None
     return evaluate_configuration(
         model_factory,
@@ -322,48 +326,45 @@ class WorkerEvaluator:
             _park_worker(executor)
 
     def _evaluate_in_worker_process(self, request: TrialRequest) -> TrialResult:
-        cut = cut_before_start(self.time_limit, request.deadline)
-        if cut is not None:
-            return cut
-        start = time.perf_counter()
-        try:
-            executor = self._ready_worker()
-        except Exception as error:  # noqa: BLE001 - e.g. data that cannot be sent
-            self._kill_worker()
-            return TrialResult(
-                None,
-                time.perf_counter() - start,
-                f"{type(error).__name__}: the worker process could not start: "
-                f"{error}{_DAEMON_HINT if multiprocessing.current_process().daemon else ''}",
-                never_ran=True,
-            )
-        except BaseException:  # KeyboardInterrupt: no half-started worker left behind
-            self._kill_worker()
-            raise
-        result = self._run_in_worker(executor, request)
-        if result is None:
-            # loky put a bare worker in the place of the one holding the data:
-            # send them (outside the limit, as to a new worker), then run again
+        # Twice at most: loky may end the worker after any task (its leak
+        # check), the last one included, and put a bare one in its place.
+        for _ in range(2):
+            cut = cut_before_start(self.time_limit, request.deadline)
+            if cut is not None:
+                return cut
+            start = time.perf_counter()
             try:
-                result = self._run_in_worker(self._send_data(executor), request)
-            except Exception as error:  # noqa: BLE001 - as for a worker that cannot start
+                executor = self._worker_with_data()
+            except Exception as error:  # noqa: BLE001 - e.g. data that cannot be sent
                 self._kill_worker()
                 return TrialResult(
                     None,
-                    0.0,
-                    f"{type(error).__name__}: the worker process could not take "
-                    f"the data again: {error}",
+                    time.perf_counter() - start,
+                    f"{type(error).__name__}: the worker process could not start: "
+                    f"{error}{_DAEMON_HINT if multiprocessing.current_process().daemon else ''}",
                     never_ran=True,
                 )
-            except BaseException:
+            except BaseException:  # KeyboardInterrupt: no half-started worker left
                 self._kill_worker()
                 raise
-        if result is None:
-            self._kill_worker()
-            return TrialResult(
-                None, 0.0, "RuntimeError: the worker process lost its data twice"
-            )
-        return result
+            result = self._run_in_worker(executor, request)
+            if result is not None:
+                return result
+        self._kill_worker()
+        return TrialResult(
+            None,
+            0.0,
+            "RuntimeError: the worker process was replaced twice before the trial",
+            never_ran=True,
+        )
+
+    def _worker_with_data(self) -> ProcessPoolExecutor:
+        """The worker, holding this evaluator's data: sent again (outside the
+        limit, as to a new worker) where loky replaced the one that held them."""
+        executor = self._ready_worker()
+        if not executor.submit(_holds_data, self._data_key).result():
+            self._send_data(executor)
+        return executor
 
     def _run_in_worker(
         self, executor: ProcessPoolExecutor, request: TrialRequest

@@ -107,7 +107,7 @@ def selection_node(selection: Selection) -> Callable[..., EnsembleSearchResult]:
             settings = selection.settings.parse(
                 selection.params, block, (model_input.task,)
             )
-            budget = inference_budget(inference, model_input)
+            budget = inference_budget(inference, model_input, source.model_name)
             result = selection.select(source, model_input, settings, seed, budget)
         except ValueError as error:
             raise ValueError(
