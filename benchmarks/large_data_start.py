@@ -38,7 +38,6 @@ for _var in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
 import argparse
 import json
 import math
-from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -49,13 +48,10 @@ from scaling_rows import generate
 
 from ensemble_bo.api import default_parameters
 from ensemble_bo.benchmarking import scripts, tables
-from ensemble_bo.core.evaluation import CrossValidation
-from ensemble_bo.core.methods import inference_budget
+from ensemble_bo.core.methods import inference_budget, search_cross_validation
 from ensemble_bo.core.preparation import prepare, search_input
-from ensemble_bo.core.seeding import derive_seed
 from ensemble_bo.core.trials import TrialRequest
 from ensemble_bo.core.workers import WorkerEvaluator
-from ensemble_bo.core.zoo import make_model
 
 PROJECT = Path(__file__).resolve().parents[1]
 DEFAULT_OUTPUT = PROJECT / "benchmarks" / "results" / "large_data_start.jsonl"
@@ -94,19 +90,7 @@ def evaluate(space: str, time_limit: float) -> list[dict[str, Any]]:
         sample = search_input(data, parameters["max_search_rows"], seed)
         scale = inference_budget({}, sample, space).size_scale
         evaluator = WorkerEvaluator(
-            CrossValidation(
-                space,
-                sample.features,
-                sample.target,
-                sample.fold_ids,
-                random_state=derive_seed(seed, "models"),
-                # as a search's trials: boosting takes the code columns as categories
-                model_factory=partial(
-                    make_model,
-                    categorical_features=sample.encoding.categorical_features,
-                ),
-            ),
-            time_limit=time_limit,
+            search_cross_validation(space, sample, seed), time_limit=time_limit
         )
         for ticket, (start, index, config) in enumerate(starts):
             result = evaluator(TrialRequest(ticket, config))

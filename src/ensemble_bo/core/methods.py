@@ -563,6 +563,22 @@ def start_portfolio(
     )
 
 
+def search_cross_validation(model: str, data: ModelInput, seed: int) -> CrossValidation:
+    """How a search of `model` on `data` evaluates a configuration: k-fold CV
+    on the data's folds, the models seeded from `seed`."""
+    return CrossValidation(
+        model,
+        data.features,
+        data.target,
+        data.fold_ids,
+        random_state=derive_seed(seed, "models"),
+        # histogram gradient boosting takes the code columns as categories
+        model_factory=partial(
+            make_model, categorical_features=data.encoding.categorical_features
+        ),
+    )
+
+
 def run_method(
     method: str | Method,
     data: ModelInput,
@@ -607,18 +623,7 @@ def run_method(
     )
     time_budget = TimeBudget(settings.time_budget, trial_share=settings.max_trial_share)
     evaluate = WorkerEvaluator(
-        CrossValidation(
-            model,
-            data.features,
-            data.target,
-            data.fold_ids,
-            random_state=derive_seed(seed, "models"),
-            # histogram gradient boosting takes the code columns as categories
-            model_factory=partial(
-                make_model, categorical_features=data.encoding.categorical_features
-            ),
-        ),
-        time_limit=search.time_limit,
+        search_cross_validation(model, data, seed), time_limit=search.time_limit
     )
     callbacks = list(callbacks)
     parallel = settings.parallel
