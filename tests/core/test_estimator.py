@@ -9,7 +9,9 @@ sklearn itself skips unless the SCIPY_ARRAY_API environment variable is set.
 
 import ast
 import inspect
+import io
 import pickle
+import zipfile
 
 import numpy as np
 import pandas as pd
@@ -19,6 +21,7 @@ from sklearn.base import BaseEstimator, ClassifierMixin, clone
 from sklearn.compose import TransformedTargetRegressor
 from sklearn.dummy import DummyClassifier, DummyRegressor
 from sklearn.ensemble import VotingClassifier, VotingRegressor
+from sklearn.frozen import FrozenEstimator
 from sklearn.linear_model import LinearRegression, LogisticRegression
 from sklearn.metrics import log_loss
 from sklearn.pipeline import Pipeline
@@ -70,7 +73,10 @@ def test_regression_ensemble_is_sklearns_voting_regressor():
     members = [DummyRegressor(strategy="constant", constant=c) for c in (10.0, -2.0)]
     model = build_ensemble_model("regression", members, [3, 1], encoding=NO_CATEGORIES)
     ensemble = model.regressor.named_steps["ensemble"]
-    assert type(ensemble) is VotingRegressor
+    assert type(ensemble).__mro__[1:] == (
+        estimator._MembersStoredOnce,
+        *VotingRegressor.__mro__,
+    )
     assert [name for name, _ in ensemble.estimators] == ["member_0", "member_1"]
     assert ensemble.weights == [3, 1]
     # Standardization is linear, so the weighted mean of constants in target units
@@ -82,6 +88,41 @@ def test_regression_ensemble_is_sklearns_voting_regressor():
     np.testing.assert_allclose(
         fitted.predict(np.zeros((2, 1))), [standardized, standardized]
     )
+
+
+@pytest.mark.parametrize("stacked", [False, True])
+def test_a_regression_ensemble_s_skops_file_holds_each_fitted_member_once(stacked):
+    X = _numeric_frame(40)
+    y = np.sin(X["x"].to_numpy())
+    members = [DecisionTreeRegressor(random_state=i) for i in range(3)]
+    combiner = (
+        FrozenEstimator(LinearRegression().fit(np.eye(3), [1.0, 2.0, 3.0]))
+        if stacked
+        else None
+    )
+    model = build_ensemble_model(
+        "regression", members, [1, 1, 1], NO_CATEGORIES, combiner=combiner
+    ).fit(X, y)
+    ensemble = model.regressor_.named_steps["ensemble"]
+    dumped = skops.io.dumps(model)
+    # each tree written once (VotingRegressor's own state wrote each twice)
+    written = zipfile.ZipFile(io.BytesIO(dumped)).read("schema.json").decode()
+    assert written.count('"__class__": "Tree"') == len(members)
+    schema = skops.io.get_untrusted_types(data=dumped)
+    state = ensemble.__getstate__()
+    assert "named_estimators_" not in state and len(state["estimators_"]) == 3
+    loaded = skops.io.loads(dumped, trusted=schema)
+    again = loaded.regressor_.named_steps["ensemble"]
+    assert list(again.named_estimators_) == ["member_0", "member_1", "member_2"]
+    for name, fitted in zip(again.named_estimators_, again.estimators_):
+        assert again.named_estimators_[name] is fitted
+    np.testing.assert_array_equal(loaded.predict(X), model.predict(X))
+    # and pickle still keeps the names
+    assert list(pickle.loads(pickle.dumps(ensemble)).named_estimators_) == [
+        "member_0",
+        "member_1",
+        "member_2",
+    ]
 
 
 def test_the_same_configuration_may_be_a_member_twice():

@@ -1,7 +1,8 @@
 """The final ensemble as scikit-learn estimators on raw features.
 
 Regression uses scikit-learn's `VotingRegressor`: the weighted mean of the
-members (SEGOR s.3) is exactly its job. Classification uses `WeightedVoteClassifier`,
+members (SEGOR s.3) is exactly its job (`WeightedMeanRegressor`, which only
+stores its fitted members once). Classification uses `WeightedVoteClassifier`,
 a weighted plurality vote (SEGO) or a weighted mean of member probabilities,
 because its votes must tie where `VotingClassifier`'s do not (see its docstring).
 Both fit every member on all of the data they are given: the weights come from
@@ -23,7 +24,7 @@ from sklearn.compose import TransformedTargetRegressor
 from sklearn.ensemble import VotingRegressor
 from sklearn.pipeline import Pipeline
 from sklearn.preprocessing import LabelEncoder, StandardScaler
-from sklearn.utils import get_tags
+from sklearn.utils import Bunch, get_tags
 from sklearn.utils.multiclass import type_of_target
 from sklearn.utils.validation import (
     check_is_fitted,
@@ -325,7 +326,37 @@ class WeightedVoteClassifier(ClassifierMixin, BaseEstimator):
         return tags
 
 
-class StackedRegressor(VotingRegressor):
+class _MembersStoredOnce:
+    """For VotingRegressor: its fitted members are kept twice over, as
+    `estimators_` and by name in `named_estimators_`. pickle stores a shared
+    object once, skops (the MLflow model's format) each time it meets it,
+    which doubled a forest ensemble's model file (784 MB of arrays for 374 MB
+    pickled) and the memory of MLflow's check that loads it back. The names
+    are left out of the state and rebuilt on load, as fit builds them."""
+
+    def __getstate__(self):
+        state = super().__getstate__()
+        state.pop("named_estimators_", None)
+        return state
+
+    def __setstate__(self, state):
+        super().__setstate__(state)
+        if "estimators_" in state:
+            fitted = iter(self.estimators_)
+            self.named_estimators_ = Bunch(
+                **{
+                    name: member if member == "drop" else next(fitted)
+                    for name, member in self.estimators
+                }
+            )
+
+
+class WeightedMeanRegressor(_MembersStoredOnce, VotingRegressor):
+    """scikit-learn's VotingRegressor (the weighted mean of its members),
+    whose fitted members a skops file holds once (_MembersStoredOnce)."""
+
+
+class StackedRegressor(_MembersStoredOnce, VotingRegressor):
     """Members combined by a fitted level-2 regressor on their predictions.
 
     Parameters
@@ -421,7 +452,7 @@ def build_ensemble_model(
     elif task == "classification":
         ensemble = WeightedVoteClassifier(named, weights=list(weights), voting=voting)
     else:
-        ensemble = VotingRegressor(named, weights=list(weights))
+        ensemble = WeightedMeanRegressor(named, weights=list(weights))
     model = Pipeline([("encode", encoding.encoder()), ("ensemble", ensemble)])
     if task == "classification":
         return model
