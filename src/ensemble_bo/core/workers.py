@@ -147,6 +147,8 @@ def _drop_worker_data() -> None:
 # process runs its cells' searches one after another. Keyed by the process id,
 # so that a forked child never takes its parent's worker.
 _parked_workers: dict[int, ProcessPoolExecutor] = {}
+# How long an idle worker may take to drop its data before it is parked.
+PARK_SECONDS = 10.0
 _parked_lock = threading.Lock()
 
 
@@ -175,8 +177,10 @@ def _elapsed(start: float) -> float:
 def _park_worker(executor: ProcessPoolExecutor) -> None:
     _stop_parked_worker_at_exit()
     try:
-        executor.submit(_drop_worker_data)  # not waited for
-    except Exception:  # noqa: BLE001 - a broken worker is not kept
+        # waited for: loky's manager thread raised KeyError (a traceback on
+        # stderr) when the worker was killed with this call still queued
+        executor.submit(_drop_worker_data).result(timeout=PARK_SECONDS)
+    except Exception:  # noqa: BLE001 - a broken or stuck worker is not kept
         executor.shutdown(wait=True, kill_workers=True)
         return
     with _parked_lock:
