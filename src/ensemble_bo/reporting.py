@@ -35,9 +35,9 @@ from ensemble_bo.core.comparison import (
 from ensemble_bo.core.comparison_table import comparison_table, markdown_table
 from ensemble_bo.core.conformal import expected_calibration_error
 from ensemble_bo.core.diversity import mutual_information_matrix, pairwise_disagreement
-from ensemble_bo.core.evaluation import seeded_order
 from ensemble_bo.core.explanations import leaderboard
 from ensemble_bo.core.results import EnsembleSearchResult
+from ensemble_bo.core.row_capped import capped_rows
 
 
 def _figure(width: float, height: float) -> tuple[Figure, Axes]:
@@ -317,7 +317,7 @@ def uncertainty_plot(
     figure, axes = _figure(8, 4.5)
     n = len(target)
     if n > PLOTTED_ROWS:
-        rows = np.sort(seeded_order(n, 0)[:PLOTTED_ROWS])
+        rows = capped_rows(target.to_numpy(), PLOTTED_ROWS, 0, stratify=False)
         features, target = features.iloc[rows], target.iloc[rows]
         title += f" (a sample of {PLOTTED_ROWS:,} of its {n:,} rows)"
     truth = np.asarray(target)

@@ -22,9 +22,9 @@ import numpy as np
 import pandas as pd
 from sklearn.inspection import permutation_importance
 
-from ensemble_bo.core.evaluation import seeded_order
 from ensemble_bo.core.losses import objective
 from ensemble_bo.core.results import EnsembleSearchResult
+from ensemble_bo.core.row_capped import capped_rows
 from ensemble_bo.core.selection.stages import ensemble_cv_loss as stage_cv_loss
 
 # Shuffles per feature: the importance is their mean, with its spread.
@@ -133,7 +133,7 @@ def feature_importance(
         max(PERMUTATION_MIN_ROWS, PERMUTATION_PREDICTIONS // shuffles),
     )
     if len(features) > rows:
-        sample = np.sort(seeded_order(len(features), random_state)[:rows])
+        sample = capped_rows(target.to_numpy(), rows, random_state, stratify=False)
         features, target = features.iloc[sample], target.iloc[sample]
     found = permutation_importance(
         model,

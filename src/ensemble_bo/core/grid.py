@@ -440,10 +440,9 @@ def expand_grid(
     """Every cell of the grid, in grid order.
 
     tasks, data_sha256, rows: each dataset's task, content hash and rows;
-    parameters: the
-    project parameter blocks by name (`models`, `default_models`, each
-    method's, `voting`). A method is left out where its `Method.tasks` do not
-    hold the dataset's task.
+    parameters: the project parameter blocks by name (`models`,
+    `default_models`, each method's, `voting`). A method is left out where
+    its `Method.tasks` do not hold the dataset's task.
     """
     _check_model_spaces(settings, tasks, parameters.get("models", {}))
     cells = []

@@ -189,31 +189,22 @@ class RefitSizeScale:
     models, networks), whose fold model's size is their refit's.
 
     model_name: the searched model, which builds each configuration (zoo).
+    Each configuration's model is built once per budget and pool
+    (InferenceBudget keeps the scales of a pool's trials).
     """
 
     model_name: str
     rows: float
     capped: float
 
-    def __post_init__(self) -> None:
-        self._by_config: dict[str, float] = {}
-
     def __call__(self, config: Mapping[str, Any]) -> float:
-        # repr: a categorical choice may be a list, which does not hash
-        key = repr(sorted(config.items()))
-        if key not in self._by_config:
-            try:
-                growth = size_growth(make_model(self.model_name, dict(config), 0))
-            except ImportError:
-                # a saved pool selected again where an optional learner's
-                # package is missing: counted as growing with its rows
-                growth = "rows"
-            self._by_config[key] = {
-                "rows": self.rows,
-                "capped": self.capped,
-                "bounded": 1.0,
-            }[growth]
-        return self._by_config[key]
+        try:
+            growth = size_growth(make_model(self.model_name, dict(config), 0))
+        except ImportError:
+            # a saved pool selected again where an optional learner's
+            # package is missing: counted as growing with its rows
+            growth = "rows"
+        return {"rows": self.rows, "capped": self.capped, "bounded": 1.0}[growth]
 
 
 def refit_size_scale(fold_ids: np.ndarray, training_rows: int | None = None) -> float:
