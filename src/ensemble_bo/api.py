@@ -66,10 +66,10 @@ from ensemble_bo.core.refit import (
     bagging_folds,
     conformal_plan,
     ensemble_estimator,
-    member_row_cap,
     search_stack,
 )
 from ensemble_bo.core.results import EnsembleSearchResult
+from ensemble_bo.core.row_capped import large_data_refit
 from ensemble_bo.core.seeding import derive_seed
 from ensemble_bo.core.settings import did_you_mean
 from ensemble_bo.core.zoo import quiet_iteration_caps
@@ -419,7 +419,9 @@ class _BaseEnsembleSearch(BaseEstimator, metaclass=ABCMeta):
                 settings["conformal_rows"],
                 settings["split_conformal_above"],
             ),
-            member_rows=member_row_cap(settings["max_search_rows"], len(features)),
+            large_data=large_data_refit(
+                settings["max_search_rows"], target, task == "classification"
+            ),
         )
         start = time.perf_counter()
         with quiet_iteration_caps():

@@ -113,8 +113,9 @@ def test_a_search_s_budget_scales_sizes_to_the_rows_it_refits_on():
         seed=0,
     )
     # fold models of the sample fit 300 rows; a forest refits on all 2,000,
-    # an SVR on the 400 of the sample (refit.member_row_cap), and histogram
-    # boosting or an elastic net is as large refit as measured
+    # an SVR on the 400 of the sample (core.row_capped.large_data_refit),
+    # histogram boosting for up to 2000 / 400 times its rounds, and an
+    # elastic net is as large refit as measured
     budget = inference_budget({"max_model_mb": 10.0}, sample, "segor_sklearn")
     assert budget.max_model_mb == 10.0
     configs = {
@@ -138,9 +139,10 @@ def test_a_search_s_budget_scales_sizes_to_the_rows_it_refits_on():
             ),
         )
     np.testing.assert_allclose(
-        budget.costs(pool)[:, 1], [2000 / 300, 400 / 300, 1.0, 1.0]
+        budget.costs(pool)[:, 1], [2000 / 300, 400 / 300, 2000 / 400, 1.0]
     )
-    # the same model on all its rows (no sample): rows and capped alike
+    # the same model on all its rows (no sample): rows and capped alike, and
+    # boosting's rounds as searched
     whole = inference_budget({}, replace(sample, sampled_from=None), "segor_sklearn")
     np.testing.assert_allclose(whole.costs(pool)[:, 1], [400 / 300] * 2 + [1.0] * 2)
 

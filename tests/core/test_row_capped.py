@@ -1,23 +1,34 @@
-"""Members that cost more than linearly in their rows refit on a capped sample."""
+"""Members refit on more rows than their search had: a capped sample for those
+that cost more than linearly in their rows, more rounds for histogram boosting."""
 
 import numpy as np
 import pandas as pd
 import skops.io
-from sklearn.ensemble import ExtraTreesRegressor
+from sklearn.datasets import make_friedman1
+from sklearn.ensemble import (
+    ExtraTreesRegressor,
+    HistGradientBoostingClassifier,
+    HistGradientBoostingRegressor,
+)
 from sklearn.linear_model import Ridge
 from sklearn.pipeline import make_pipeline
 from sklearn.preprocessing import StandardScaler
 from sklearn.svm import SVC, SVR
 
 from ensemble_bo import EnsembleRegressor
-from ensemble_bo.core.refit import member_row_cap
+from ensemble_bo.api import default_parameters
 from ensemble_bo.core.row_capped import (
+    PATIENCE,
+    LargeDataRefit,
     RowCappedClassifier,
     RowCappedRegressor,
     capped_rows,
     costs_more_than_linearly,
+    large_data_refit,
+    rounds_growth,
     row_capped,
     size_growth,
+    with_rounds_grown,
 )
 from ensemble_bo.core.zoo import make_model
 from tests.support import PROJECT
@@ -37,10 +48,60 @@ def test_kernel_and_neighbour_members_are_capped_and_the_others_not():
     assert type(row_capped(Ridge(), 100, 0)) is Ridge
     svr = SVR()
     assert row_capped(svr, None, 0) is svr
+
+
+def test_a_refit_on_more_rows_than_searched_caps_rows_and_grows_rounds():
     # only where the training rows exceed the search's sample
-    assert member_row_cap(20_000, 67_000) == 20_000
-    assert member_row_cap(20_000, 20_000) is None
-    assert member_row_cap(None, 67_000) is None
+    assert large_data_refit(20_000, np.zeros(67_000), False) == LargeDataRefit(
+        20_000, 3.35
+    )
+    assert large_data_refit(20_000, np.zeros(20_000), False) is None
+    assert large_data_refit(None, np.zeros(67_000), False) is None
+    labels = np.array([0] * 66_991 + [1] * 9)
+    assert large_data_refit(20_000, labels, True).rounds == 1.0
+    labels[-10] = 1
+    assert large_data_refit(20_000, labels, True).rounds == 3.35
+    assert rounds_growth(20_000, 67_000) == 3.35
+    assert rounds_growth(20_000, None) == 1.0
+    assert rounds_growth(20_000, 10_000) == 1.0
+
+
+def test_histogram_boosting_grows_its_rounds_with_early_stopping():
+    plain = HistGradientBoostingRegressor(max_iter=100, early_stopping=False)
+    grown = with_rounds_grown(plain, 3.35)
+    assert grown.get_params() == {
+        **plain.get_params(),
+        "max_iter": 335,
+        "early_stopping": True,
+        "n_iter_no_change": PATIENCE,
+    }
+    assert plain.max_iter == 100 and not plain.early_stopping
+    assert with_rounds_grown(plain, 1.0) is plain
+    classifier = make_pipeline(StandardScaler(), HistGradientBoostingClassifier())
+    assert with_rounds_grown(classifier, 2.0)[-1].max_iter == 200
+    assert classifier[-1].max_iter == 100
+    forest = ExtraTreesRegressor()
+    assert with_rounds_grown(forest, 3.0) is forest
+    # a large-data member: an SVR fits a sample, boosting more rounds
+    refit = LargeDataRefit(200, 2.0)
+    assert type(refit.member(SVR(), 0)) is RowCappedRegressor
+    assert refit.member(plain, 0).max_iter == 200
+    assert refit.member(forest, 0) is forest
+
+
+def test_grown_rounds_stop_early_and_fit_better_where_rounds_help():
+    X, y = make_friedman1(4_000, noise=1.0, random_state=0)
+    test_X, test_y = make_friedman1(2_000, noise=1.0, random_state=1)
+    plain = HistGradientBoostingRegressor(
+        learning_rate=0.05, max_leaf_nodes=7, max_iter=50, early_stopping=False,
+        random_state=0,
+    )  # fmt: skip
+    grown = with_rounds_grown(plain, 20.0).fit(X, y)
+    plain.fit(X, y)
+    assert plain.n_iter_ == 50
+    assert 50 < grown.n_iter_ < 1_000
+    mse = {m: np.mean((m.predict(test_X) - test_y) ** 2) for m in (plain, grown)}
+    assert mse[grown] < 0.8 * mse[plain]
 
 
 def test_the_sample_is_seeded_and_keeps_every_class():
@@ -116,4 +177,29 @@ def test_a_member_s_size_grows_with_its_rows_unless_bounded_or_capped():
     }
     assert size_growth(make_pipeline(StandardScaler(), Ridge())) == "bounded"
     assert size_growth(LGBMRegressor()) == "bounded"
+    assert size_growth(HistGradientBoostingRegressor()) == "rounds"
+    start = default_parameters()["large_data_portfolios"]["sego_sklearn"][0]
+    assert size_growth(make_model("sego_sklearn", start, 0)) == "rounds"
     assert size_growth(ExtraTreesRegressor()) == "rows"
+
+
+def test_a_search_on_a_sample_refits_histogram_boosting_for_more_rounds():
+    raw = pd.read_csv(PROJECT / "data" / "01_raw" / "concrete.csv").head(500)
+    features, target = raw.drop(columns="target"), raw["target"]
+    fits = {
+        rows: EnsembleRegressor(
+            model="hist_gradient_boosting_regressor",
+            budget=2,
+            random_state=0,
+            params={"max_search_rows": rows, "conformal": False},
+        ).fit(features, target)
+        for rows in (200, None)
+    }
+    for rows, search in fits.items():
+        member = search.ensemble_.regressor_.named_steps["ensemble"].estimators_[0]
+        searched = search.members_["max_iter"].iloc[0]
+        if rows is None:
+            assert member.max_iter == searched
+        else:
+            assert member.max_iter == np.ceil(searched * 500 / 200)
+            assert member.early_stopping and member.n_iter_ <= member.max_iter

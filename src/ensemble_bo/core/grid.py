@@ -59,12 +59,12 @@ from ensemble_bo.core.preparation import (
 from ensemble_bo.core.refit import (
     bagging_folds,
     classification_test_metrics,
-    member_row_cap,
     refit_and_score,
     search_stack,
     test_sample_losses,
 )
 from ensemble_bo.core.results import interrupted_by_user
+from ensemble_bo.core.row_capped import large_data_refit
 from ensemble_bo.core.zoo import model_task
 
 # Parameters every cell reads besides its method's: the final model's combiner
@@ -594,8 +594,10 @@ def _finished_cell(
         search_stack(
             cell.settings["stacking"], result, searched, cell.settings["voting"]
         ),
-        member_rows=member_row_cap(
-            cell.settings["max_search_rows"], len(split.train_target)
+        large_data=large_data_refit(
+            cell.settings["max_search_rows"],
+            split.train_target,
+            cell.task == "classification",
         ),
     )
     curve = [_finite_or_none(record.ensemble_loss) for record in result.history]

@@ -185,8 +185,10 @@ class RefitSizeScale:
     """A trial's size_scale by how its model's size grows with its rows
     (core.row_capped.size_growth): `rows` (refit_size_scale to every training
     row) for trees and forests, `capped` for members refit on at most the
-    search's rows, 1 for models of bounded size (histogram boosting, linear
-    models, networks), whose fold model's size is their refit's.
+    search's rows, `rounds` for histogram boosting (the most its rounds grow
+    refit on every row, core.row_capped.rounds_growth), 1 for models of
+    bounded size (linear models, networks), whose fold model's size is their
+    refit's.
 
     model_name: the searched model, which builds each configuration (zoo).
     Each configuration's model is built once per budget and pool
@@ -196,6 +198,7 @@ class RefitSizeScale:
     model_name: str
     rows: float
     capped: float
+    rounds: float = 1.0
 
     def __call__(self, config: Mapping[str, Any]) -> float:
         try:
@@ -204,7 +207,12 @@ class RefitSizeScale:
             # a saved pool selected again where an optional learner's
             # package is missing: counted as growing with its rows
             growth = "rows"
-        return {"rows": self.rows, "capped": self.capped, "bounded": 1.0}[growth]
+        return {
+            "rows": self.rows,
+            "capped": self.capped,
+            "rounds": self.rounds,
+            "bounded": 1.0,
+        }[growth]
 
 
 def refit_size_scale(fold_ids: np.ndarray, training_rows: int | None = None) -> float:

@@ -34,6 +34,7 @@ from ensemble_bo.core.results import (
     SearchInterrupted,
     join_selection,
 )
+from ensemble_bo.core.row_capped import rounds_growth
 from ensemble_bo.core.runners import trial_runner
 from ensemble_bo.core.search import Callback, Search
 from ensemble_bo.core.seeding import derive_seed
@@ -215,12 +216,14 @@ def inference_budget(
     `inference` block's limits, each trial's measured size scaled to its
     member refit on the data's training rows as its model grows with them
     (core.inference_budget.RefitSizeScale): on all of them, on the search's
-    rows for a row-capped member (refit.member_row_cap), not for a model of
-    bounded size."""
+    rows for a row-capped member, by the most its rounds grow for histogram
+    boosting (core.row_capped.large_data_refit), not for a model of bounded
+    size."""
     scale = RefitSizeScale(
         model_name,
         rows=refit_size_scale(data.fold_ids, data.sampled_from),
         capped=refit_size_scale(data.fold_ids),
+        rounds=rounds_growth(len(data.fold_ids), data.sampled_from),
     )
     return InferenceBudget(**limits, size_scale=scale)
 

@@ -28,7 +28,7 @@ from ensemble_bo.core.evaluation import fold_row_share, pickled_bytes
 from ensemble_bo.core.losses import brier_loss, zero_one_loss
 from ensemble_bo.core.preparation import ModelInput
 from ensemble_bo.core.results import EnsembleSearchResult
-from ensemble_bo.core.row_capped import row_capped
+from ensemble_bo.core.row_capped import LargeDataRefit
 from ensemble_bo.core.seeding import derive_seed
 from ensemble_bo.core.stacking import Stack, fitted_stack
 from ensemble_bo.core.validation import (
@@ -89,15 +89,6 @@ def conformal_plan(
     )
 
 
-def member_row_cap(max_search_rows: int | None, training_rows: int) -> int | None:
-    """The most rows a member that costs more than linearly in them is refit
-    on (core.row_capped): the search's sample size where the training rows
-    exceed it (the size its cross-validation measured it at), else None."""
-    if max_search_rows is None or training_rows <= max_search_rows:
-        return None
-    return max_search_rows
-
-
 def search_stack(
     stacking: bool, result: EnsembleSearchResult, data: ModelInput, voting: str
 ) -> Stack | None:
@@ -117,7 +108,7 @@ def ensemble_estimator(
     fold_ids: np.ndarray | None = None,
     stack: Stack | None = None,
     conformal: ConformalPlan | None = None,
-    member_rows: int | None = None,
+    large_data: LargeDataRefit | None = None,
 ) -> BaseEstimator:
     """Unfitted model on raw feature frames: the members `weights` names (pool
     index -> weight; default the search's ensemble), each built with the
@@ -132,9 +123,10 @@ def ensemble_estimator(
     it in core.conformal's CV+ (or split conformal) model, which also fits the
     ensemble (its members unbagged) on the calibrating folds' complements, so
     that it gives prediction intervals (regression) or prediction sets
-    (classification). `member_rows` (member_row_cap): members whose cost
-    grows faster than their rows (core.row_capped) fit a sample of at most
-    that many rows.
+    (classification). `large_data` (core.row_capped.large_data_refit): the
+    members of a search on a sample, refit on every row: those whose cost
+    grows faster than their rows on a sample of the search's size, histogram
+    boosting for more rounds.
     """
     stacked = stack is not None and stack.chosen and weights is None
     if stacked:
@@ -144,18 +136,18 @@ def ensemble_estimator(
         voting = result.voting
     model_seed = derive_seed(seed, "models")
     members = [
-        row_capped(
-            make_model(
-                result.model_name,
-                result.pool.configs[i],
-                model_seed,
-                encoding.categorical_features,
-            ),
-            member_rows,
-            derive_seed(seed, "member rows"),
+        make_model(
+            result.model_name,
+            result.pool.configs[i],
+            model_seed,
+            encoding.categorical_features,
         )
         for i in weights
     ]
+    if large_data is not None:
+        members = [
+            large_data.member(m, derive_seed(seed, "member rows")) for m in members
+        ]
 
     def ensemble(members):
         return build_ensemble_model(
@@ -284,7 +276,7 @@ def refit_and_score(
     fold_ids: np.ndarray | None = None,
     stack: Stack | None = None,
     conformal: ConformalPlan | None = None,
-    member_rows: int | None = None,
+    large_data: LargeDataRefit | None = None,
 ) -> tuple[BaseEstimator, dict[str, float], np.ndarray]:
     """Refit the ensemble and the single best model on all non-test data, or
     bag them over `fold_ids` (bagging_folds); score both. The ensemble is
@@ -314,7 +306,7 @@ def refit_and_score(
             fold_ids,
             stack,
             conformal if weights is None else None,
-            member_rows,
+            large_data,
         )
         start = time.perf_counter()
         with quiet_iteration_caps():

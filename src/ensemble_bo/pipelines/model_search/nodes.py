@@ -21,6 +21,7 @@ from ensemble_bo.core.journal import JournalFolder, journal_key
 from ensemble_bo.core.methods import Method, Selection, inference_budget, run_method
 from ensemble_bo.core.preparation import ModelInput
 from ensemble_bo.core.results import EnsembleSearchResult
+from ensemble_bo.core.row_capped import large_data_refit
 from ensemble_bo.core.validation import multi_fidelity
 from ensemble_bo.core.workers import stop_parked_worker
 from ensemble_bo.events import SearchResumable, publish, publish_iteration
@@ -149,7 +150,8 @@ def refit_and_score(
     search_input: the rows the search trained on (its pool's rows, which a
     level-2 model learns from); model_input: all training rows. Members
     whose cost grows faster than their rows fit at most `max_search_rows`
-    of them (refit.member_row_cap).
+    of them, and histogram boosting boosts for more rounds
+    (core.row_capped.large_data_refit).
     Regression scores the MSE of the standardized target (SEGOR s.4), classification
     the error rate. `voting` is the classifiers' combiner; `final_model`:
     refit or bagged; `stacking`: whether a level-2 model may combine the
@@ -172,7 +174,9 @@ def refit_and_score(
         refit.conformal_plan(
             conformal, model_input, conformal_rows, split_conformal_above
         ),
-        refit.member_row_cap(max_search_rows, len(train_target)),
+        large_data_refit(
+            max_search_rows, train_target, search_result.task == "classification"
+        ),
     )
     return model, metrics
 
