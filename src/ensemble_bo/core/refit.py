@@ -145,9 +145,8 @@ def ensemble_estimator(
         for i in weights
     ]
     if large_data is not None:
-        members = [
-            large_data.member(m, derive_seed(seed, "member rows")) for m in members
-        ]
+        rows_seed = derive_seed(seed, "member rows")
+        members = [large_data.member(m, rows_seed) for m in members]
 
     def ensemble(members):
         return build_ensemble_model(

@@ -54,13 +54,13 @@ from sklearn.linear_model import (
 from sklearn.naive_bayes import GaussianNB
 from sklearn.neighbors import KNeighborsClassifier, KNeighborsRegressor
 from sklearn.neural_network import MLPClassifier, MLPRegressor
-from sklearn.pipeline import Pipeline
 from sklearn.svm import SVC, SVR, NuSVC, NuSVR
 from sklearn.utils import _safe_indexing
 from sklearn.utils._available_if import available_if
 from sklearn.utils.validation import check_is_fitted
 
 from ensemble_bo.core.evaluation import seeded_order
+from ensemble_bo.core.zoo import final_estimator
 
 SUPERLINEAR = (
     SVR,
@@ -78,7 +78,7 @@ SUPERLINEAR = (
 def costs_more_than_linearly(model: BaseEstimator) -> bool:
     """Whether `model` (a zoo model: an estimator, or a pipeline ending in
     one) fits or predicts at a cost that grows faster than its rows."""
-    final = model[-1] if isinstance(model, Pipeline) else model
+    final = final_estimator(model)
     return isinstance(final, SUPERLINEAR)
 
 
@@ -117,7 +117,7 @@ def size_growth(model: BaseEstimator) -> str:
     (BOUNDED_SIZE), else "rows": trees grown to their leaves and forests of
     them, boosting of such trees, which grow with their rows (assumed of any
     other model too)."""
-    final = model[-1] if isinstance(model, Pipeline) else model
+    final = final_estimator(model)
     if costs_more_than_linearly(final):
         return "capped"
     if isinstance(final, HISTOGRAM_BOOSTING):
@@ -205,7 +205,7 @@ def row_capped(model: BaseEstimator, max_rows: int | None, seed: int) -> BaseEst
     `max_rows` is set, `model` fitted on a sample of at most `max_rows`."""
     if max_rows is None or not costs_more_than_linearly(model):
         return model
-    final = model[-1] if isinstance(model, Pipeline) else model
+    final = final_estimator(model)
     wrapper = (
         RowCappedClassifier
         if isinstance(final, ClassifierMixin)
@@ -240,11 +240,11 @@ def with_rounds_grown(model: BaseEstimator, growth: float) -> BaseEstimator:
     a copy that boosts for up to `growth` times its max_iter rounds, early
     stopped on a held-out tenth of its rows after PATIENCE rounds without
     improvement (module docstring)."""
-    final = model[-1] if isinstance(model, Pipeline) else model
+    final = final_estimator(model)
     if growth <= 1 or not isinstance(final, HISTOGRAM_BOOSTING):
         return model
     grown = clone(model)
-    (grown[-1] if isinstance(grown, Pipeline) else grown).set_params(
+    final_estimator(grown).set_params(
         max_iter=ceil(final.max_iter * growth),
         early_stopping=True,
         n_iter_no_change=PATIENCE,

@@ -452,13 +452,18 @@ def model_task(model_name: str) -> Task:
         raise _unknown(model_name) from None
 
 
+def final_estimator(model: BaseEstimator) -> BaseEstimator:
+    """The estimator a zoo model ends in: `model`, or a pipeline's last step."""
+    return model[-1] if isinstance(model, Pipeline) else model
+
+
 def takes_missing_values(model: BaseEstimator) -> bool:
     """Whether `model` (an estimator or a pipeline ending in one) fits on data with NaN.
 
     A pipeline is judged by its last step: a scaler passes NaN through, the
     estimator after it decides.
     """
-    estimator = model[-1] if isinstance(model, Pipeline) else model
+    estimator = final_estimator(model)
     return bool(get_tags(estimator).input_tags.allow_nan)
 
 
@@ -481,7 +486,7 @@ def with_native_categories(
 ) -> BaseEstimator:
     """`model`, a histogram gradient boosting one told that the feature columns
     `categorical_features` (indices) hold category codes; any other unchanged."""
-    estimator = model[-1] if isinstance(model, Pipeline) else model
+    estimator = final_estimator(model)
     if categorical_features and isinstance(
         estimator, HistGradientBoostingClassifier | HistGradientBoostingRegressor
     ):
