@@ -1,9 +1,9 @@
-"""The types a logged model's skops file is trusted with: held_types names a
-superset of what skops flags, for every family of the default spaces, so that
-MLflow's check that the dump loads passes with the model dumped once."""
+"""The logged model's skops file: dumped once, deflated, trusted with exactly
+the types it holds (read from its schema), and loaded by nothing but its
+users: MLflow's own checks would load a second copy of it in the run."""
 
-import functools
 import zipfile
+from pathlib import Path
 
 import mlflow
 import numpy as np
@@ -11,6 +11,7 @@ import pandas as pd
 import pytest
 import skops.io
 from mlflow.models import Model
+from sklearn.dummy import DummyRegressor
 
 from ensemble_bo import EnsembleRegressor
 from ensemble_bo.core.conformal import cross_conformal
@@ -19,7 +20,6 @@ from ensemble_bo.core.estimator import build_ensemble_model, member_spread
 from ensemble_bo.core.space import SearchSpace
 from ensemble_bo.core.zoo import make_model
 from ensemble_bo.tracking import artifacts
-from ensemble_bo.tracking.artifacts import held_types
 from tests.core.test_zoo import IRIS_X, IRIS_Y, MODELS, set_classifier
 from tests.support import PROJECT
 
@@ -47,78 +47,74 @@ def _fitted_conformal(space_name: str, choice: str, task: str):
     [("segor_sklearn", c, "regression") for c in _choices("segor_sklearn")]
     + [("sego_sklearn", c, "classification") for c in _choices("sego_sklearn")],
 )
-def test_held_types_cover_what_skops_flags_in_each_family(space_name, choice, task):
-    model = _fitted_conformal(space_name, choice, task)
-    flagged = skops.io.get_untrusted_types(data=skops.io.dumps(model))
-    assert set(flagged) <= set(held_types(model))
-    # this package's own classes are among them, named as skops names them
-    assert "ensemble_bo.core.conformal.CrossConformalRegressor" in flagged or (
-        "ensemble_bo.core.conformal.CrossConformalClassifier" in flagged
-    )
-
-
-def test_held_types_walk_containers_partials_and_object_arrays():
-    class Leaf:
-        pass
-
-    class Holder:
-        def __init__(self):
-            self.items = {"k": [Leaf()]}
-            self.call = functools.partial(np.mean, axis=0)
-            self.cells = np.array([Leaf()], dtype=object)
-            self.kind = np.dtype("float32")
-
-    names = held_types(Holder())
-    leaf = f"{Leaf.__module__}.{Leaf.__qualname__}"
-    assert leaf in names and "functools.partial" in names
-    assert "numpy.mean" in names and "numpy.dtype" in names
-    assert f"{Holder.__module__}.{Holder.__qualname__}" in names
-
-
-def test_held_types_cover_a_bagged_stacked_search_s_model():
-    raw = pd.read_csv(PROJECT / "data" / "01_raw" / "concrete.csv").head(200)
-    search = EnsembleRegressor(
-        budget=6, random_state=1, params={"final_model": "bagged", "stacking": True}
-    ).fit(raw.drop(columns="target"), raw["target"])
-    flagged = skops.io.get_untrusted_types(data=skops.io.dumps(search.conformal_))
-    assert "ensemble_bo.core.bagging.BaggedRegressor" in flagged
-    assert set(flagged) <= set(held_types(search.conformal_))
-
-
-def test_a_type_the_walk_misses_still_logs_the_model_trusting_its_dump(
-    tmp_path, monkeypatch
+def test_each_family_loads_trusting_the_types_its_file_names(
+    space_name, choice, task, tmp_path
 ):
-    mlflow.set_tracking_uri(f"sqlite:///{tmp_path / 'mlflow.db'}")
-    experiment = mlflow.create_experiment("types", (tmp_path / "art").as_uri())
-    model = _fitted_conformal("segor_sklearn", "extra_trees", "regression")
-    monkeypatch.setattr(artifacts, "held_types", lambda estimator: [])
-    with mlflow.start_run(experiment_id=experiment) as run:
-        artifacts.log_model("segor_model", model, None)
-    loaded = mlflow.sklearn.load_model(f"runs:/{run.info.run_id}/segor_model")
-    np.testing.assert_array_equal(loaded.predict(FEATURES), model.predict(FEATURES))
-    flavor = Model.load(f"runs:/{run.info.run_id}/segor_model").flavors["sklearn"]
-    # exactly the dump's types, the tree storage among them
-    assert flavor["skops_trusted_types"] == skops.io.get_untrusted_types(
-        data=skops.io.dumps(model)
-    )
-    assert "sklearn.tree._tree.Tree" in flavor["skops_trusted_types"]
-    # the skops file is deflated
-    local = mlflow.artifacts.download_artifacts(
-        f"runs:/{run.info.run_id}/segor_model/model.skops", dst_path=str(tmp_path)
-    )
-    with zipfile.ZipFile(local) as archive:
-        assert {m.compress_type for m in archive.infolist()} == {zipfile.ZIP_DEFLATED}
-
-
-def test_deflate_compresses_a_skops_file_that_still_loads(tmp_path):
-    model = _fitted_conformal("segor_sklearn", "random_forest", "regression")
+    model = _fitted_conformal(space_name, choice, task)
     path = tmp_path / "model.skops"
-    skops.io.dump(model, path)
-    stored = path.stat().st_size
-    artifacts.deflate(path)
-    assert path.stat().st_size < stored / 2
+    trusted = artifacts.dump_model(model, path)
+    # exactly what skops flags in a dump of the model, this package's classes too
+    assert trusted == skops.io.get_untrusted_types(data=skops.io.dumps(model))
+    assert any(name.startswith("ensemble_bo.core.conformal.") for name in trusted)
+    loaded = skops.io.load(path, trusted=trusted)
+    np.testing.assert_array_equal(loaded.predict(FEATURES), model.predict(FEATURES))
     with zipfile.ZipFile(path) as archive:
         assert {m.compress_type for m in archive.infolist()} == {zipfile.ZIP_DEFLATED}
-    loaded = skops.io.load(path, trusted=skops.io.get_untrusted_types(file=path))
-    np.testing.assert_array_equal(loaded.predict(FEATURES), model.predict(FEATURES))
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["model.skops"]
+
+
+def test_a_type_left_out_of_the_trusted_ones_is_refused(tmp_path):
+    model = _fitted_conformal("segor_sklearn", "extra_trees", "regression")
+    path = tmp_path / "model.skops"
+    trusted = artifacts.dump_model(model, path)
+    assert "sklearn.tree._tree.Tree" in trusted
+    with pytest.raises(skops.io.exceptions.UntrustedTypesFoundException, match="Tree"):
+        skops.io.load(path, trusted=[t for t in trusted if not t.endswith("Tree")])
+
+
+def test_a_bagged_stacked_search_s_model_is_logged_dumped_once_and_not_loaded(
+    tmp_path, monkeypatch
+):
+    raw = pd.read_csv(PROJECT / "data" / "01_raw" / "concrete.csv").head(200)
+    features = raw.drop(columns="target")
+    search = EnsembleRegressor(
+        budget=6, random_state=1, params={"final_model": "bagged", "stacking": True}
+    ).fit(features, raw["target"])
+    model = search.conformal_
+    dumped, loaded = [], []
+    real_dump, real_load = skops.io.dump, skops.io.load
+
+    def dump(obj, *args, **kwargs):
+        dumped.append(type(obj))
+        return real_dump(obj, *args, **kwargs)
+
+    def load(*args, **kwargs):
+        loaded.append(type(obj := real_load(*args, **kwargs)))
+        return obj
+
+    monkeypatch.setattr(skops.io, "dump", dump)
+    monkeypatch.setattr(skops.io, "load", load)
+    mlflow.set_tracking_uri(f"sqlite:///{tmp_path / 'mlflow.db'}")
+    experiment = mlflow.create_experiment("types", (tmp_path / "art").as_uri())
+    with mlflow.start_run(experiment_id=experiment) as run:
+        artifacts.log_model("segor_model", model, features)
+    # the ensemble dumped once; only MLflow's stand-in loaded back
+    assert dumped.count(type(model)) == 1
+    assert loaded == [DummyRegressor]
+    monkeypatch.undo()
+
+    uri = f"runs:/{run.info.run_id}/segor_model"
+    logged = Model.load(uri)
+    trusted = logged.flavors["sklearn"]["skops_trusted_types"]
+    assert trusted == skops.io.get_untrusted_types(data=skops.io.dumps(model))
+    assert "ensemble_bo.core.bagging.BaggedRegressor" in trusted
+    expected = model.predict(features)
+    np.testing.assert_allclose(
+        mlflow.sklearn.load_model(uri).predict(features), expected
+    )
+    served = mlflow.pyfunc.load_model(uri).predict(features)
+    np.testing.assert_allclose(np.asarray(served).ravel(), expected)
+    local = Path(mlflow.artifacts.download_artifacts(uri, dst_path=str(tmp_path)))
+    model_file = local / "model.skops"
+    with zipfile.ZipFile(model_file) as archive:
+        assert {m.compress_type for m in archive.infolist()} == {zipfile.ZIP_DEFLATED}
+    assert model_file.stat().st_size < logged.model_size_bytes

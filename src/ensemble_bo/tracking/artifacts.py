@@ -11,9 +11,7 @@ early logs what reporting.SEARCH_REPORTS makes for it, and its pool.
 
 from __future__ import annotations
 
-import functools
 import math
-import shutil
 import types
 import zipfile
 from collections.abc import Callable, Iterator, Mapping
@@ -23,14 +21,13 @@ from typing import Any
 import mlflow
 import mlflow.pyfunc
 import mlflow.sklearn
-import numpy as np
 import pandas as pd
 from matplotlib.figure import Figure
-from mlflow.exceptions import MlflowException
 from mlflow.models import Model, ModelSignature, infer_signature
 from mlflow.types.schema import AnyType, ColSpec, ParamSchema, ParamSpec, Schema
 from mlflow.utils.file_utils import get_total_file_size
 from pandas.api.types import is_integer_dtype
+from sklearn.dummy import DummyRegressor
 
 import ensemble_bo
 from ensemble_bo import provenance, served
@@ -173,21 +170,27 @@ def served_signature(estimator: Any, example: pd.DataFrame) -> ModelSignature:
     return signature
 
 
-def _save_served_model(path: str, mlflow_model: Model, **kwargs: Any) -> None:
-    """mlflow.sklearn.save_model, with the python_function flavor loading
-    through ensemble_bo.served (point predictions, or intervals and sets when
-    asked), and the sklearn flavor trusting exactly the types its skops file
-    holds (read from the file's schema; save_model was given a superset)."""
-    # Imported here: skops takes over a second to import, and every `kedro`
-    # command loads this module while only a run that logs a model needs it.
-    import skops.io  # noqa: PLC0415
+# What MLflow's save_model is given in place of the ensemble. It writes the
+# model's environment, code, example rows and MLmodel, and then loads back the
+# skops file it dumped, in this process: for the ensemble, a second copy beside
+# the first (on 100,000 rows, the run's peak: 1.65 GB from 0.97 GB). The
+# ensemble's own file is dumped once, by dump_model.
+_STAND_IN = DummyRegressor()
 
-    mlflow.sklearn.save_model(path=path, mlflow_model=mlflow_model, **kwargs)
+
+def _save_served_model(
+    path: str, mlflow_model: Model, sk_model: Any, **kwargs: Any
+) -> None:
+    """mlflow.sklearn.save_model, with the skops file of `sk_model` dumped
+    once (dump_model), and the python_function flavor loading through
+    ensemble_bo.served (point predictions, or intervals and sets when asked)."""
+    kwargs.pop("validate_serving_input", None)  # Model.log's, not save_model's
+    mlflow.sklearn.save_model(
+        path=path, mlflow_model=mlflow_model, sk_model=_STAND_IN, **kwargs
+    )
     sklearn_flavor = mlflow_model.flavors[mlflow.sklearn.FLAVOR_NAME]
-    model_file = Path(path) / sklearn_flavor["pickled_model"]
-    deflate(model_file)
-    sklearn_flavor["skops_trusted_types"] = skops.io.get_untrusted_types(
-        file=model_file
+    sklearn_flavor["skops_trusted_types"] = dump_model(
+        sk_model, Path(path) / sklearn_flavor["pickled_model"]
     )
     mlflow_model.flavors[mlflow.pyfunc.FLAVOR_NAME][mlflow.pyfunc.MAIN] = (
         served.__name__
@@ -196,88 +199,23 @@ def _save_served_model(path: str, mlflow_model: Model, **kwargs: Any) -> None:
     mlflow_model.save(str(Path(path) / "MLmodel"))
 
 
-_COPY_CHUNK = 1 << 20
+def dump_model(estimator: Any, path: Path) -> list[str]:
+    """Write `estimator` to the skops file `path`, deflated; return the types
+    loading it must trust: exactly those its file holds, read from the file's
+    schema, which loads no array.
 
-
-def deflate(archive: Path) -> None:
-    """Rewrite the zip file `archive` (a skops file) with its members
-    deflated, at level 1, streamed member by member.
-
-    MLflow's save_model writes the skops file stored, not compressed; a
-    forest's node arrays deflate to about a third (577 to 174 MB for 100
-    trees on 40,000 rows) for about 3 s more per 500 MB when written and 2 s
-    when loaded, which is what large data's runs write to the store.
+    The estimator was built by this very run, so its own types are trusted,
+    and anything else is still refused. Deflated, a forest's node arrays take
+    about a third (577 to 174 MB for 100 trees on 40,000 rows) for about 3 s
+    more per 500 MB written and 2 s loaded; skops builds the archive in
+    memory, so the peak gains a third of the model rather than all of it.
     """
-    deflated = archive.with_name(archive.name + ".deflating")
-    with (
-        zipfile.ZipFile(archive) as source,
-        zipfile.ZipFile(
-            deflated, "w", compression=zipfile.ZIP_DEFLATED, compresslevel=1
-        ) as target,
-    ):
-        for member in source.infolist():
-            with (
-                source.open(member) as reader,
-                target.open(member.filename, "w", force_zip64=True) as writer,
-            ):
-                shutil.copyfileobj(reader, writer, _COPY_CHUNK)
-    deflated.replace(archive)
+    # Imported here: skops takes over a second to import, and every `kedro`
+    # command loads this module while only a run that logs a model needs it.
+    import skops.io  # noqa: PLC0415
 
-
-# Leaves of an object graph that hold no class of their own.
-_PLAIN = (str, bytes, int, float, complex, bool, type(None))
-
-
-def held_types(estimator: Any) -> list[str]:
-    """The qualified names of every class and function in `estimator`'s
-    object graph (attributes, containers, object arrays, partials): a
-    superset of the types skops flags as untrusted in its dump.
-
-    Written here because skops names the types only of a dump it has made,
-    and the model would otherwise be serialized twice: once for its types,
-    once by MLflow.
-    """
-    names: set[str] = set()
-    # by id, holding each object: a state made by __getstate__ lives only
-    # here, and a freed object's id is given to the next one
-    seen: dict[int, Any] = {}
-    pending = [estimator]
-    while pending:
-        obj = pending.pop()
-        if isinstance(obj, _PLAIN) or id(obj) in seen:
-            continue
-        seen[id(obj)] = obj
-        kind = type(obj)
-        names.add(f"{kind.__module__}.{kind.__qualname__}")
-        if isinstance(obj, np.dtype):  # numpy's dtype classes; skops's name
-            names.add("numpy.dtype")
-        if isinstance(obj, Mapping):  # a Bunch too
-            pending.extend(obj.keys())
-            pending.extend(obj.values())
-        elif isinstance(obj, list | tuple | set | frozenset):
-            pending.extend(obj)
-        elif isinstance(obj, np.ndarray):
-            pending.append(obj.dtype)
-            if obj.dtype == object:
-                pending.extend(obj.ravel().tolist())
-        else:
-            module = getattr(obj, "__module__", None)
-            if callable(obj) and module and hasattr(obj, "__qualname__"):
-                names.add(f"{module}.{obj.__qualname__}")  # a class or function
-            if isinstance(obj, functools.partial):
-                pending.extend([obj.func, obj.args, obj.keywords])
-            pending.append(_state(obj))
-    return sorted(names)
-
-
-def _state(obj: Any) -> Any:
-    """What pickling (and skops) saves of `obj`: its __getstate__ (for a
-    Cython object, a KD-tree or a tree's storage, arrays that are views), or
-    its __dict__ where that fails; None where it has neither."""
-    try:
-        return obj.__getstate__()
-    except (TypeError, AttributeError):
-        return getattr(obj, "__dict__", None)
+    skops.io.dump(estimator, path, compression=zipfile.ZIP_DEFLATED, compresslevel=1)
+    return skops.io.get_untrusted_types(file=path)
 
 
 # What Model.log takes as a flavor: a module-like object with save_model.
@@ -289,44 +227,26 @@ _SERVED_FLAVOR = types.SimpleNamespace(
 def log_model(name: str, estimator: Any, input_example: Any) -> None:
     """The fitted ensemble as an MLflow sklearn model that loads and serves
     anywhere; served, it also gives intervals or sets (ensemble_bo.served)."""
-    # skops refuses types it has not vetted (e.g. sklearn's tree storage). This
-    # estimator was built by this very run, so exactly the types of its dump
-    # are trusted when the model is loaded (_save_served_model); anything else
-    # is still refused. MLflow's check that the dump loads, in this process,
-    # is given the superset held_types names, so the model is dumped once.
     example = None if input_example is None else input_example.head(5)
-
-    def logged_with(types_to_check: list[str]) -> Any:
-        return Model.log(
-            artifact_path=None,
-            flavor=_SERVED_FLAVOR,
-            sk_model=estimator,
-            name=name,
-            serialization_format=mlflow.sklearn.SERIALIZATION_FORMAT_SKOPS,
-            skops_trusted_types=types_to_check,
-            # Pinned here instead of inferred: inference re-imports the model
-            # in a subprocess.
-            pip_requirements=provenance.pinned_requirements(_MODEL_REQUIREMENTS),
-            input_example=example,
-            signature=None if example is None else served_signature(estimator, example),
-            # The ensemble classes are ours: ship the package so the model loads
-            # and serves (`mlflow models predict`) where ensemble_bo is not installed.
-            code_paths=[str(Path(ensemble_bo.__file__).parent)],
-        )
-
-    try:
-        logged = logged_with(held_types(estimator))
-    except MlflowException as error:
-        # A type the walk did not reach: name them from a dump, as skops does,
-        # rather than lose the run's model.
-        import skops.io  # noqa: PLC0415 - see _save_served_model
-        from skops.io.exceptions import UntrustedTypesFoundException  # noqa: PLC0415
-
-        if not isinstance(error.__context__, UntrustedTypesFoundException):
-            raise
-        logged = logged_with(
-            skops.io.get_untrusted_types(data=skops.io.dumps(estimator))
-        )
+    logged = Model.log(
+        artifact_path=None,
+        flavor=_SERVED_FLAVOR,
+        sk_model=estimator,
+        name=name,
+        serialization_format=mlflow.sklearn.SERIALIZATION_FORMAT_SKOPS,
+        # Pinned here instead of inferred: inference re-imports the model in a
+        # subprocess.
+        pip_requirements=provenance.pinned_requirements(_MODEL_REQUIREMENTS),
+        input_example=example,
+        signature=None if example is None else served_signature(estimator, example),
+        # MLflow's check of the example would load the model a second time in
+        # this process (see _STAND_IN), and only warns when it fails; the
+        # signature above already predicted those rows.
+        validate_serving_input=False,
+        # The ensemble classes are ours: ship the package so the model loads
+        # and serves (`mlflow models predict`) where ensemble_bo is not installed.
+        code_paths=[str(Path(ensemble_bo.__file__).parent)],
+    )
     trusted_types = logged.flavors[mlflow.sklearn.FLAVOR_NAME]["skops_trusted_types"]
     record_model(name, logged.model_uri, trusted_types)
 
