@@ -2,9 +2,10 @@
 
 On data with more training rows than `max_search_rows`, the search trains on
 a seeded sample of that many rows (core.preparation.search_input) and starts
-from the space's large-data portfolio, then its portfolio
-(conf/base/parameters_large_data_portfolios.yml, parameters_portfolios.yml).
-This script evaluates both lists, configuration by configuration, by the
+from the space's large-data portfolio, then its portfolio less its kernel
+machines (conf/base/parameters_large_data_portfolios.yml,
+parameters_portfolios.yml). This script evaluates both whole lists,
+configuration by configuration, by the
 project's 5-fold CV on that sample, one core, as a search's trials would:
 
 - regression (segor_sklearn): the two generated tables of

@@ -7,7 +7,7 @@ from scipy.stats import qmc
 from ensemble_bo.api import default_parameters
 from ensemble_bo.core.grid import cell_fingerprint, cell_settings
 from ensemble_bo.core.journal import TrialJournal
-from ensemble_bo.core.methods import METHODS, run_method
+from ensemble_bo.core.methods import METHODS, run_method, start_portfolio
 from ensemble_bo.core.optimizer import GPEIOptimizer
 from ensemble_bo.core.optimizer_kinds import make_optimizer
 from ensemble_bo.core.portfolio import (
@@ -216,10 +216,9 @@ def test_a_search_trains_the_portfolio_first_and_resumes_past_it(tmp_path):
     assert resumed.members == uninterrupted.members
 
 
-def test_a_search_on_a_sample_of_large_data_starts_with_the_large_data_portfolio():
-    rows = 300
+def _large_toy(rows: int = 300) -> ModelInput:
     X = np.random.default_rng(1).normal(size=(rows, 3))
-    data = ModelInput(
+    return ModelInput(
         X,
         X[:, 0] + 0.1 * np.random.default_rng(2).normal(size=rows),
         np.arange(rows) % 5,
@@ -227,13 +226,33 @@ def test_a_search_on_a_sample_of_large_data_starts_with_the_large_data_portfolio
         {"mean": 0.0, "std": 1.0},
         {"name": "large", "categorical_columns": []},
     )
+
+
+def test_a_search_on_a_sample_of_large_data_starts_with_the_large_data_portfolio():
+    data = _large_toy()
     sample = search_input(data, 150, seed=1)
-    assert sample.sampled_from == rows
+    assert sample.sampled_from == len(data.target)
     on_sample = run_method("segor", sample, _settings(3, n_initial=10), 1)
     assert on_sample.pool.configs == [*LARGE_DATA_PORTFOLIO, PORTFOLIO[0]]
     # all rows: no sample, the portfolio alone
     on_all = run_method("segor", data, _settings(2, n_initial=10), 1)
     assert on_all.pool.configs == PORTFOLIO[:2]
+
+
+def test_the_large_data_start_leaves_out_the_portfolio_s_kernel_machines():
+    data = _large_toy()
+    sample = search_input(data, 150, seed=1)
+    settings = check_settings(METHODS["segor"], CONF, 1, "regression")
+    # the shipped regression portfolio's third configuration is its one SVR
+    assert [c["regressor"] for c in PORTFOLIO].count("svr") == 1
+    assert PORTFOLIO[2]["regressor"] == "svr"
+    assert start_portfolio(settings, REGRESSION_SPACE, sample) == (
+        *LARGE_DATA_PORTFOLIO,
+        *PORTFOLIO[:2],
+        *PORTFOLIO[3:],
+    )
+    # on every row, the whole portfolio, its SVR too
+    assert start_portfolio(settings, REGRESSION_SPACE, data) == tuple(PORTFOLIO)
 
 
 def test_a_benchmark_cell_carries_its_space_s_portfolios_in_its_key():

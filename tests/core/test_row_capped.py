@@ -10,7 +10,9 @@ from sklearn.ensemble import (
     HistGradientBoostingClassifier,
     HistGradientBoostingRegressor,
 )
+from sklearn.gaussian_process import GaussianProcessRegressor
 from sklearn.linear_model import Ridge
+from sklearn.neighbors import KNeighborsRegressor
 from sklearn.pipeline import make_pipeline
 from sklearn.preprocessing import StandardScaler
 from sklearn.svm import SVC, SVR
@@ -24,6 +26,7 @@ from ensemble_bo.core.row_capped import (
     RowCappedRegressor,
     capped_rows,
     costs_more_than_linearly,
+    fits_superlinearly,
     large_data_refit,
     rounds_growth,
     row_capped,
@@ -48,6 +51,16 @@ def test_kernel_and_neighbour_members_are_capped_and_the_others_not():
     assert type(row_capped(Ridge(), 100, 0)) is Ridge
     svr = SVR()
     assert row_capped(svr, None, 0) is svr
+
+
+def test_kernel_machines_fit_superlinearly_and_neighbours_do_not():
+    assert fits_superlinearly(make_pipeline(StandardScaler(), SVR()))
+    assert fits_superlinearly(SVC())
+    assert fits_superlinearly(GaussianProcessRegressor())
+    # a neighbour model's fit only stores its rows; its prediction costs more
+    assert not fits_superlinearly(KNeighborsRegressor())
+    assert costs_more_than_linearly(KNeighborsRegressor())
+    assert not fits_superlinearly(ExtraTreesRegressor())
 
 
 def test_a_refit_on_more_rows_than_searched_caps_rows_and_grows_rounds():

@@ -34,7 +34,7 @@ from ensemble_bo.core.results import (
     SearchInterrupted,
     join_selection,
 )
-from ensemble_bo.core.row_capped import rounds_growth
+from ensemble_bo.core.row_capped import fits_superlinearly, rounds_growth
 from ensemble_bo.core.runners import trial_runner
 from ensemble_bo.core.search import Callback, Search
 from ensemble_bo.core.seeding import derive_seed
@@ -557,12 +557,26 @@ def resolve_model(search: SearchSettings, task: str, settings: MethodSettings) -
 def start_portfolio(
     settings: MethodSettings, model: str, data: ModelInput
 ) -> tuple[Mapping[str, Any], ...]:
-    """The configurations a search of `model` on `data` may evaluate first: on a
-    sample of large data, the model's large-data portfolio, then its portfolio."""
-    large = settings.large_data_portfolios.get(model, ())
+    """The configurations a search of `model` on `data` may evaluate first: its
+    portfolio; on a sample of large data, its large-data portfolio, then its
+    portfolio less its kernel machines (row_capped.fits_superlinearly).
+
+    The portfolios were chosen on datasets under 2,000 rows, where an SVR is
+    cheap; on a 20,000-row sample its SVR took 18 s (of a 60 s budget) and
+    77 s a trial, the most of any configuration, to a CV loss 1.6 to 14 times
+    the best's (benchmarks/results/large_data_start.md). The optimizer may
+    still propose one.
+    """
+    portfolio = tuple(settings.portfolios.get(model, ()))
+    if data.sampled_from is None:
+        return portfolio
     return (
-        *(large if data.sampled_from is not None else ()),
-        *settings.portfolios.get(model, ()),
+        *settings.large_data_portfolios.get(model, ()),
+        *(
+            c
+            for c in portfolio
+            if not fits_superlinearly(make_model(model, dict(c), 0))
+        ),
     )
 
 

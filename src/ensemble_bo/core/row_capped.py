@@ -62,7 +62,8 @@ from sklearn.utils.validation import check_is_fitted
 from ensemble_bo.core.evaluation import seeded_order
 from ensemble_bo.core.zoo import final_estimator
 
-SUPERLINEAR = (
+# Models whose fit grows at least as the square of their rows.
+KERNEL_MACHINES = (
     SVR,
     SVC,
     NuSVR,
@@ -70,9 +71,14 @@ SUPERLINEAR = (
     KernelRidge,
     GaussianProcessRegressor,
     GaussianProcessClassifier,
-    KNeighborsRegressor,
-    KNeighborsClassifier,
 )
+SUPERLINEAR = (*KERNEL_MACHINES, KNeighborsRegressor, KNeighborsClassifier)
+
+
+def fits_superlinearly(model: BaseEstimator) -> bool:
+    """Whether `model` (a zoo model) is a kernel machine or a Gaussian
+    process, whose fit grows at least as the square of its rows."""
+    return isinstance(final_estimator(model), KERNEL_MACHINES)
 
 
 def costs_more_than_linearly(model: BaseEstimator) -> bool:
