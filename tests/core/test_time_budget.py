@@ -9,15 +9,19 @@ import numpy as np
 import pytest
 
 from ensemble_bo.api import default_parameters
+from ensemble_bo.core import methods
 from ensemble_bo.core.journal import ReplayingRunner, TrialJournal
 from ensemble_bo.core.optimizer import RandomSearch
+from ensemble_bo.core.preparation import ModelInput, search_input
 from ensemble_bo.core.results import AllTrialsFailed
 from ensemble_bo.core.runners import SerialRunner
 from ensemble_bo.core.time_budget import (
+    LARGE_DATA_TRIAL_SHARE,
     TimeBudget,
     check_time_budget,
     check_trial_share,
     deadline_for,
+    effective_trial_share,
     trial_limit,
 )
 from ensemble_bo.core.trials import TrialResult
@@ -168,6 +172,48 @@ def test_a_trial_share_must_be_in_zero_one(share):
     settings = {**default_parameters(), "max_trial_share": share}
     with pytest.raises(InvalidInput, match="max_trial_share must be"):
         check_settings("segor", settings)
+
+
+def test_auto_caps_a_trial_only_on_a_sample_of_large_data():
+    assert default_parameters()["max_trial_share"] == "auto"
+    assert check_trial_share("auto") == "auto"
+    assert LARGE_DATA_TRIAL_SHARE == 0.1
+    assert effective_trial_share("auto", sampled=True) == 0.1
+    assert effective_trial_share("auto", sampled=False) is None
+    # a share the user set, or none, applies to any data
+    assert effective_trial_share(0.25, sampled=False) == 0.25
+    assert effective_trial_share(None, sampled=True) is None
+    # the clock takes a share, never "auto"
+    with pytest.raises(ValueError, match="max_trial_share .*got 'auto'"):
+        TimeBudget(60.0, trial_share="auto")
+
+
+@pytest.mark.parametrize(("rows", "cap"), [(300, 6.0), (140, None)])
+def test_a_search_on_a_sample_caps_its_trials_at_a_tenth_of_its_budget(
+    rows, cap, monkeypatch
+):
+    caps = []
+
+    class Recorded(TimeBudget):
+        def start(self):
+            caps.append(self.trial_cap)
+            super().start()
+
+    monkeypatch.setattr(methods, "TimeBudget", Recorded)
+    X = np.random.default_rng(1).normal(size=(rows, 2))
+    data = ModelInput(
+        X,
+        X[:, 0],
+        np.arange(rows) % 5,
+        "regression",
+        {"mean": 0.0, "std": 1.0},
+        {"name": "toy", "categorical_columns": []},
+    )
+    sample = search_input(data, 150, seed=1)  # 300 rows: a sample; 140: all
+    assert (sample.sampled_from is not None) == (rows > 150)
+    parameters = {**default_parameters(), "budget": 2, "time_budget": 60}
+    methods.run_method("segor", sample, parameters, 1)
+    assert caps == [cap]
 
 
 def test_a_trial_s_limit_is_the_smallest_of_its_time_limit_share_and_time_left():

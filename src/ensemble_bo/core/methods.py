@@ -68,7 +68,7 @@ from ensemble_bo.core.strategies import (
     Strategy,
     segor_variant,
 )
-from ensemble_bo.core.time_budget import TimeBudget
+from ensemble_bo.core.time_budget import TimeBudget, effective_trial_share
 from ensemble_bo.core.validation import check_fidelity, check_settings
 from ensemble_bo.core.workers import WorkerEvaluator
 from ensemble_bo.core.zoo import make_model
@@ -638,7 +638,12 @@ def run_method(
             search.optimizer, start_portfolio(settings, model, data)
         ),
     )
-    time_budget = TimeBudget(settings.time_budget, trial_share=settings.max_trial_share)
+    time_budget = TimeBudget(
+        settings.time_budget,
+        trial_share=effective_trial_share(
+            settings.max_trial_share, sampled=data.sampled_from is not None
+        ),
+    )
     evaluate = WorkerEvaluator(
         search_cross_validation(model, data, seed), time_limit=search.time_limit
     )

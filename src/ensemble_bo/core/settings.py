@@ -221,7 +221,8 @@ class MethodSettings:
 
     budget: configurations trained (with a fidelity schedule, full-fidelity
     equivalents); time_budget: seconds or None; max_trial_share: the share of
-    time_budget one trial may take, None: no cap; max_initial_failures: failed
+    time_budget one trial may take, "auto" (core.time_budget.effective_trial_share)
+    or None: no cap; max_initial_failures: failed
     first trials that stop the search, None: never; parallel: where the trials
     train; models: the models by name; default_models: the model each
     task's `auto` takes; portfolios: the configurations a search of a model
@@ -236,7 +237,7 @@ class MethodSettings:
     blocks: Mapping[str, Block]
     budget: float
     time_budget: float | None
-    max_trial_share: float | None
+    max_trial_share: float | str | None
     max_initial_failures: int | None
     parallel: Any  # core.runners.ParallelSettings
     models: Mapping[str, Mapping[str, Any]]

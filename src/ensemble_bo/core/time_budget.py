@@ -53,16 +53,41 @@ def check_time_budget(seconds: object) -> float | None:
     return float(seconds)
 
 
-def check_trial_share(share: object) -> float | None:
-    """`max_trial_share` as a float in (0, 1], or None (no cap)."""
+# max_trial_share's default: the share of the budget one trial may take when
+# the search trains on a sample of large data, and no cap otherwise.
+AUTO_SHARE = "auto"
+# auto-sklearn's cap. On 100,000 rows and a 60 s budget the search without a
+# cap trained 11 configurations, two random forests taking 42 s of it; capped
+# at 0.1 it trained 22, to a lower test MSE (0.00520 against 0.00527), and at
+# 0.2, 21 (benchmarks/results/scaling_rows.md). On small data a cap of 0.1
+# lost regression cells at 10 s (docs/results.md), so none applies there.
+LARGE_DATA_TRIAL_SHARE = 0.1
+
+
+def check_trial_share(share: object) -> float | str | None:
+    """`max_trial_share` as a float in (0, 1], "auto", or None (no cap)."""
+    return AUTO_SHARE if share == AUTO_SHARE else _share(share)
+
+
+def _share(share: object) -> float | None:
     if share is None:
         return None
     if not is_seconds(share) or share > 1:
         raise ValueError(
             "max_trial_share must be a number in (0, 1] (the most of the time "
-            f"budget one trial may take, e.g. 0.1) or null, got {share!r}"
+            f"budget one trial may take, e.g. 0.1), {AUTO_SHARE} or null, "
+            f"got {share!r}"
         )
     return float(share)
+
+
+def effective_trial_share(share: float | str | None, sampled: bool) -> float | None:
+    """The share of the budget one trial may take: `share` (checked by
+    check_trial_share), where "auto" is LARGE_DATA_TRIAL_SHARE for a search
+    on a `sampled` (large) dataset and no cap otherwise."""
+    if share == AUTO_SHARE:
+        return LARGE_DATA_TRIAL_SHARE if sampled else None
+    return share
 
 
 class TimeBudget:
@@ -83,7 +108,7 @@ class TimeBudget:
         trial_share: float | None = None,
     ) -> None:
         self.seconds = check_time_budget(seconds)
-        self.trial_share = check_trial_share(trial_share)
+        self.trial_share = _share(trial_share)
         self.clock = clock
         self._started: float | None = None
         self._charged = 0.0

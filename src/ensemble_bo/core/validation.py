@@ -303,8 +303,8 @@ def check_settings(
     the typed settings the method then reads.
 
     Checks `budget` (int >= 1; with a fidelity schedule, a number > 0),
-    `time_budget` (seconds > 0 or null), `max_trial_share` (a share in (0, 1]
-    or null), `max_initial_failures` (int >= 1 or
+    `time_budget` (seconds > 0 or null), `max_trial_share` (a share in (0, 1],
+    auto or null), `max_initial_failures` (int >= 1 or
     null), `parallel` (core.parameters.ParallelSettings), `seed` if given (int
     >= 0), every model of `models` (its search space builds its estimator),
     each of the method's blocks (Block.parse: unknown keys, counts, losses for
