@@ -255,6 +255,23 @@ def test_the_large_data_start_leaves_out_the_portfolio_s_kernel_machines():
     assert start_portfolio(settings, REGRESSION_SPACE, data) == tuple(PORTFOLIO)
 
 
+def test_a_timed_cell_on_large_data_carries_its_trial_cap_in_its_key():
+    cell = cell_settings(
+        "segor", {**CONF, "time_budget": 30}, REGRESSION_SPACE, 5, None
+    )
+    assert cell["max_trial_share"] == "auto"
+    # auto caps only a search on a sample: other cells keep the keys they had
+    assert "max_trial_share" not in cell_fingerprint(cell, REGRESSION_SPACE, {}, "")
+    sampled = cell_fingerprint(cell, REGRESSION_SPACE, {}, "", sampled=True)
+    assert sampled["max_trial_share"] == 0.1
+    capped = {**cell, "max_trial_share": 0.25}
+    assert cell_fingerprint(capped, REGRESSION_SPACE, {}, "")["max_trial_share"] == 0.25
+    # without a time budget no share applies
+    untimed = cell_settings("segor", CONF, REGRESSION_SPACE, 5, None)
+    untimed_key = cell_fingerprint(untimed, REGRESSION_SPACE, {}, "", sampled=True)
+    assert "max_trial_share" not in untimed_key
+
+
 def test_a_benchmark_cell_carries_its_space_s_portfolios_in_its_key():
     cell = cell_settings("segor", CONF, REGRESSION_SPACE, 5, None)
     assert cell["portfolios"] == {REGRESSION_SPACE: PORTFOLIO}

@@ -65,6 +65,7 @@ from ensemble_bo.core.refit import (
 )
 from ensemble_bo.core.results import interrupted_by_user
 from ensemble_bo.core.row_capped import large_data_refit
+from ensemble_bo.core.time_budget import effective_trial_share
 from ensemble_bo.core.zoo import model_task
 
 # Parameters every cell reads besides its method's: the final model's combiner
@@ -382,10 +383,16 @@ def cell_fingerprint(
     data_processing parameters and the data's sha256; and the time budget when
     one is set, and the model's portfolio when it has one, its large-data
     portfolio when it has one and the data may be `sampled` (more rows than
-    max_search_rows), and `stacking` when on and the `inference` limits when
-    set (left out otherwise, so the keys of cells run before they existed
-    still match)."""
+    max_search_rows), the share of the time budget a trial may take where
+    one applies, and `stacking` when on and the `inference` limits when set
+    (left out otherwise, so the keys of cells run before they existed still
+    match)."""
     time_budget = settings.get("time_budget")
+    trial_share = (
+        None
+        if time_budget is None
+        else effective_trial_share(settings.get("max_trial_share"), sampled)
+    )
     portfolio = settings["portfolios"].get(model)
     large_data_portfolio = settings["large_data_portfolios"].get(model)
     return {
@@ -401,6 +408,7 @@ def cell_fingerprint(
             else {}
         ),
         **({"time_budget": time_budget} if time_budget is not None else {}),
+        **({"max_trial_share": trial_share} if trial_share is not None else {}),
         **({"portfolio": portfolio} if portfolio else {}),
         **(
             {"large_data_portfolio": large_data_portfolio}
