@@ -1,5 +1,6 @@
 """Helpers for tests: a project copy, process trees, permissions, cheap parameters,
-an optimizer that records what strategies tell it, finite-difference gradients."""
+an optimizer that records what strategies tell it, finite-difference gradients,
+a search's input of n rows."""
 
 from __future__ import annotations
 
@@ -19,6 +20,7 @@ import numpy as np
 
 from ensemble_bo.benchmarking.scripts import project_copy
 from ensemble_bo.core.evaluation import CrossValidation
+from ensemble_bo.core.preparation import ModelInput
 from ensemble_bo.core.search import Search
 from ensemble_bo.core.strategies import Esmbo, Sego, Segor, SingleBest
 from ensemble_bo.core.trials import TrialRequest
@@ -523,3 +525,23 @@ def parent_ctrl_c_state() -> str:
     failing Ctrl-C test's message)."""
     blocked = signal.SIGINT in signal.pthread_sigmask(signal.SIG_BLOCK, [])
     return f"test process: SIGINT handler {signal.getsignal(signal.SIGINT)!r}, blocked {blocked}"
+
+
+def model_input(n: int, task: str) -> ModelInput:
+    """A search's input of `n` rows in 4 folds: two features (the row number
+    and noise), a noise target for regression, for classification class 1 on
+    10% of each fold's rows."""
+    rng = np.random.default_rng(0)
+    target = (
+        rng.normal(size=n)
+        if task == "regression"
+        else (np.arange(n) // 4 % 10 == 0).astype(int)  # 10% of each fold
+    )
+    return ModelInput(
+        features=np.column_stack([np.arange(n), rng.normal(size=n)]),
+        target=target,
+        fold_ids=np.arange(n) % 4,
+        task=task,
+        target_scaling={"mean": 0.0, "std": 1.0},
+        dataset={"name": "big", "task": task, "categorical_columns": []},
+    )

@@ -13,9 +13,9 @@ from ensemble_bo.core.evaluation import (
     fold_row_share,
     out_of_fold_predictions,
 )
-from ensemble_bo.core.preparation import ModelInput, search_input
+from ensemble_bo.core.preparation import search_input
 from ensemble_bo.core.validation import InvalidInput, check_settings
-from tests.support import PROJECT, cheap_parameters
+from tests.support import PROJECT, cheap_parameters, model_input
 
 
 def test_the_share_keeps_every_conformal_fold_model_within_the_rows():
@@ -33,25 +33,8 @@ def test_the_share_keeps_every_conformal_fold_model_within_the_rows():
         check_settings("segor", cheap_parameters() | {"max_search_rows": -1})
 
 
-def _model_input(n: int, task: str) -> ModelInput:
-    rng = np.random.default_rng(0)
-    target = (
-        rng.normal(size=n)
-        if task == "regression"
-        else (np.arange(n) // 4 % 10 == 0).astype(int)  # 10% of each fold
-    )
-    return ModelInput(
-        features=np.column_stack([np.arange(n), rng.normal(size=n)]),
-        target=target,
-        fold_ids=np.arange(n) % 4,
-        task=task,
-        target_scaling={"mean": 0.0, "std": 1.0},
-        dataset={"name": "big", "task": task, "categorical_columns": []},
-    )
-
-
 def test_the_search_s_sample_is_seeded_and_keeps_each_fold_and_class_in_its_share():
-    data = _model_input(2000, "classification")
+    data = model_input(2000, "classification")
     sample = search_input(data, 400, seed=3)
     assert sample.sampled_from == 2000 and len(sample.target) == 400
     # 100 rows of each of the 4 folds, and in each 10 of class 1 (its 10%)
@@ -69,7 +52,7 @@ def test_the_search_s_sample_is_seeded_and_keeps_each_fold_and_class_in_its_shar
     # at or under the limit, or without one, the search has every row
     assert search_input(data, 2000, seed=3) is data
     assert search_input(data, None, seed=3) is data
-    regression = search_input(_model_input(1001, "regression"), 500, seed=0)
+    regression = search_input(model_input(1001, "regression"), 500, seed=0)
     assert len(regression.target) == 500 and regression.sampled_from == 1001
     with pytest.raises(ValueError, match="max_search_rows must be an integer >= 100"):
         search_input(data, 50, seed=0)

@@ -20,7 +20,7 @@ from ensemble_bo.core.preparation import ModelInput, search_input
 from ensemble_bo.core.results import SearchInterrupted
 from ensemble_bo.core.space import SearchSpace
 from ensemble_bo.core.validation import InvalidInput, check_settings
-from tests.support import stop_after
+from tests.support import model_input, stop_after
 
 CONF = default_parameters()
 SPACES = {name: SearchSpace.from_dict(spec) for name, spec in CONF["models"].items()}
@@ -216,20 +216,8 @@ def test_a_search_trains_the_portfolio_first_and_resumes_past_it(tmp_path):
     assert resumed.members == uninterrupted.members
 
 
-def _large_toy(rows: int = 300) -> ModelInput:
-    X = np.random.default_rng(1).normal(size=(rows, 3))
-    return ModelInput(
-        X,
-        X[:, 0] + 0.1 * np.random.default_rng(2).normal(size=rows),
-        np.arange(rows) % 5,
-        "regression",
-        {"mean": 0.0, "std": 1.0},
-        {"name": "large", "categorical_columns": []},
-    )
-
-
 def test_a_search_on_a_sample_of_large_data_starts_with_the_large_data_portfolio():
-    data = _large_toy()
+    data = model_input(300, "regression")
     sample = search_input(data, 150, seed=1)
     assert sample.sampled_from == len(data.target)
     on_sample = run_method("segor", sample, _settings(3, n_initial=10), 1)
@@ -240,7 +228,7 @@ def test_a_search_on_a_sample_of_large_data_starts_with_the_large_data_portfolio
 
 
 def test_the_large_data_start_leaves_out_the_portfolio_s_kernel_machines():
-    data = _large_toy()
+    data = model_input(300, "regression")
     sample = search_input(data, 150, seed=1)
     settings = check_settings(METHODS["segor"], CONF, 1, "regression")
     # the shipped regression portfolio's third configuration is its one SVR

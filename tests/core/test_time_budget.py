@@ -12,7 +12,7 @@ from ensemble_bo.api import default_parameters
 from ensemble_bo.core import methods
 from ensemble_bo.core.journal import ReplayingRunner, TrialJournal
 from ensemble_bo.core.optimizer import RandomSearch
-from ensemble_bo.core.preparation import ModelInput, search_input
+from ensemble_bo.core.preparation import search_input
 from ensemble_bo.core.results import AllTrialsFailed
 from ensemble_bo.core.runners import SerialRunner
 from ensemble_bo.core.time_budget import (
@@ -27,7 +27,12 @@ from ensemble_bo.core.time_budget import (
 from ensemble_bo.core.trials import TrialResult
 from ensemble_bo.core.validation import InvalidInput, check_settings
 from tests.core.test_strategies import FOLDS, SPACE, Y, synthetic_evaluator
-from tests.support import cross_validation_evaluator, request, segor_search
+from tests.support import (
+    cross_validation_evaluator,
+    model_input,
+    request,
+    segor_search,
+)
 
 
 class FakeClock:
@@ -200,16 +205,9 @@ def test_a_search_on_a_sample_caps_its_trials_at_a_tenth_of_its_budget(
             super().start()
 
     monkeypatch.setattr(methods, "TimeBudget", Recorded)
-    X = np.random.default_rng(1).normal(size=(rows, 2))
-    data = ModelInput(
-        X,
-        X[:, 0],
-        np.arange(rows) % 5,
-        "regression",
-        {"mean": 0.0, "std": 1.0},
-        {"name": "toy", "categorical_columns": []},
-    )
-    sample = search_input(data, 150, seed=1)  # 300 rows: a sample; 140: all
+    sample = search_input(
+        model_input(rows, "regression"), 150, seed=1
+    )  # 300 rows: a sample; 140: all
     assert (sample.sampled_from is not None) == (rows > 150)
     parameters = {**default_parameters(), "budget": 2, "time_budget": 60}
     methods.run_method("segor", sample, parameters, 1)
