@@ -487,3 +487,90 @@ def test_the_other_seeded_regressors_take_the_seed(choice):
     assert final_step(first).random_state == 7
     again = make_model("segor_sklearn", config, 7).fit(X, y).predict(CONCRETE_X[200:])
     np.testing.assert_array_equal(first.fit(X, y).predict(CONCRETE_X[200:]), again)
+
+
+# --- CatBoost as one more family ------------------------------------------------
+
+CATBOOST_SPACES = {
+    # space: (the space it extends, its algorithm key, CatBoost's estimator)
+    "segor_sklearn_catboost": ("segor_sklearn", "regressor", "CatBoostRegressor"),
+    "sego_sklearn_catboost": ("sego_sklearn", "classifier", "CatBoostClassifier"),
+}
+
+
+@pytest.mark.parametrize("name", sorted(CATBOOST_SPACES))
+def test_a_catboost_space_is_its_base_space_with_catboost_in_catboost_s_ranges(name):
+    base, key, _ = CATBOOST_SPACES[name]
+    extended, original = MODELS[name], MODELS[base]
+    assert extended[key]["choices"] == ["catboost", *original[key]["choices"]]
+    # the boosting learning rate is shared; every other setting of the base
+    # space is the same, and in the same order (the encoding's)
+    shared = extended["learning_rate"]["condition"][key]
+    assert shared[0] == "catboost" and shared[1:] in (
+        original["learning_rate"]["condition"][key],
+        [original["learning_rate"]["condition"][key]],
+    )
+    rest = [p for p in original if p not in (key, "learning_rate")]
+    assert [
+        p for p in extended if p in original and p not in (key, "learning_rate")
+    ] == rest
+    assert all(extended[p] == original[p] for p in rest)
+    # CatBoost's own settings: those of its one-family space, under the condition
+    catboost_only = MODELS["catboost_regressor"]
+    own = [p for p in extended if p not in original]
+    assert own == [p for p in catboost_only if p != "learning_rate"]
+    for parameter in own:
+        assert extended[parameter] == catboost_only[parameter] | {
+            "condition": {key: "catboost"}
+        }
+    assert SearchSpace.from_dict(extended).dim > SearchSpace.from_dict(original).dim
+
+
+@pytest.mark.parametrize("name", sorted(CATBOOST_SPACES))
+def test_a_catboost_space_starts_from_its_base_space_s_portfolios(name):
+    base = CATBOOST_SPACES[name][0]
+    conf = PROJECT / "conf/base"
+    for file, key in (
+        ("parameters_portfolios.yml", "portfolios"),
+        ("parameters_large_data_portfolios.yml", "large_data_portfolios"),
+    ):
+        portfolios = yaml.safe_load((conf / file).read_text())[key]
+        assert portfolios[name] == portfolios[base]
+        space = SearchSpace.from_dict(MODELS[name])
+        for config in portfolios[name]:  # each a point of the extended space
+            assert_same_configuration(space.decode(space.encode(config)), config)
+
+
+@pytest.mark.parametrize("name", sorted(CATBOOST_SPACES))
+@pytest.mark.parametrize("seed", [0, 5])
+def test_a_catboost_configuration_of_a_mixed_space_is_that_catboost_model(name, seed):
+    pytest.importorskip("catboost")
+    _, key, estimator_name = CATBOOST_SPACES[name]
+    space = SearchSpace.from_dict(MODELS[name])
+    config = branch(space, "catboost")
+    assert set(config) == {
+        key,
+        "learning_rate",
+        "depth",
+        "l2_leaf_reg",
+        "rsm",
+        "iterations",
+    }
+    model = make_model(name, config, seed)
+    assert type(final_step(model)).__name__ == estimator_name
+    params = model.get_params()
+    for setting in ("learning_rate", "depth", "l2_leaf_reg", "rsm", "iterations"):
+        assert params[setting] == config[setting], setting
+    assert params["random_seed"] == seed
+    if key == "regressor":
+        X, y = CONCRETE_X, CONCRETE_Y
+        predictions = model.fit(X[:200], y[:200]).predict(X[200:])
+        r2 = 1 - np.mean((predictions - y[200:]) ** 2) / np.var(y[200:])
+        assert r2 > 0.5, r2
+    else:
+        X, y = CANCER_X, CANCER_Y
+        predictions = model.fit(X[:170], y[:170]).predict(X[170:])
+        assert np.mean(predictions.ravel() == y[170:]) > 0.9
+    assert model_task(name) == (
+        "regression" if key == "regressor" else "classification"
+    )

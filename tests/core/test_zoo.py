@@ -36,6 +36,7 @@ from ensemble_bo.core.zoo import (
     MODEL_TASKS,
     MissingSettingError,
     make_model,
+    missing_package,
     model_task,
     qda_reg_param,
     takes_missing_values,
@@ -187,6 +188,7 @@ def test_the_conf_spaces_and_the_factories_name_the_same_models():
         "sego_svm",
         "sego_sklearn",
         "sego_sklearn_paper",
+        "sego_sklearn_catboost",
     }
 
 
@@ -202,6 +204,7 @@ def test_model_task_names_each_entry_and_refuses_unknown_ones():
         "lightgbm_regressor",
         "catboost_regressor",
         "segor_sklearn",
+        "segor_sklearn_catboost",
     }
     for name in MODEL_FACTORIES:
         expected = "regression" if name in regression else "classification"
@@ -651,6 +654,19 @@ def test_an_optional_model_without_its_package_names_the_extra(
     monkeypatch.setitem(sys.modules, package, None)  # its import fails
     with pytest.raises(ImportError, match=rf"pip install 'ensemble_bo\[{package}\]'"):
         make_model(name, {"n_estimators": 100, "iterations": 100}, 0)
+
+
+@pytest.mark.parametrize(
+    "name", ["catboost_regressor", "segor_sklearn_catboost", "sego_sklearn_catboost"]
+)
+def test_a_space_with_a_catboost_family_needs_the_catboost_extra(monkeypatch, name):
+    monkeypatch.setattr(
+        "importlib.util.find_spec", lambda package, *args: None
+    )  # nothing is installed
+    assert missing_package(name) == (
+        "needs catboost: pip install 'ensemble_bo[catboost]' (or pip install catboost)"
+    )
+    assert missing_package("segor_sklearn") is None  # the default needs no extra
 
 
 def test_without_the_extras_every_other_model_searches_and_theirs_are_refused(

@@ -350,6 +350,10 @@ _REGRESSORS: dict[str, Factory] = {
     "lightgbm_regressor": _lightgbm("LGBMRegressor"),
     "catboost_regressor": _catboost("CatBoostRegressor"),
     "segor_sklearn": _conditional("regressor", SEGOR_REGRESSORS),
+    # segor_sklearn with CatBoost as one more choice (the `catboost` extra).
+    "segor_sklearn_catboost": _conditional(
+        "regressor", SEGOR_REGRESSORS | {"catboost": _catboost("CatBoostRegressor")}
+    ),
 }
 
 _sego_sklearn = _conditional("classifier", SEGO_CLASSIFIERS)
@@ -375,6 +379,10 @@ _CLASSIFIERS: dict[str, Factory] = {
     "sego_sklearn": _sego_sklearn,
     # The paper's nine (no histogram boosting): the same factory, a narrower space.
     "sego_sklearn_paper": _sego_sklearn,
+    # sego_sklearn with CatBoost as one more choice (the `catboost` extra).
+    "sego_sklearn_catboost": _conditional(
+        "classifier", SEGO_CLASSIFIERS | {"catboost": _catboost("CatBoostClassifier")}
+    ),
 }
 
 MODEL_FACTORIES: dict[str, Factory] = {**_REGRESSORS, **_CLASSIFIERS}
@@ -385,6 +393,8 @@ OPTIONAL_PACKAGES = {
     "lightgbm_classifier": "lightgbm",
     "catboost_regressor": "catboost",
     "catboost_classifier": "catboost",
+    "segor_sklearn_catboost": "catboost",
+    "sego_sklearn_catboost": "catboost",
 }
 
 
