@@ -205,9 +205,8 @@ def test_a_search_on_a_sample_caps_its_trials_at_a_tenth_of_its_budget(
             super().start()
 
     monkeypatch.setattr(methods, "TimeBudget", Recorded)
-    sample = search_input(
-        model_input(rows, "regression"), 150, seed=1
-    )  # 300 rows: a sample; 140: all
+    data = model_input(rows, "regression")
+    sample = search_input(data, 150, seed=1)  # 300 rows: a sample; 140: all
     assert (sample.sampled_from is not None) == (rows > 150)
     parameters = {**default_parameters(), "budget": 2, "time_budget": 60}
     methods.run_method("segor", sample, parameters, 1)

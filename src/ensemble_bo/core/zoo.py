@@ -320,6 +320,7 @@ _gradient_boosting_regressor = _estimator(
 _hist_gradient_boosting_regressor = _hist_gradient_boosting(
     HistGradientBoostingRegressor
 )
+_catboost_regressor = _catboost("CatBoostRegressor")
 
 # The regressors of segor_sklearn's one conditional space: those of the
 # papers' spaces above, with Breiman's forest and extremely randomized trees
@@ -348,15 +349,16 @@ _REGRESSORS: dict[str, Factory] = {
     "gradient_boosting_regressor": _gradient_boosting_regressor,
     "hist_gradient_boosting_regressor": _hist_gradient_boosting_regressor,
     "lightgbm_regressor": _lightgbm("LGBMRegressor"),
-    "catboost_regressor": _catboost("CatBoostRegressor"),
+    "catboost_regressor": _catboost_regressor,
     "segor_sklearn": _conditional("regressor", SEGOR_REGRESSORS),
     # segor_sklearn with CatBoost as one more choice (the `catboost` extra).
     "segor_sklearn_catboost": _conditional(
-        "regressor", SEGOR_REGRESSORS | {"catboost": _catboost("CatBoostRegressor")}
+        "regressor", SEGOR_REGRESSORS | {"catboost": _catboost_regressor}
     ),
 }
 
 _sego_sklearn = _conditional("classifier", SEGO_CLASSIFIERS)
+_catboost_classifier = _catboost("CatBoostClassifier")
 
 _CLASSIFIERS: dict[str, Factory] = {
     "decision_tree_classifier": _decision_tree_classifier,
@@ -375,13 +377,13 @@ _CLASSIFIERS: dict[str, Factory] = {
         HistGradientBoostingClassifier
     ),
     "lightgbm_classifier": _lightgbm("LGBMClassifier"),
-    "catboost_classifier": _catboost("CatBoostClassifier"),
+    "catboost_classifier": _catboost_classifier,
     "sego_sklearn": _sego_sklearn,
     # The paper's nine (no histogram boosting): the same factory, a narrower space.
     "sego_sklearn_paper": _sego_sklearn,
     # sego_sklearn with CatBoost as one more choice (the `catboost` extra).
     "sego_sklearn_catboost": _conditional(
-        "classifier", SEGO_CLASSIFIERS | {"catboost": _catboost("CatBoostClassifier")}
+        "classifier", SEGO_CLASSIFIERS | {"catboost": _catboost_classifier}
     ),
 }
 
