@@ -492,15 +492,26 @@ def test_the_other_seeded_regressors_take_the_seed(choice):
 # --- CatBoost as one more family ------------------------------------------------
 
 CATBOOST_SPACES = {
-    # space: (the space it extends, its algorithm key, CatBoost's estimator)
-    "segor_sklearn_catboost": ("segor_sklearn", "regressor", "CatBoostRegressor"),
-    "sego_sklearn_catboost": ("sego_sklearn", "classifier", "CatBoostClassifier"),
+    # space: (the space it extends, its algorithm key, CatBoost's estimator,
+    # CatBoost's one-family space for the task)
+    "segor_sklearn_catboost": (
+        "segor_sklearn",
+        "regressor",
+        "CatBoostRegressor",
+        "catboost_regressor",
+    ),
+    "sego_sklearn_catboost": (
+        "sego_sklearn",
+        "classifier",
+        "CatBoostClassifier",
+        "catboost_classifier",
+    ),
 }
 
 
 @pytest.mark.parametrize("name", sorted(CATBOOST_SPACES))
 def test_a_catboost_space_is_its_base_space_with_catboost_in_catboost_s_ranges(name):
-    base, key, _ = CATBOOST_SPACES[name]
+    base, key, _, catboost_space = CATBOOST_SPACES[name]
     extended, original = MODELS[name], MODELS[base]
     assert extended[key]["choices"] == ["catboost", *original[key]["choices"]]
     # the boosting learning rate is shared; every other setting of the base
@@ -516,7 +527,7 @@ def test_a_catboost_space_is_its_base_space_with_catboost_in_catboost_s_ranges(n
     ] == rest
     assert all(extended[p] == original[p] for p in rest)
     # CatBoost's own settings: those of its one-family space, under the condition
-    catboost_only = MODELS["catboost_regressor"]
+    catboost_only = MODELS[catboost_space]
     own = [p for p in extended if p not in original]
     assert own == [p for p in catboost_only if p != "learning_rate"]
     for parameter in own:
@@ -545,7 +556,7 @@ def test_a_catboost_space_starts_from_its_base_space_s_portfolios(name):
 @pytest.mark.parametrize("seed", [0, 5])
 def test_a_catboost_configuration_of_a_mixed_space_is_that_catboost_model(name, seed):
     pytest.importorskip("catboost")
-    _, key, estimator_name = CATBOOST_SPACES[name]
+    _, key, estimator_name, _ = CATBOOST_SPACES[name]
     space = SearchSpace.from_dict(MODELS[name])
     config = branch(space, "catboost")
     assert set(config) == {
