@@ -24,6 +24,7 @@ import time
 import warnings
 from abc import ABCMeta, abstractmethod
 from collections.abc import Mapping
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -148,11 +149,15 @@ def _refuse_arguments(params: Mapping[str, Any]) -> None:
             )
 
 
+def _is_count(cv: Any) -> bool:
+    return isinstance(cv, int | np.integer) and not isinstance(cv, bool)
+
+
 def _fold_ids(
     cv: Any, X: pd.DataFrame, y: pd.Series, groups: Any, task: str, seed: int
 ) -> np.ndarray:
     """Fold of each row (n,): k seeded folds for an int, else the splitter's test folds."""
-    if isinstance(cv, int | np.integer) and not isinstance(cv, bool):
+    if _is_count(cv):
         if cv < 2:
             raise ValueError(f"cv must be an integer >= 2 or a splitter, got {cv!r}")
         return assign_folds(y, task, int(cv), derive_seed(seed, "cv folds"))
@@ -402,7 +407,10 @@ class _BaseEnsembleSearch(BaseEstimator, metaclass=ABCMeta):
             "categorical_columns": categorical_columns(features),
         }
         fold_ids = _fold_ids(self.cv, features, target, groups, task, seed)
-        data: ModelInput = make_model_input(features, target, dataset, fold_ids)
+        data: ModelInput = replace(
+            make_model_input(features, target, dataset, fold_ids),
+            given_folds=not _is_count(self.cv),
+        )
         searched = search_input(data, settings["max_search_rows"], seed)
         result = run_method(method, searched, settings, seed, self.callbacks or ())
         stack = search_stack(settings["stacking"], result, searched, settings["voting"])

@@ -34,6 +34,7 @@ from ensemble_bo.core.results import (
     SearchInterrupted,
     join_selection,
 )
+from ensemble_bo.core.revalidation import NothingRevalidated, revalidate
 from ensemble_bo.core.row_capped import fits_superlinearly, rounds_growth
 from ensemble_bo.core.runners import trial_runner
 from ensemble_bo.core.search import Callback, Search
@@ -68,7 +69,12 @@ from ensemble_bo.core.strategies import (
     Strategy,
     segor_variant,
 )
-from ensemble_bo.core.time_budget import TimeBudget, effective_trial_share
+from ensemble_bo.core.time_budget import (
+    TimeBudget,
+    deadline_for,
+    effective_trial_share,
+)
+from ensemble_bo.core.trials import TrialRequest
 from ensemble_bo.core.validation import check_fidelity, check_settings
 from ensemble_bo.core.workers import WorkerEvaluator
 from ensemble_bo.core.zoo import make_model
@@ -149,6 +155,10 @@ class Method:
     # the whole pool within them, the lower CV loss of the two kept (a
     # slot-by-slot constraint locks in members placed early).
     reselects_under_budget: bool = False
+    # Whether its ensemble may be chosen again on fresh splits of the best
+    # configurations (core.revalidation): a weighted mean or vote of pool
+    # models chosen by their CV loss.
+    revalidates: bool = False
 
     def optimizer_options(
         self,
@@ -380,6 +390,7 @@ METHODS: dict[str, Method] = {
             paper_optimizer=SLICE_SAMPLED_GP,
             weighting_params="ensemble",
             reselects_under_budget=True,
+            revalidates=True,
         ),
         Method(
             "sego",
@@ -395,6 +406,7 @@ METHODS: dict[str, Method] = {
             paper_optimizer=SLICE_SAMPLED_GP,
             weighting_params="sego",
             reselects_under_budget=True,
+            revalidates=True,
         ),
         Method(
             "esmbo",
@@ -620,6 +632,9 @@ def run_method(
     result is the one an uninterrupted search gives (`trials_reused` counts them).
     With a `time_budget` (seconds), the search also ends once that wall time
     is spent (core.time_budget); the selection stage is not counted.
+    SEGOR's and SEGO's ensemble is chosen again on fresh k-fold splits of
+    the best configurations where `revalidation` asks (core.revalidation):
+    the search then leaves its `time_share` of the time budget to them.
     The `parallel` block says where the trials train (core.runners): one at
     a time, on local worker processes or on a Dask cluster, in sync or async
     batches; a journal of an async search gives back its trials in the order
@@ -638,8 +653,15 @@ def run_method(
             search.optimizer, start_portfolio(settings, model, data)
         ),
     )
+    revalidation = settings.revalidation
+    revalidating = chosen.revalidates and revalidation.active and not data.given_folds
+    # the whole budget, which re-validation ends by; the search leaves it its share
+    whole_budget = TimeBudget(settings.time_budget)
+    search_seconds = settings.time_budget
+    if revalidating and search_seconds is not None:
+        search_seconds *= 1 - revalidation.time_share
     time_budget = TimeBudget(
-        settings.time_budget,
+        search_seconds,
         trial_share=effective_trial_share(
             settings.max_trial_share, sampled=data.sampled_from is not None
         ),
@@ -656,6 +678,7 @@ def run_method(
     mode = "sync" if parallel.serial or fidelity.enabled else parallel.mode
     # The budget counts from here: starting the workers is the search's time.
     time_budget.start()
+    whole_budget.start()
     with trial_runner(parallel, evaluate) as started:
         runner = (
             started
@@ -694,6 +717,11 @@ def run_method(
             **result.search_metrics,
             "search_sample_rows": float(len(data.target)),
         }
+    budget = inference_budget(settings.inference, data, model)
+    if revalidating:
+        result = _revalidated(
+            result, data, settings, seed, search, whole_budget, budget
+        )
     final = result
     selection = chosen.selection
     if selection is not None and selection.applies(settings.blocks[selection.params]):
@@ -704,14 +732,21 @@ def run_method(
                 data,
                 block,
                 seed,
-                inference_budget(settings.inference, data, model),
+                budget,
             )
         except Exception as error:
             raise SearchInterrupted(result, settings.budget, error) from error
         final = join_selection(result, selected)
-    budget = inference_budget(settings.inference, data, model)
     if budget.active:
-        final = _within_budget(chosen, final, data, budget, settings.budget)
+        final = _within_budget(
+            chosen,
+            final,
+            data,
+            budget,
+            settings.budget,
+            # a re-validated ensemble was chosen within the budget already
+            reselect=not final.search_metrics.get("revalidated_configurations"),
+        )
     weighting = chosen.weighting_params
     if weighting is not None and settings.blocks[weighting].weighting == "bfgs":
         final = _bfgs_weighted(final, data)
@@ -721,22 +756,66 @@ def run_method(
     return final
 
 
+def _revalidated(
+    result: EnsembleSearchResult,
+    data: ModelInput,
+    settings: MethodSettings,
+    seed: int,
+    search: SearchSettings,
+    whole_budget: TimeBudget,
+    budget: InferenceBudget,
+) -> EnsembleSearchResult:
+    """The search's result with its ensemble chosen again on fresh splits
+    (core.revalidation), each split's trials run where the search's ran and
+    cut where the whole time budget ends; unchanged (the metrics saying
+    so) where no configuration trained on every split. The ensemble is
+    chosen within the inference `budget`."""
+
+    def evaluate_split(fold_ids, configs):
+        evaluator = WorkerEvaluator(
+            search_cross_validation(
+                result.model_name, replace(data, fold_ids=fold_ids), seed
+            ),
+            time_limit=search.time_limit,
+        )
+        deadline = deadline_for(whole_budget, first=False)
+        with trial_runner(settings.parallel, evaluator) as runner:
+            for ticket, config in enumerate(configs):
+                runner.submit(TrialRequest(ticket, config, deadline=deadline))
+            finished = dict(runner.next_finished() for _ in configs)
+        return [finished[ticket] for ticket in range(len(configs))]
+
+    try:
+        revalidated = revalidate(
+            result, data, settings.revalidation, seed, evaluate_split, budget
+        )
+    except NothingRevalidated:
+        result.search_metrics = {
+            **result.search_metrics,
+            "revalidation_splits": float(settings.revalidation.repeats),
+            "revalidated_configurations": 0.0,
+        }
+        return result
+    return join_selection(result, revalidated)
+
+
 def _within_budget(
     method: Method,
     result: EnsembleSearchResult,
     data: ModelInput,
     budget: InferenceBudget,
     trials: float,
+    reselect: bool = True,
 ) -> EnsembleSearchResult:
     """The search's ensemble under an inference budget: for a method that
-    reselects, where the budget turned a best candidate away, the lower CV
+    reselects (and `reselect`), where the budget turned a best candidate away, the lower CV
     loss of it and of greedy post-hoc selection from the whole pool within
     the budget (`inference_budget_reselected` says which; a budget that
     refused nothing left the ensemble as it would be without it). A search
     that found no model within the budget is interrupted, keeping its pool,
     with the cheapest model's costs."""
     refused = result.search_metrics.get("inference_budget_skipped", 0.0) > 0
-    if method.reselects_under_budget and refused:
+    if method.reselects_under_budget and reselect and refused:
         try:
             selected = posthoc_selection(
                 result,

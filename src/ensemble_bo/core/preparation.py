@@ -380,7 +380,10 @@ class ModelInput:
     description: at least name, task and categorical_columns); encoding: how
     the raw categorical columns became `features` (its `categorical_features`
     are the columns of category codes); sampled_from: the number of training
-    rows this input is a sample of (search_input), None: it holds them all.
+    rows this input is a sample of (search_input), None: it holds them all;
+    given_folds: the folds are the caller's (a splitter's, which may keep
+    groups apart), so no other split of the rows may be drawn
+    (core.revalidation).
     """
 
     features: np.ndarray
@@ -391,6 +394,7 @@ class ModelInput:
     dataset: dict[str, Any]
     encoding: FeatureEncoding = FeatureEncoding()
     sampled_from: int | None = None
+    given_folds: bool = False
 
     def __post_init__(self) -> None:
         if self.task not in TASKS:

@@ -26,7 +26,7 @@ import difflib
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, fields
 from fractions import Fraction
-from numbers import Integral
+from numbers import Integral, Real
 from typing import Any, ClassVar
 
 from ensemble_bo.core.fidelity import (
@@ -198,6 +198,29 @@ class SearchSettings(Block):
     )
 
 
+def check_time_share(path: str, value: Any, tasks: tuple[str, ...]) -> None:
+    if isinstance(value, bool) or not isinstance(value, Real) or not 0 < value < 1:
+        raise InvalidInput(
+            f"{path}={value!r} is not a share in (0, 1) (of a time budget, kept "
+            f"for re-validation); give e.g. --params {path}=0.15"
+        )
+
+
+@dataclass(frozen=True)
+class RevalidationSettings(Block):
+    """`revalidation` (core.revalidation): how many fresh k-fold splits, for
+    how many of the best configurations, and the share of a time budget the
+    search leaves them."""
+
+    repeats: int = setting(count(0, "fresh k-fold splits; 0: no re-validation"))
+    candidates: int = setting(count(1, "the best configurations re-validated"))
+    time_share: float = setting(check_time_share)
+
+    @property
+    def active(self) -> bool:
+        return self.repeats > 0
+
+
 # The top-level parameters every method reads beside its blocks (MethodSettings).
 SHARED_PARAMS = (
     "models",
@@ -211,6 +234,7 @@ SHARED_PARAMS = (
     "max_search_rows",
     "parallel",
     "inference",
+    "revalidation",
 )
 
 
@@ -245,6 +269,7 @@ class MethodSettings:
     portfolios: Mapping[str, Sequence[Mapping[str, Any]]]
     large_data_portfolios: Mapping[str, Sequence[Mapping[str, Any]]]
     inference: Mapping[str, float | None]
+    revalidation: RevalidationSettings
 
 
 # --- the `fidelity` block of a search (core.fidelity) ----------------------------

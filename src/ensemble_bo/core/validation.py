@@ -30,6 +30,7 @@ from ensemble_bo.core.settings import (
     InvalidInput,
     MethodSettings,
     ParallelSettings,
+    RevalidationSettings,
     check_count,
     did_you_mean,
 )
@@ -388,6 +389,7 @@ def check_settings(
         portfolios,
         large_data_portfolios,
         check_inference(parameters["inference"]),
+        RevalidationSettings.parse("revalidation", parameters["revalidation"]),
     )
 
 
