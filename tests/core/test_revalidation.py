@@ -63,18 +63,24 @@ def fresh(rows, failed=()):
     ]
 
 
-def test_one_member_is_the_model_with_the_lowest_mean_loss_over_the_splits():
-    result, data = regression_search()
-    # mean squared errors by hand: model 0 (0.01 + 1.0) / 2, model 1 0.09,
-    # model 2 0.04: model 2, which the search's split alone ranks second
-    selected = repeated_split_selection(
+def best_single_over_the_splits(search, budget=None):
+    """One greedy step, no warm start, over the three models and one fresh split."""
+    result, data = search
+    return repeated_split_selection(
         result,
         data,
         [0, 1, 2],
         [(FRESH_FOLDS, fresh(FRESH_PREDICTIONS))],
         max_size=1,
         warm_start=0,
+        budget=budget,
     )
+
+
+def test_one_member_is_the_model_with_the_lowest_mean_loss_over_the_splits():
+    # mean squared errors by hand: model 0 (0.01 + 1.0) / 2, model 1 0.09,
+    # model 2 0.04: model 2, which the search's split alone ranks second
+    selected = best_single_over_the_splits(regression_search())
     assert selected.members == [2]
     assert selected.history[-1].ensemble_loss == pytest.approx(0.04)
     assert selected.history[-1].trial == 2
@@ -123,15 +129,9 @@ def test_members_are_indices_of_the_search_pool_and_a_model_failing_a_split_is_l
 
 def test_the_selection_keeps_to_an_inference_budget():
     # model 2, the best over the splits, is 5 MB against a 3 MB budget
-    result, data = regression_search(megabytes=[1.0, 1.0, 5.0])
-    selected = repeated_split_selection(
-        result,
-        data,
-        [0, 1, 2],
-        [(FRESH_FOLDS, fresh(FRESH_PREDICTIONS))],
-        max_size=1,
-        warm_start=0,
-        budget=InferenceBudget(max_model_mb=3.0),
+    selected = best_single_over_the_splits(
+        regression_search(megabytes=[1.0, 1.0, 5.0]),
+        InferenceBudget(max_model_mb=3.0),
     )
     assert selected.members == [1]
     assert selected.search_metrics["inference_budget_skipped"] == 1.0
