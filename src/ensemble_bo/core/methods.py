@@ -14,6 +14,7 @@ from the run's seed, runs the search and its selection stage.
 
 from __future__ import annotations
 
+import copy
 import math
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
@@ -655,10 +656,9 @@ def run_method(
     )
     revalidation = settings.revalidation
     revalidating = chosen.revalidates and revalidation.active and not data.given_folds
-    # the whole budget, which re-validation ends by; the search leaves it its share
-    whole_budget = TimeBudget(settings.time_budget)
     search_seconds = settings.time_budget
     if revalidating and search_seconds is not None:
+        # the search leaves re-validation its share of the budget
         search_seconds *= 1 - revalidation.time_share
     time_budget = TimeBudget(
         search_seconds,
@@ -678,7 +678,6 @@ def run_method(
     mode = "sync" if parallel.serial or fidelity.enabled else parallel.mode
     # The budget counts from here: starting the workers is the search's time.
     time_budget.start()
-    whole_budget.start()
     with trial_runner(parallel, evaluate) as started:
         runner = (
             started
@@ -719,9 +718,7 @@ def run_method(
         }
     budget = inference_budget(settings.inference, data, model)
     if revalidating:
-        result = _revalidated(
-            result, data, settings, seed, search, whole_budget, budget
-        )
+        result = _revalidated(result, data, settings, seed, search, time_budget, budget)
     final = result
     selection = chosen.selection
     if selection is not None and selection.applies(settings.blocks[selection.params]):
@@ -762,14 +759,19 @@ def _revalidated(
     settings: MethodSettings,
     seed: int,
     search: SearchSettings,
-    whole_budget: TimeBudget,
+    search_budget: TimeBudget,
     budget: InferenceBudget,
 ) -> EnsembleSearchResult:
     """The search's result with its ensemble chosen again on fresh splits
     (core.revalidation), each split's trials run where the search's ran and
-    cut where the whole time budget ends; unchanged (the metrics saying
+    cut where the whole time budget ends (`search_budget` is the search's
+    share of it, started with the search); unchanged (the metrics saying
     so) where no configuration trained on every split. The ensemble is
     chosen within the inference `budget`."""
+    whole_budget = search_budget
+    if search_budget.seconds is not None:
+        whole_budget = copy.copy(search_budget)
+        whole_budget.seconds = settings.time_budget
 
     def evaluate_split(fold_ids, configs):
         evaluator = WorkerEvaluator(
