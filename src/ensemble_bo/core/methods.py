@@ -14,7 +14,6 @@ from the run's seed, runs the search and its selection stage.
 
 from __future__ import annotations
 
-import copy
 import math
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
@@ -768,10 +767,11 @@ def _revalidated(
     share of it, started with the search); unchanged (the metrics saying
     so) where no configuration trained on every split. The ensemble is
     chosen within the inference `budget`."""
-    whole_budget = search_budget
-    if search_budget.seconds is not None:
-        whole_budget = copy.copy(search_budget)
-        whole_budget.seconds = settings.time_budget
+    whole_budget = TimeBudget(
+        settings.time_budget, trial_share=search_budget.trial_share
+    )
+    whole_budget.start()
+    whole_budget.charge(search_budget.elapsed)
 
     def evaluate_split(fold_ids, configs):
         evaluator = WorkerEvaluator(
