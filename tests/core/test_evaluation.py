@@ -14,7 +14,10 @@ from sklearn.exceptions import ConvergenceWarning
 from sklearn.model_selection import PredefinedSplit, cross_val_predict
 from sklearn.tree import DecisionTreeRegressor
 
-from ensemble_bo.core.evaluation import merge_fold_results, pickled_bytes
+from ensemble_bo.core.evaluation import (
+    merge_fold_results,
+    pickled_bytes,
+)
 from ensemble_bo.core.runners import trial_runner
 from ensemble_bo.core.settings import ParallelSettings
 from ensemble_bo.core.time_budget import TimeBudget
@@ -87,6 +90,91 @@ def test_a_failed_part_fails_the_merged_trial_and_unknown_folds_are_named():
         not unknown.ok
         and "folds [7] are not among the folds [0, 1, 2, 3, 4]" in unknown.error
     )
+
+
+def test_repeated_cross_validation_lays_each_split_s_outputs_side_by_side():
+    # not separable by one feature: the fold models' leaves differ by split
+    labels = (X[:, 1] + Y > 0).astype(int)
+    assignments = np.stack([FOLDS, np.random.default_rng(1).permutation(FOLDS)])
+    repeated = cross_validation_evaluator(
+        "decision_tree_classifier", X, labels, assignments, random_state=3
+    )(request({"max_depth": 2}))
+    each = [
+        cross_validation_evaluator(
+            "decision_tree_classifier", X, labels, folds, random_state=3
+        )(request({"max_depth": 2}))
+        for folds in assignments
+    ]
+    assert repeated.oof_predictions.shape == (100,)
+    assert repeated.oof_probabilities.shape == (100, 2)
+    np.testing.assert_array_equal(
+        repeated.oof_predictions, np.concatenate([t.oof_predictions for t in each])
+    )
+    np.testing.assert_array_equal(
+        repeated.oof_probabilities,
+        np.concatenate([t.oof_probabilities for t in each]),
+    )
+    # other folds, other fold models: the halves are two evaluations, not one
+    assert not np.array_equal(
+        repeated.oof_probabilities[:50], each[1].oof_probabilities
+    )
+    assert repeated.model_bytes == each[0].model_bytes
+
+
+def test_repeated_cross_validation_in_a_worker_process_gives_the_same_outputs():
+    assignments = np.stack([FOLDS, FOLDS[::-1]])
+    evaluate = cross_validation_evaluator(
+        "decision_tree_regressor", X, Y, assignments, random_state=3, time_limit=60
+    )
+    try:
+        in_worker = evaluate(request({"max_depth": 3}))
+    finally:
+        evaluate.close()
+    here = cross_validation_evaluator(
+        "decision_tree_regressor", X, Y, assignments, random_state=3
+    )(request({"max_depth": 3}))
+    np.testing.assert_array_equal(in_worker.oof_predictions, here.oof_predictions)
+
+
+FIT_ROWS = []
+
+
+class NeedsTwentyRows(RegressorMixin, BaseEstimator):
+    """Predicts the mean; fails to fit on fewer than 20 rows."""
+
+    def fit(self, X, y):
+        FIT_ROWS.append(len(X))
+        if len(X) < 20:
+            raise ValueError(f"only {len(X)} rows")
+        self.mean_ = float(np.mean(y))
+        return self
+
+    def predict(self, X):
+        return np.full(len(X), self.mean_)
+
+
+def test_repeated_cross_validation_fails_with_a_failing_split_and_stops_there():
+    # fold 0 holds 40 of the 50 rows: its models train on 10 and fail
+    lopsided = np.where(np.arange(50) < 40, 0, np.arange(50) % 4 + 1)
+
+    def evaluate(assignments):
+        FIT_ROWS.clear()
+        return cross_validation_evaluator(
+            "mean",
+            X,
+            Y,
+            np.stack(assignments),
+            model_factory=lambda name, config, seed: NeedsTwentyRows(),
+        )(request({}))
+
+    second_fails = evaluate([FOLDS, lopsided])
+    assert not second_fails.ok and second_fails.oof_predictions is None
+    assert second_fails.error == "ValueError: only 10 rows"
+    assert FIT_ROWS == [40, 40, 40, 40, 40, 10]
+    first_fails = evaluate([lopsided, FOLDS])
+    assert not first_fails.ok
+    assert FIT_ROWS == [10]  # the other split never ran
+    assert evaluate([FOLDS, FOLDS]).oof_predictions.shape == (100,)
 
 
 def test_a_model_that_fails_to_train_is_a_failed_trial():

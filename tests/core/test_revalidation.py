@@ -70,7 +70,8 @@ def best_single_over_the_splits(search, budget=None):
         result,
         data,
         [0, 1, 2],
-        [(FRESH_FOLDS, fresh(FRESH_PREDICTIONS))],
+        [FRESH_FOLDS],
+        fresh(FRESH_PREDICTIONS),
         max_size=1,
         warm_start=0,
         budget=budget,
@@ -100,7 +101,8 @@ def test_the_selection_loss_is_the_mean_of_the_splits_losses_not_of_averaged_pre
         result,
         data,
         [0, 1],
-        [(FRESH_FOLDS, fresh(FRESH_PREDICTIONS[:2]))],
+        [FRESH_FOLDS],
+        fresh(FRESH_PREDICTIONS[:2]),
         max_size=2,
         warm_start=2,
     )
@@ -114,7 +116,8 @@ def test_members_are_indices_of_the_search_pool_and_a_model_failing_a_split_is_l
         result,
         data,
         [2, 1],  # pool indices, in the order their fresh results come
-        [(FRESH_FOLDS, fresh(FRESH_PREDICTIONS[[2, 1]], failed=(0,)))],
+        [FRESH_FOLDS],
+        fresh(FRESH_PREDICTIONS[[2, 1]], failed=(0,)),
         max_size=3,
         warm_start=0,
     )
@@ -123,7 +126,7 @@ def test_members_are_indices_of_the_search_pool_and_a_model_failing_a_split_is_l
     assert selected.search_metrics["revalidated_configurations"] == 1.0
     with pytest.raises(ValueError, match="every split"):
         repeated_split_selection(
-            result, data, [2], [(FRESH_FOLDS, fresh(FRESH_PREDICTIONS[[2]], (0,)))]
+            result, data, [2], [FRESH_FOLDS], fresh(FRESH_PREDICTIONS[[2]], (0,))
         )
 
 

@@ -39,10 +39,20 @@ def evaluate_configuration(
     other folds' rows NaN), or the failed trial saying why.
 
     model_factory(model_name, config, random_state) builds the unfitted model;
-    X (n, p), y (n,), fold_ids (n,). The same in this process, in a worker
-    process and in a Dask task. Any error while building, fitting or
-    predicting, and predictions that are not finite, make a failed trial.
+    X (n, p), y (n,), fold_ids (n,), or (R, n) for repeated k-fold: R fold
+    assignments of the same rows, evaluated one after the other, their
+    outputs side by side ((R * n,), probabilities (R * n, K)), fit seconds
+    added up, the costs the first's; the first that fails ends the trial.
+    The same in this process, in a worker process and in a Dask task. Any
+    error while building, fitting or predicting, and predictions that are
+    not finite, make a failed trial.
     """
+    if np.ndim(fold_ids) == 2:  # repeated k-fold: one assignment after another
+        fixed = (model_factory, model_name, config, random_state, X, y)
+        return _side_by_side(
+            evaluate_configuration(*fixed, split, folds, train_fraction)
+            for split in fold_ids
+        )
     start = time.perf_counter()
     try:
         model = model_factory(model_name, config, random_state)
@@ -67,6 +77,28 @@ def evaluate_configuration(
         oof_probabilities=probabilities,
         predict_seconds_per_1000=costs.predict_seconds_per_1000,
         model_bytes=costs.model_bytes,
+    )
+
+
+def _side_by_side(trials: Iterator[TrialResult]) -> TrialResult:
+    """Trials of one configuration on fold assignments of the same rows as
+    one: outputs concatenated, fit seconds added up, the first's costs; the
+    first failed trial ends it (the rest are not evaluated)."""
+    done: list[TrialResult] = []
+    for trial in trials:
+        if not trial.ok:
+            seconds = sum(earlier.fit_seconds for earlier in done)
+            return replace(trial, fit_seconds=seconds + trial.fit_seconds)
+        done.append(trial)
+    probabilities = [trial.oof_probabilities for trial in done]
+    return TrialResult(
+        np.concatenate([trial.oof_predictions for trial in done]),
+        sum(trial.fit_seconds for trial in done),
+        oof_probabilities=None
+        if any(p is None for p in probabilities)
+        else np.concatenate(probabilities),
+        predict_seconds_per_1000=done[0].predict_seconds_per_1000,
+        model_bytes=done[0].model_bytes,
     )
 
 
@@ -349,7 +381,8 @@ class CrossValidation:
     limit (core.workers.WorkerEvaluator runs it in a worker process with one).
 
     X: (n, p) features; y: (n,) targets (class codes 0..K-1 for
-    classification); fold_ids: (n,) fold index of each row.
+    classification); fold_ids: (n,) fold index of each row, or (R, n): R
+    fold assignments, repeated k-fold (evaluate_configuration).
     model_factory(model_name, config, random_state) builds the unfitted model;
     it defaults to the zoo's `make_model` (and only for it, or a partial of it,
     is `model_name` checked against the zoo). For a worker process it must be
@@ -371,10 +404,10 @@ class CrossValidation:
                 f"unknown model {self.model_name!r}; available: "
                 f"{sorted(MODEL_FACTORIES)}"
             )
-        if not len(self.X) == len(self.y) == len(self.fold_ids):
+        if not len(self.X) == len(self.y) == np.shape(self.fold_ids)[-1]:
             raise ValueError(
                 f"X, y and fold_ids differ in length: {len(self.X)}, {len(self.y)}, "
-                f"{len(self.fold_ids)}"
+                f"{np.shape(self.fold_ids)[-1]}"
             )
 
     def __call__(self, request: TrialRequest) -> TrialResult:

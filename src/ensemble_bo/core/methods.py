@@ -762,23 +762,30 @@ def _revalidated(
     budget: InferenceBudget,
 ) -> EnsembleSearchResult:
     """The search's result with its ensemble chosen again on fresh splits
-    (core.revalidation), each split's trials run where the search's ran and
-    cut where the whole time budget ends (`search_budget` is the search's
-    share of it, started with the search); unchanged (the metrics saying
-    so) where no configuration trained on every split. The ensemble is
-    chosen within the inference `budget`."""
+    (core.revalidation), the candidates' trials (each on every split, best
+    candidate first) run where the search's ran and cut where the whole time
+    budget ends (`search_budget` is the search's share of it, started with
+    the search); unchanged (the metrics saying so) where no configuration
+    trained on every split. The ensemble is chosen within the inference
+    `budget`."""
+    # a trial covers every fresh split: its limits are the search's per split
+    repeats = settings.revalidation.repeats
+    share = search_budget.trial_share
     whole_budget = TimeBudget(
-        settings.time_budget, trial_share=search_budget.trial_share
+        settings.time_budget,
+        trial_share=None if share is None else min(1.0, share * repeats),
     )
     whole_budget.start()
     whole_budget.charge(search_budget.elapsed)
+    time_limit = None if search.time_limit is None else search.time_limit * repeats
 
-    def evaluate_split(fold_ids, configs):
+    def evaluate_splits(fold_sets, configs):
         evaluator = WorkerEvaluator(
-            search_cross_validation(
-                result.model_name, replace(data, fold_ids=fold_ids), seed
+            replace(
+                search_cross_validation(result.model_name, data, seed),
+                fold_ids=fold_sets,  # repeated k-fold: one trial, every split
             ),
-            time_limit=search.time_limit,
+            time_limit=time_limit,
         )
         deadline = deadline_for(whole_budget, first=False)
         with trial_runner(settings.parallel, evaluator) as runner:
@@ -789,7 +796,7 @@ def _revalidated(
 
     try:
         revalidated = revalidate(
-            result, data, settings.revalidation, seed, evaluate_split, budget
+            result, data, settings.revalidation, seed, evaluate_splits, budget
         )
     except NothingRevalidated:
         result.search_metrics = {

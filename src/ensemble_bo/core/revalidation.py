@@ -35,7 +35,9 @@ from ensemble_bo.core.trials import TrialResult
 MAX_SIZE = 50
 WARM_START = 3
 
-# evaluate(fold_ids (n,), configurations) -> their TrialResults on those folds
+# evaluate(fold assignments (R, n), configurations) -> one TrialResult a
+# configuration, its out-of-fold outputs on the R assignments side by side
+# (repeated k-fold: evaluation.evaluate_configuration)
 SplitEvaluator = Callable[[np.ndarray, Sequence[dict]], list[TrialResult]]
 
 
@@ -72,24 +74,27 @@ def repeated_split_selection(
     result: EnsembleSearchResult,
     data: ModelInput,
     candidates: Sequence[int],
-    splits: Sequence[tuple[np.ndarray, Sequence[TrialResult]]],
+    fresh_folds: Sequence[np.ndarray],
+    fresh_trials: Sequence[TrialResult],
     max_size: int = MAX_SIZE,
     warm_start: int = WARM_START,
     budget: InferenceBudget | None = None,
 ) -> EnsembleSearchResult:
     """The ensemble greedy selection with replacement chooses among
     `candidates` (pool indices) by their mean CV loss over the search's split
-    and `splits`: (fold_ids (n,), the candidates' TrialResults on those folds,
-    in `candidates`' order) each. Members and weights are indices of the
-    search's pool; a candidate that failed on any split is left out. Its
-    history's losses are the mean over the splits.
+    and the `fresh_folds` (fold assignments, each (n,)), on which
+    `fresh_trials` (in `candidates`' order) evaluated them: each trial's
+    outputs are its candidate's on every fresh split, side by side
+    ((len(fresh_folds) * n,)). Members and weights are indices of the
+    search's pool; a candidate whose trial failed is left out. Its history's
+    losses are the mean over the splits.
 
     The splits are laid side by side as one table of (1 + len(splits)) * n
     rows, folds renumbered apart, so that the selection's loss is the mean of
     the splits' losses; averaging each model's predictions over the splits
     instead would score bagged models, which a refit ensemble is not.
     """
-    fold_sets = [data.fold_ids, *(fold_ids for fold_ids, _ in splits)]
+    fold_sets = [data.fold_ids, *fresh_folds]
     n_folds = int(max(np.max(ids) for ids in fold_sets)) + 1
     stacked_folds = np.concatenate(
         [ids + split * n_folds for split, ids in enumerate(fold_sets)]
@@ -101,9 +106,8 @@ def repeated_split_selection(
         labels=None if labels is None else np.tile(labels, len(fold_sets)),
     )
     kept = []
-    for position, index in enumerate(candidates):
-        fresh = [trials[position] for _, trials in splits]
-        if not result.pool.ok[index] or not all(trial.ok for trial in fresh):
+    for index, fresh in zip(candidates, fresh_trials, strict=True):
+        if not result.pool.ok[index] or not fresh.ok:
             continue
         kept.append(index)
         pool.add(
@@ -142,31 +146,23 @@ def repeated_split_selection(
         ],
         search_metrics={
             **selected.search_metrics,
-            "revalidation_splits": float(len(splits)),
+            "revalidation_splits": float(len(fresh_folds)),
             "revalidated_configurations": float(len(kept)),
         },
     )
 
 
-def _side_by_side(pool: Pool, index: int, fresh: Sequence[TrialResult]) -> TrialResult:
+def _side_by_side(pool: Pool, index: int, fresh: TrialResult) -> TrialResult:
     """Pool model `index`'s out-of-fold outputs followed by those of its
-    `fresh` evaluations, as one trial on the stacked rows."""
-    predictions = np.concatenate(
-        [pool.predictions[index], *(trial.oof_predictions for trial in fresh)]
-    )
+    `fresh` evaluation, as one trial on the stacked rows."""
     probabilities = None
-    if pool.labels is not None and all(
-        trial.oof_probabilities is not None for trial in fresh
-    ):
+    if pool.labels is not None and fresh.oof_probabilities is not None:
         probabilities = np.concatenate(
-            [
-                pool.member_outputs(PROBABILITIES)[index],
-                *(trial.oof_probabilities for trial in fresh),
-            ]
+            [pool.member_outputs(PROBABILITIES)[index], fresh.oof_probabilities]
         )
     return TrialResult(
-        predictions,
-        sum(trial.fit_seconds for trial in fresh),
+        np.concatenate([pool.predictions[index], fresh.oof_predictions]),
+        fresh.fit_seconds,
         oof_probabilities=probabilities,
         predict_seconds_per_1000=pool.predict_seconds_per_1000[index],
         model_bytes=pool.model_bytes[index],
@@ -183,12 +179,11 @@ def revalidate(
 ) -> EnsembleSearchResult:
     """The search's final ensemble chosen again on `settings.repeats` fresh
     splits (repeated_split_selection) of its best `settings.candidates`
-    configurations, each split's evaluations run by `evaluate`, within the
-    inference `budget`."""
+    configurations, evaluated by `evaluate` (best candidate first), within
+    the inference `budget`."""
     candidates = revalidation_candidates(result, settings.candidates)
-    configs = [result.pool.configs[i] for i in candidates]
-    splits = [
-        (fold_ids, evaluate(fold_ids, configs))
-        for fold_ids in fresh_fold_ids(data, settings.repeats, seed)
-    ]
-    return repeated_split_selection(result, data, candidates, splits, budget=budget)
+    folds = fresh_fold_ids(data, settings.repeats, seed)
+    trials = evaluate(np.stack(folds), [result.pool.configs[i] for i in candidates])
+    return repeated_split_selection(
+        result, data, candidates, folds, trials, budget=budget
+    )
