@@ -10,7 +10,7 @@ from __future__ import annotations
 import math
 import pickle
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -49,7 +49,7 @@ def evaluate_configuration(
     """
     if np.ndim(fold_ids) == 2:  # repeated k-fold: one assignment after another
         fixed = (model_factory, model_name, config, random_state, X, y)
-        return _side_by_side(
+        return side_by_side(
             evaluate_configuration(*fixed, split, folds, train_fraction)
             for split in fold_ids
         )
@@ -80,7 +80,7 @@ def evaluate_configuration(
     )
 
 
-def _side_by_side(trials: Iterator[TrialResult]) -> TrialResult:
+def side_by_side(trials: Iterable[TrialResult]) -> TrialResult:
     """Trials of one configuration on fold assignments of the same rows as
     one: outputs concatenated, fit seconds added up, the first's costs; the
     first failed trial ends it (the rest are not evaluated)."""

@@ -20,6 +20,7 @@ from dataclasses import replace
 import numpy as np
 import pandas as pd
 
+from ensemble_bo.core.evaluation import side_by_side
 from ensemble_bo.core.inference_budget import InferenceBudget
 from ensemble_bo.core.losses import PROBABILITIES
 from ensemble_bo.core.pool import Pool
@@ -89,7 +90,7 @@ def repeated_split_selection(
     search's pool; a candidate whose trial failed is left out. Its history's
     losses are the mean over the splits.
 
-    The splits are laid side by side as one table of (1 + len(splits)) * n
+    The splits are laid side by side as one table of (1 + len(fresh_folds)) * n
     rows, folds renumbered apart, so that the selection's loss is the mean of
     the splits' losses; averaging each model's predictions over the splits
     instead would score bagged models, which a refit ensemble is not.
@@ -155,18 +156,16 @@ def repeated_split_selection(
 def _side_by_side(pool: Pool, index: int, fresh: TrialResult) -> TrialResult:
     """Pool model `index`'s out-of-fold outputs followed by those of its
     `fresh` evaluation, as one trial on the stacked rows."""
-    probabilities = None
-    if pool.labels is not None and fresh.oof_probabilities is not None:
-        probabilities = np.concatenate(
-            [pool.member_outputs(PROBABILITIES)[index], fresh.oof_probabilities]
-        )
-    return TrialResult(
-        np.concatenate([pool.predictions[index], fresh.oof_predictions]),
-        fresh.fit_seconds,
-        oof_probabilities=probabilities,
+    searched = TrialResult(
+        pool.predictions[index],
+        0.0,
+        oof_probabilities=None
+        if pool.labels is None
+        else pool.member_outputs(PROBABILITIES)[index],
         predict_seconds_per_1000=pool.predict_seconds_per_1000[index],
         model_bytes=pool.model_bytes[index],
     )
+    return side_by_side([searched, fresh])
 
 
 def revalidate(
