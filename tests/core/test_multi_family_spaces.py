@@ -585,3 +585,39 @@ def test_a_catboost_configuration_of_a_mixed_space_is_that_catboost_model(name, 
     assert model_task(name) == (
         "regression" if key == "regressor" else "classification"
     )
+
+
+# --- Histogram boosting's rounds searched ---------------------------------------
+
+
+def test_the_rounds_space_is_segor_sklearn_with_boosting_rounds_searched():
+    rounds, base = MODELS["segor_sklearn_rounds"], MODELS["segor_sklearn"]
+    assert list(rounds) == list(base)
+    changed = [p for p in base if rounds[p] != base[p]]
+    assert changed == ["hist_gradient_boosting__max_iter"]
+    assert base[changed[0]]["type"] == "constant"
+    assert rounds[changed[0]] == {
+        "type": "int",
+        "low": 50,
+        "high": 1000,
+        "log": True,
+        "condition": {"regressor": "hist_gradient_boosting"},
+    }
+    conf = PROJECT / "conf/base"
+    for file, key in (
+        ("parameters_portfolios.yml", "portfolios"),
+        ("parameters_large_data_portfolios.yml", "large_data_portfolios"),
+    ):
+        portfolios = yaml.safe_load((conf / file).read_text())[key]
+        assert portfolios["segor_sklearn_rounds"] == portfolios["segor_sklearn"]
+
+
+@pytest.mark.parametrize("rounds", [50, 1000])
+def test_a_rounds_configuration_boosts_for_its_rounds(rounds):
+    space = SearchSpace.from_dict(MODELS["segor_sklearn_rounds"])
+    config = branch(space, "hist_gradient_boosting")
+    config["hist_gradient_boosting__max_iter"] = rounds
+    model = make_model("segor_sklearn_rounds", config, 0)
+    boosting = final_step(model)
+    assert isinstance(boosting, HistGradientBoostingRegressor)
+    assert boosting.fit(CONCRETE_X, CONCRETE_Y).n_iter_ == rounds

@@ -205,6 +205,7 @@ def test_model_task_names_each_entry_and_refuses_unknown_ones():
         "catboost_regressor",
         "segor_sklearn",
         "segor_sklearn_catboost",
+        "segor_sklearn_rounds",
     }
     for name in MODEL_FACTORIES:
         expected = "regression" if name in regression else "classification"

@@ -351,6 +351,8 @@ _REGRESSORS: dict[str, Factory] = {
     "lightgbm_regressor": _lightgbm("LGBMRegressor"),
     "catboost_regressor": _catboost_regressor,
     "segor_sklearn": _conditional("regressor", SEGOR_REGRESSORS),
+    # The same regressors, boosting's rounds searched: a wider space.
+    "segor_sklearn_rounds": _conditional("regressor", SEGOR_REGRESSORS),
     # segor_sklearn with CatBoost as one more choice (the `catboost` extra).
     "segor_sklearn_catboost": _conditional(
         "regressor", SEGOR_REGRESSORS | {"catboost": _catboost_regressor}
