@@ -40,7 +40,7 @@ PROJECT = Path(__file__).resolve().parents[1]
 # What the catalog writes for each kind
 FILES = {
     TABLE: ("CSVDataset", ".csv"),
-    FIGURE: ("MatplotlibDataset", ".png"),
+    FIGURE: ("FigureDataset", ".png"),
     METRICS: ("JSONDataset", ".json"),
 }
 # The artifacts a finished search's reports are logged as: the tables where

@@ -12,6 +12,7 @@ early logs what reporting.SEARCH_REPORTS makes for it, and its pool.
 from __future__ import annotations
 
 import math
+import tempfile
 import types
 import zipfile
 from collections.abc import Callable, Iterator, Mapping
@@ -37,6 +38,7 @@ from ensemble_bo.reporting import (
     METRICS,
     SEARCH_REPORTS,
     TABLE,
+    png_bytes,
     search_reports,
 )
 from ensemble_bo.tracking.model_integrity import record_model
@@ -80,7 +82,11 @@ def _log_table(table: pd.DataFrame, path: str) -> None:
 
 
 def _log_figure(figure: Figure, path: str) -> None:
-    mlflow.log_figure(figure, f"{path}.png")
+    folder, _, name = f"{path}.png".rpartition("/")
+    with tempfile.TemporaryDirectory() as directory:
+        file = Path(directory) / name
+        file.write_bytes(png_bytes(figure))
+        mlflow.log_artifact(str(file), folder or None)
 
 
 def _log_text(text: Any, path: str) -> None:
