@@ -21,7 +21,15 @@ from ensemble_bo.api import default_parameters
 from ensemble_bo.core.preparation import split_dataset
 from ensemble_bo.core.result_files import read_result
 from ensemble_bo.tracking.model_integrity import verify_model
-from tests.support import CHEAP_AUTO, CHEAP_MODEL, git, git_project, serve_csv
+from tests.support import (
+    CHEAP_AUTO,
+    CHEAP_MODEL,
+    ENSEMBLE_BO,
+    git,
+    git_project,
+    kedro,
+    serve_csv,
+)
 
 # End to end: real `kedro run`s (deselect locally with -m 'not slow').
 pytestmark = pytest.mark.slow
@@ -440,7 +448,9 @@ def test_a_multi_fidelity_run_logs_its_rung_evaluations_and_what_it_spent(projec
     assert rungs.loc[rungs["rung"] == 0, "objective"].notna().all()
 
 
-def test_posthoc_selects_from_the_pool_an_earlier_run_saved(project):
+def test_posthoc_selects_from_the_pool_an_earlier_run_saved_and_reruns_the_same(
+    project,
+):
     smbo = kedro_run(
         project, "--pipelines=smbo", "--params", f"budget=10,seed=7,{CHEAP_AUTO}"
     )
@@ -479,6 +489,16 @@ def test_posthoc_selects_from_the_pool_an_earlier_run_saved(project):
     assert sorted(m.step for m in steps) == list(range(9))
     by_step = {m.step: m.value for m in steps}
     assert by_step[8] <= min(by_step[step] for step in range(2, 8)) + 1e-12
+    # its rerun reads the same pool from the store, as data, and ends the same
+    rerun = kedro(
+        project,
+        "rerun",
+        run.info.run_id,
+        tracking_uri=f"sqlite:///{project / 'store' / 'mlflow.db'}",
+        command=ENSEMBLE_BO,
+    )
+    assert rerun.returncode == 0, rerun.stdout[-3000:] + rerun.stderr[-3000:]
+    assert f"(rerun of {run.info.run_id}) has the same" in rerun.stdout
 
 
 def test_the_python_api_gives_the_ensemble_kedro_run_gave(

@@ -35,11 +35,8 @@ from ensemble_bo.tracking.pools import PoolNotFound, find_pool, load_pool, log_p
 from ensemble_bo.tracking.store import open_experiment
 from tests.core.test_result_files import every_field_result
 from tests.support import (
-    CHEAP_AUTO,
-    ENSEMBLE_BO,
     PROJECT,
     copy_project,
-    git_project,
     kedro,
 )
 
@@ -178,38 +175,6 @@ def test_kedro_run_posthoc_refuses_a_crafted_pickle_before_anything_runs(tmp_pat
     ) in " ".join(completed.stderr.split())
     # refused before a run opened: the crafted run is the experiment's only one
     assert [run.info.run_id for run in client.search_runs([experiment])] == [run_id]
-
-
-@pytest.mark.slow
-def test_a_posthoc_run_reads_a_logged_pool_as_data_and_its_rerun_reproduces_it(
-    tmp_path,
-):
-    project = git_project(tmp_path / "project", ("concrete",))
-    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
-    searched = kedro(
-        project,
-        "run",
-        "--pipelines=smbo",
-        "--params",
-        f"budget=6,{CHEAP_AUTO}",
-        tracking_uri=uri,
-    )
-    assert searched.returncode == 0, searched.stderr[-3000:]
-    selected = kedro(project, "run", "--pipelines=posthoc", tracking_uri=uri)
-    assert selected.returncode == 0, selected.stderr[-3000:]
-    client = MlflowClient(uri)
-    posthoc, smbo = client.search_runs(
-        [client.get_experiment_by_name("ensemble_bo").experiment_id],
-        order_by=["attributes.start_time DESC"],
-    )
-    assert posthoc.data.tags["pool_source"] == (
-        f"runs:/{smbo.info.run_id}/pools/smbo_search_result"
-    )
-    rerun = kedro(
-        project, "rerun", posthoc.info.run_id, tracking_uri=uri, command=ENSEMBLE_BO
-    )
-    assert rerun.returncode == 0, rerun.stdout[-3000:] + rerun.stderr[-3000:]
-    assert f"(rerun of {posthoc.info.run_id}) has the same" in rerun.stdout
 
 
 def test_convert_pool_reads_a_local_pickle_only_when_the_user_trusts_it(tmp_path):
