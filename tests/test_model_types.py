@@ -21,7 +21,7 @@ from ensemble_bo.core.space import SearchSpace
 from ensemble_bo.core.zoo import make_model
 from ensemble_bo.tracking import artifacts
 from tests.core.test_zoo import IRIS_X, IRIS_Y, MODELS, set_classifier
-from tests.support import PROJECT
+from tests.support import CHEAP_MODEL, PROJECT
 
 FEATURES = pd.DataFrame(IRIS_X, columns=["a", "b", "c", "d"])
 
@@ -77,7 +77,10 @@ def test_a_bagged_stacked_search_s_model_is_logged_dumped_once_and_not_loaded(
     raw = pd.read_csv(PROJECT / "data" / "01_raw" / "concrete.csv").head(200)
     features = raw.drop(columns="target")
     search = EnsembleRegressor(
-        budget=6, random_state=1, params={"final_model": "bagged", "stacking": True}
+        model=CHEAP_MODEL,
+        budget=6,
+        random_state=1,
+        params={"final_model": "bagged", "stacking": True},
     ).fit(features, raw["target"])
     model = search.conformal_
     dumped, loaded = [], []

@@ -18,6 +18,7 @@ from ensemble_bo.core.revalidation import (
 from ensemble_bo.core.settings import InvalidInput
 from ensemble_bo.core.trials import TrialResult
 from ensemble_bo.core.validation import check_settings
+from tests.support import CHEAP_MODEL
 
 RAW = Path(__file__).parents[2] / "data" / "01_raw"
 # Six rows in three folds of two; three regression models.
@@ -202,6 +203,7 @@ def concrete():
 
 def fit(X, y, repeats, **kwargs):
     return EnsembleSearch(
+        model=CHEAP_MODEL,
         budget=8,
         random_state=3,
         params={
@@ -232,6 +234,7 @@ def test_a_splitter_s_folds_are_not_redrawn(concrete):
     X, y = concrete
     groups = np.arange(len(y)) % 10
     search = EnsembleSearch(
+        model=CHEAP_MODEL,
         budget=8,
         random_state=3,
         cv=GroupKFold(5),
