@@ -13,7 +13,8 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from pathlib import Path
 
 import numpy as np
@@ -328,6 +329,20 @@ def start_hook_run(tracking_uri: str, pipeline_name: str = "segor", **changes):
         [InputValidationHook(), hook], tracking_uri, pipeline_name, **changes
     )
     return hook
+
+
+@contextmanager
+def run_in_new_store(folder: Path, experiment: str) -> Iterator:
+    """An active MLflow run of `experiment` in a new SQLite store in `folder`
+    (its artifacts in folder/artifacts), the tracking URI set to it."""
+    import mlflow  # noqa: PLC0415
+
+    mlflow.set_tracking_uri(f"sqlite:///{folder / 'mlflow.db'}")
+    experiment_id = mlflow.create_experiment(
+        experiment, artifact_location=(folder / "artifacts").as_uri()
+    )
+    with mlflow.start_run(experiment_id=experiment_id) as active:
+        yield active
 
 
 def hook_on_active_run(buffer: Path):

@@ -12,6 +12,7 @@ from mlflow.tracking import MlflowClient
 from ensemble_bo.datasets.figure_file import FigureDataset
 from ensemble_bo.reporting import FIGURE
 from ensemble_bo.tracking.artifacts import log_output
+from tests.support import run_in_new_store
 
 
 class CountedFigure(Figure):
@@ -33,13 +34,8 @@ def counted_figure() -> CountedFigure:
 
 @pytest.fixture
 def run(tmp_path):
-    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
-    mlflow.set_tracking_uri(uri)
-    experiment = mlflow.create_experiment(
-        "figures", artifact_location=(tmp_path / "art").as_uri()
-    )
-    with mlflow.start_run(experiment_id=experiment) as active:
-        yield MlflowClient(uri), active.info.run_id
+    with run_in_new_store(tmp_path, "figures") as active:
+        yield MlflowClient(mlflow.get_tracking_uri()), active.info.run_id
 
 
 def test_a_figure_logged_and_filed_is_rendered_once_and_both_are_the_same_png(

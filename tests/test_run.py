@@ -47,10 +47,15 @@ def project(tmp_path_factory):
     )
 
 
+def store_uri(project):
+    """The project's own MLflow store."""
+    return f"sqlite:///{project / 'store' / 'mlflow.db'}"
+
+
 def kedro_run(project, *args):
     env = {
         **os.environ,
-        "MLFLOW_TRACKING_URI": f"sqlite:///{project / 'store' / 'mlflow.db'}",
+        "MLFLOW_TRACKING_URI": store_uri(project),
         "DO_NOT_TRACK": "true",
     }
     (project / "store").mkdir(exist_ok=True)
@@ -66,9 +71,8 @@ def kedro_run(project, *args):
 
 
 def client_for(project):
-    uri = f"sqlite:///{project / 'store' / 'mlflow.db'}"
-    mlflow.set_tracking_uri(uri)
-    return MlflowClient(uri)
+    mlflow.set_tracking_uri(store_uri(project))
+    return MlflowClient(store_uri(project))
 
 
 def verified_model(uri):
@@ -366,7 +370,7 @@ def test_the_logged_model_serves_with_mlflow_models_predict(
     served = serve_csv(
         f"runs:/{concrete_run.info.run_id}/segor_model",
         tmp_path / "input.csv",
-        f"sqlite:///{project / 'store' / 'mlflow.db'}",
+        store_uri(project),
     )
     loaded = verified_model(f"runs:/{concrete_run.info.run_id}/segor_model")
     np.testing.assert_allclose(served, loaded.predict(features.head(5)), rtol=1e-12)
@@ -494,7 +498,7 @@ def test_posthoc_selects_from_the_pool_an_earlier_run_saved_and_reruns_the_same(
         project,
         "rerun",
         run.info.run_id,
-        tracking_uri=f"sqlite:///{project / 'store' / 'mlflow.db'}",
+        tracking_uri=store_uri(project),
         command=ENSEMBLE_BO,
     )
     assert rerun.returncode == 0, rerun.stdout[-3000:] + rerun.stderr[-3000:]

@@ -9,7 +9,6 @@ from fnmatch import fnmatchcase
 from pathlib import Path
 from types import SimpleNamespace
 
-import mlflow
 import numpy as np
 import pandas as pd
 import pytest
@@ -34,7 +33,7 @@ from ensemble_bo.reporting import (
 from ensemble_bo.rerun import is_compared
 from ensemble_bo.tracking.artifacts import log_stopped_search
 from ensemble_bo.validation import single_pipeline
-from tests.support import hook_on_active_run
+from tests.support import hook_on_active_run, run_in_new_store
 
 PROJECT = Path(__file__).resolve().parents[1]
 # What the catalog writes for each kind
@@ -65,11 +64,7 @@ def context():
 
 @pytest.fixture
 def run(tmp_path):
-    mlflow.set_tracking_uri(f"sqlite:///{tmp_path / 'mlflow.db'}")
-    experiment = mlflow.create_experiment(
-        "reports", artifact_location=(tmp_path / "artifacts").as_uri()
-    )
-    with mlflow.start_run(experiment_id=experiment) as active:
+    with run_in_new_store(tmp_path, "reports") as active:
         yield active
 
 
