@@ -33,6 +33,7 @@ OPTIONAL_COLUMNS = (
     "n_families",
     "ensemble_members_distinct",
     "refit_seconds",
+    "final_fit_seconds_kept",
     "best_estimator",
     "predict_seconds_per_1000",
     "model_bytes",

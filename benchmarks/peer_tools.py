@@ -238,6 +238,8 @@ def fit_ours(
         "fit_wall_seconds": fit_seconds,
         "search_seconds": getattr(result, "search_seconds", None),
         "refit_seconds": getattr(search, "refit_seconds_", None),
+        # the search's estimate of the final fit, kept back from its budget
+        "final_fit_seconds_kept": result.search_metrics.get("final_fit_seconds_kept"),
         "n_trials": len(result.pool),
         "stopped_by": getattr(result, "stopped_by", None),
         "ensemble_size": int(history[-1].ensemble_size)

@@ -559,21 +559,27 @@ def test_run_summary_for_a_sqlite_store_names_the_command_and_the_page():
         == "  then open http://127.0.0.1:5000/#/experiments/1/runs/abc123?workflowType=machine_learning"
     )
     assert "cv_loss" not in text and len(rest) == 4
+    timed_metrics = {
+        "test_mse_ensemble": 0.19514,
+        "trials": 37.0,
+        "search_seconds": 60.84,
+        "refit_seconds": 2.31,
+        "time_budget_reached": 1.0,
+    }
     timed = run_summary(
         run_id="abc123",
         tracking_uri="http://mlflow.example:5000",
         experiment_id="1",
         experiment_name="ensemble_bo",
-        metrics={
-            "test_mse_ensemble": 0.19514,
-            "trials": 37.0,
-            "search_seconds": 60.84,
-            "refit_seconds": 2.31,
-            "time_budget_reached": 1.0,
-        },
+        metrics=timed_metrics,
     )
     assert timed.split("\n")[2] == (
         "  37 trials searched in 60.8 s (its time budget ended it), refit in 2.3 s"
+    )
+    kept = {**timed_metrics, "final_fit_seconds_kept": 2.04}
+    assert search_line(kept) == (
+        "37 trials searched in 60.8 s (its time budget ended it), refit in 2.3 s "
+        "(2.0 s kept for it)"
     )
     one = run_summary(
         run_id="abc123",

@@ -72,10 +72,16 @@ def test_each_method_s_pipeline_searches_with_its_own_blocks(name):
     assert search.func.__name__ == f"search_{name}"
     assert set(search.inputs) == {
         "search_input",
+        "model_input",  # all training rows: what the final model fits
         "params:seed",
         "params:resume",
         "search_journals",
         *(f"params:{block}" for block in method.params),
+        # the final model a time budget keeps time for, as the refit node's
+        "params:final_model",
+        "params:conformal",
+        "params:conformal_rows",
+        "params:split_conformal_above",
     }
     assert search.outputs == [f"{name}_search_result"]
 

@@ -67,6 +67,7 @@ from ensemble_bo.core.refit import (
     bagging_folds,
     conformal_plan,
     ensemble_estimator,
+    final_fit_factor,
     search_stack,
 )
 from ensemble_bo.core.results import EnsembleSearchResult
@@ -206,10 +207,12 @@ _PARAMETERS = """\
         Configurations trained (with a fidelity schedule, full-fidelity
         equivalents, which may be a float).
     time_budget : float or None, default=None
-        Wall-time budget of the search in seconds: whichever of `budget` and
-        `time_budget` ends first stops it; a trial still running at the end is
-        cut (a failed trial). The refit is not counted: `result_.search_seconds`
-        is the search's time, `refit_seconds_` the refit's. None: no limit.
+        Wall-time budget of the fit in seconds: whichever of `budget` and
+        `time_budget` ends first stops the search; a trial still running at
+        the end is cut (a failed trial). The search keeps back the time the
+        final model's fit will take, estimated from its members' trials, so
+        that the fit ends near the budget's end: `result_.search_seconds` is
+        the search's time, `refit_seconds_` the final fit's. None: no limit.
     cv : int or scikit-learn splitter, default=5
         k seeded folds (stratified for classes), or a splitter whose test folds
         partition the rows (KFold, StratifiedKFold, GroupKFold, ...). The
@@ -412,7 +415,22 @@ class _BaseEnsembleSearch(BaseEstimator, metaclass=ABCMeta):
             given_folds=not _is_count(self.cv),
         )
         searched = search_input(data, settings["max_search_rows"], seed)
-        result = run_method(method, searched, settings, seed, self.callbacks or ())
+        conformal = conformal_plan(
+            settings["conformal"],
+            data,
+            settings["conformal_rows"],
+            settings["split_conformal_above"],
+        )
+        result = run_method(
+            method,
+            searched,
+            settings,
+            seed,
+            self.callbacks or (),
+            final_fit_factor=final_fit_factor(
+                settings["final_model"], searched, conformal
+            ),
+        )
         stack = search_stack(settings["stacking"], result, searched, settings["voting"])
         ensemble = ensemble_estimator(
             result,
@@ -421,12 +439,7 @@ class _BaseEnsembleSearch(BaseEstimator, metaclass=ABCMeta):
             seed,
             fold_ids=bagging_folds(settings["final_model"], data),
             stack=stack,
-            conformal=conformal_plan(
-                settings["conformal"],
-                data,
-                settings["conformal_rows"],
-                settings["split_conformal_above"],
-            ),
+            conformal=conformal,
             large_data=large_data_refit(
                 settings["max_search_rows"], target, task == "classification"
             ),

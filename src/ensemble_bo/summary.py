@@ -149,7 +149,8 @@ _COVERAGE_METRICS = ("test_interval_", "test_set_")
 
 def search_line(metrics: Mapping[str, float]) -> str:
     """How many trials, in how many seconds of this run; how many were
-    replayed; and the whole run's seconds (search, refit, reports, logging),
+    replayed; the refit's seconds and what a time budget kept back for it;
+    and the whole run's seconds (search, refit, reports, logging),
     what a time budget is measured against.
 
     A resumed search replays the trials its journal holds instead of training
@@ -168,6 +169,8 @@ def search_line(metrics: Mapping[str, float]) -> str:
         f"{counted} searched in {metrics['search_seconds']:.1f} s{ended}, "
         f"refit in {metrics['refit_seconds']:.1f} s"
     )
+    if "final_fit_seconds_kept" in metrics:
+        line += f" ({metrics['final_fit_seconds_kept']:.1f} s kept for it)"
     if "run_seconds" in metrics:
         line += f"; the whole run {metrics['run_seconds']:.1f} s"
     return line

@@ -4,6 +4,7 @@ so they are exact, not timed. The evaluator that cuts a trial at the budget's
 end is tested with the other time limits, in test_evaluation.py."""
 
 import re
+from dataclasses import replace
 
 import numpy as np
 import pytest
@@ -13,6 +14,7 @@ from ensemble_bo.core import methods
 from ensemble_bo.core.journal import ReplayingRunner, TrialJournal
 from ensemble_bo.core.optimizer import RandomSearch
 from ensemble_bo.core.preparation import search_input
+from ensemble_bo.core.refit import ConformalPlan, conformal_plan, final_fit_factor
 from ensemble_bo.core.results import AllTrialsFailed
 from ensemble_bo.core.runners import SerialRunner
 from ensemble_bo.core.time_budget import (
@@ -67,18 +69,26 @@ def test_the_clock_counts_from_its_start_plus_what_it_is_charged():
     assert unlimited.remaining() is None and not unlimited.spent()
 
 
-def timed_segor(seconds, trial_seconds, budget=100):
+def timed_segor(seconds, trial_seconds, budget=100, final_fit_factor=0.0, kept=None):
     """A SEGOR search on the synthetic pool whose every trial takes
-    `trial_seconds` on a fake clock; (result, the number of trials run)."""
+    `trial_seconds` on a fake clock, keeping back `final_fit_factor` times
+    its members' trial seconds; its result. `kept` (a list) gets each
+    iteration's (seconds spent, seconds kept back) as it ends."""
     clock = FakeClock()
 
     def evaluate(config):
         clock.now += trial_seconds
-        return synthetic_evaluator(config)
+        return replace(synthetic_evaluator(config), fit_seconds=trial_seconds)
 
     # seed 1: the first configuration trains (the synthetic pool fails a > 0.85)
     search = segor_search(RandomSearch(SPACE, seed=1), evaluate, Y, FOLDS, 3)
-    return search.run(budget, time_budget=TimeBudget(seconds, clock=clock))
+    time_budget = TimeBudget(seconds, clock=clock, final_fit_factor=final_fit_factor)
+    callbacks = (
+        ()
+        if kept is None
+        else [lambda record: kept.append((time_budget.elapsed, time_budget.reserve))]
+    )
+    return search.run(budget, callbacks, time_budget=time_budget)
 
 
 def test_a_search_stops_between_trials_once_its_time_budget_is_spent():
@@ -91,6 +101,74 @@ def test_a_search_stops_between_trials_once_its_time_budget_is_spent():
     assert result.search_seconds == pytest.approx(1.2)
     assert result.search_seconds - 1.0 < 0.3
     assert result.members  # the ensemble of what was trained is kept
+
+
+def test_the_time_kept_for_the_final_fit_is_its_factor_times_its_members_trials():
+    clock = FakeClock()
+    budget = TimeBudget(10, clock=clock, final_fit_factor=0.5)
+    budget.start()
+    clock.now += 4.0
+    budget.reserve_final_fit(3.0)
+    assert budget.reserve == 1.5 and budget.remaining() == pytest.approx(4.5)
+    clock.now += 4.5
+    assert budget.spent()  # 8.5 s of 10 spent, 1.5 s kept for the final fit
+    budget.reserve_final_fit(float("nan"))  # no member measured: nothing kept
+    assert budget.reserve == 0.0 and not budget.spent()
+    for factor in (-1.0, float("nan"), float("inf")):
+        with pytest.raises(ValueError, match="final_fit_factor"):
+            TimeBudget(10, final_fit_factor=factor)
+
+
+def test_a_search_stops_where_its_final_fit_would_end_the_budget():
+    # Trials of 0.3 s, a final fit of 2x its distinct members' trials: the
+    # search stops after the first iteration whose seconds plus the time kept
+    # back reach the 3 s budget, which without keeping any it would not.
+    kept = []
+    result = timed_segor(3.0, 0.3, final_fit_factor=2.0, kept=kept)
+    spent = [elapsed + reserve for elapsed, reserve in kept]
+    assert all(total < 3.0 for total in spent[:-1]) and spent[-1] >= 3.0
+    assert kept[-1][0] < 3.0 and result.stopped_by == "time_budget"
+    assert kept[-1][1] == pytest.approx(2.0 * 0.3 * len(set(result.members)))
+    assert result.search_metrics["final_fit_seconds_kept"] == kept[-1][1]
+    # the trials are the first of the search that keeps nothing back
+    plain = timed_segor(3.0, 0.3)
+    assert len(plain.pool) > len(result.pool)
+    assert result.pool.configs == plain.pool.configs[: len(result.pool)]
+    assert "final_fit_seconds_kept" not in plain.search_metrics
+
+
+def test_the_final_fit_factor_counts_the_rows_the_final_model_fits():
+    # 4 folds: a trial fits 4 fold models on 3/4 of the rows each.
+    data = model_input(100, "regression")
+    assert final_fit_factor("refit", data) == pytest.approx(1 / 3)
+    assert final_fit_factor("bagged", data) == pytest.approx(1.0)
+    # CV+ adds 4 fold models on every fold's complement: one trial's fits
+    cv_plus = conformal_plan(True, data)
+    assert final_fit_factor("refit", data, cv_plus) == pytest.approx(1 / 3 + 1)
+    assert final_fit_factor("bagged", data, cv_plus) == pytest.approx(2.0)
+    # split conformal: one fold model, here on half its rows
+    split = ConformalPlan(data.fold_ids, train_fraction=0.5, calibration_folds=(0,))
+    assert final_fit_factor("refit", data, split) == pytest.approx(1 / 3 + 1 / 8)
+    # a search on a sample of 400 rows: the final model fits 4x its rows
+    sampled = replace(data, sampled_from=400)
+    assert final_fit_factor("refit", sampled) == pytest.approx(4 / 3)
+    assert final_fit_factor("bagged", sampled, cv_plus) == pytest.approx(8.0)
+    with pytest.raises(ValueError, match="final_model='bagging'"):
+        final_fit_factor("bagging", data)
+
+
+def test_a_trial_cut_for_the_final_fit_says_so():
+    clock = FakeClock()
+    budget = TimeBudget(30.0, clock=clock, final_fit_factor=1.0)
+    budget.start()
+    clock.now += 20.0
+    budget.reserve_final_fit(6.0)
+    limit, cut_by = trial_limit(None, budget)
+    assert limit == pytest.approx(4.0)
+    assert cut_by == (
+        "was cut at the end of the time budget of 30 s "
+        "less the 6.0 s kept for the final fit"
+    )
 
 
 def test_the_trial_budget_ends_a_search_that_has_time_left():

@@ -42,6 +42,15 @@ def fast(name, **change):
     return block
 
 
+# The refit node's final model: refit members, no conformal fold models.
+REFIT = {
+    "final_model": "refit",
+    "conformal": False,
+    "conformal_rows": None,
+    "split_conformal_above": None,
+}
+
+
 def blocks_of(method, budget):
     return {
         name: fast(name)
@@ -65,7 +74,7 @@ def test_the_search_node_runs_the_method_and_publishes_each_iteration(heard, tmp
     settings = blocks_of(method, budget=6)
     journals = JournalFolder(tmp_path)
     search = search_node(method)
-    result = search(data, 2, journals, True, **settings)
+    result = search(data, data, 2, journals, True, **REFIT, **settings)
     again = run_method(method, data, settings, 2)
     assert result.members == again.members
     (resumable,) = [e for e in heard if isinstance(e, events.SearchResumable)]
@@ -79,9 +88,32 @@ def test_the_search_node_runs_the_method_and_publishes_each_iteration(heard, tmp
 
     # the journal holds the 6 trials: the same search again trains none of them
     assert len(TrialJournal(resumable.journal).entries()) == 6
-    assert search(data, 2, journals, True, **settings).trials_reused == 6
+    assert search(data, data, 2, journals, True, **REFIT, **settings).trials_reused == 6
     # resume=False drops them and trains afresh
-    assert search(data, 2, journals, False, **settings).trials_reused == 0
+    assert (
+        search(data, data, 2, journals, False, **REFIT, **settings).trials_reused == 0
+    )
+
+
+def test_the_search_node_keeps_back_the_time_of_the_final_model_to_be_fit(tmp_path):
+    # 5 folds: a refit member fits 1/4 of its trial's rows, CV+ conformal
+    # fold models one trial's, a bagged member one trial's.
+    data = model_input(VALUES, "regression")
+    settings = blocks_of(METHODS["smbo"], budget=3) | {"time_budget": 600}
+    search = search_node(METHODS["smbo"])
+    journals = JournalFolder(tmp_path)
+    conformal = {**REFIT, "conformal": True}
+    result = search(data, data, 2, journals, True, **conformal, **settings)
+    member_seconds = sum(result.pool.fit_seconds[i] for i in set(result.members))
+    kept = result.search_metrics["final_fit_seconds_kept"]
+    assert member_seconds > 0 and kept == pytest.approx(1.25 * member_seconds)
+    # the same trials, replayed from the journal at their recorded seconds
+    bagged = {**REFIT, "final_model": "bagged"}
+    again = search(data, data, 2, journals, True, **bagged, **settings)
+    assert again.trials_reused == 3 and again.members == result.members
+    assert again.search_metrics["final_fit_seconds_kept"] == pytest.approx(
+        member_seconds
+    )
 
 
 def test_the_search_node_leaves_no_idle_worker_behind(tmp_path, monkeypatch):
@@ -98,8 +130,9 @@ def test_the_search_node_leaves_no_idle_worker_behind(tmp_path, monkeypatch):
     settings = blocks_of(method, budget=2)
     # a time limit: the trials train in a worker process, parked at the end
     settings["segor"] = {**settings["segor"], "time_limit": 60}
+    data = model_input(VALUES, "regression")
     search_node(method)(
-        model_input(VALUES, "regression"), 2, JournalFolder(tmp_path), True, **settings
+        data, data, 2, JournalFolder(tmp_path), True, **REFIT, **settings
     )
     assert parked_when_stopped == [True]
     assert workers._take_parked_worker() is None

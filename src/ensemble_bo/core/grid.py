@@ -59,6 +59,7 @@ from ensemble_bo.core.preparation import (
 from ensemble_bo.core.refit import (
     bagging_folds,
     classification_test_metrics,
+    final_fit_factor,
     refit_and_score,
     search_stack,
     test_sample_losses,
@@ -585,8 +586,14 @@ def _finished_cell(
     split, data = prepare(raw, cell.dataset, data_processing, cell.seed)
     journal = None if journals is None else journals.journal(cell.key)
     searched = search_input(data, cell.settings["max_search_rows"], cell.seed)
+    final_model = cell.settings["final_model"]
     result = run_method(
-        cell.method, searched, cell.settings, cell.seed, journal=journal
+        cell.method,
+        searched,
+        cell.settings,
+        cell.seed,
+        journal=journal,
+        final_fit_factor=final_fit_factor(final_model, searched),
     )
     _, metrics, test_losses = refit_and_score(
         result,
@@ -598,7 +605,7 @@ def _finished_cell(
         data.target_scaling,
         cell.settings["voting"],
         cell.seed,
-        bagging_folds(cell.settings["final_model"], data),
+        bagging_folds(final_model, data),
         search_stack(
             cell.settings["stacking"], result, searched, cell.settings["voting"]
         ),

@@ -615,6 +615,7 @@ def run_method(
     seed: int,
     callbacks: Iterable[Callback] = (),
     journal: TrialJournal | None = None,
+    final_fit_factor: float = 0.0,
 ) -> EnsembleSearchResult:
     """Run a method on `data`: search, then its selection stage if it has one.
 
@@ -631,7 +632,10 @@ def run_method(
     already holds (from a search that was stopped) are not trained again: the
     result is the one an uninterrupted search gives (`trials_reused` counts them).
     With a `time_budget` (seconds), the search also ends once that wall time
-    is spent (core.time_budget); the selection stage is not counted.
+    is spent (core.time_budget), less what the final model's fit will take:
+    `final_fit_factor` (core.refit.final_fit_factor; 0: nothing kept back)
+    times the trial seconds of the ensemble's distinct members; the selection
+    stage is not counted.
     SEGOR's and SEGO's ensemble is chosen again on fresh k-fold splits of
     the best configurations where `revalidation` asks (core.revalidation):
     the search then leaves its `time_share` of the time budget to them.
@@ -664,6 +668,7 @@ def run_method(
         trial_share=effective_trial_share(
             settings.max_trial_share, sampled=data.sampled_from is not None
         ),
+        final_fit_factor=final_fit_factor,
     )
     evaluate = WorkerEvaluator(
         search_cross_validation(model, data, seed), time_limit=search.time_limit
@@ -764,8 +769,9 @@ def _revalidated(
     """The search's result with its ensemble chosen again on fresh splits
     (core.revalidation), the candidates' trials (each on every split, best
     candidate first) run where the search's ran and cut where the whole time
-    budget ends (`search_budget` is the search's share of it, started with
-    the search); unchanged (the metrics saying so) where no configuration
+    budget ends, less the time the search kept back for the final fit
+    (`search_budget` is the search's share of it, started with the search);
+    unchanged (the metrics saying so) where no configuration
     trained on every split. The ensemble is chosen within the inference
     `budget`."""
     # a trial covers every fresh split: its limits are the search's per split
@@ -774,7 +780,9 @@ def _revalidated(
     whole_budget = TimeBudget(
         settings.time_budget,
         trial_share=None if share is None else min(1.0, share * repeats),
+        final_fit_factor=search_budget.final_fit_factor,
     )
+    whole_budget.reserve = search_budget.reserve
     whole_budget.start()
     whole_budget.charge(search_budget.elapsed)
     time_limit = None if search.time_limit is None else search.time_limit * repeats

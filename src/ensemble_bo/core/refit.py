@@ -89,6 +89,35 @@ def conformal_plan(
     )
 
 
+def final_fit_factor(
+    final_model: str, search_data: ModelInput, conformal: ConformalPlan | None = None
+) -> float:
+    """The final model's fit seconds per second its members' trials took, by
+    the rows it fits (core.time_budget keeps that much back for it).
+
+    A trial of the search on `search_data` fits k fold models on (k-1)/k of
+    its rows; the final model fits every training row (more than the search's
+    when it searched a sample): refit, one model per member, 1/(k-1) of a
+    trial's rows; bagged (`final_model`), k fold models of every row; a
+    `conformal` plan adds its fold models (CV+: k, split: one) on their share
+    of the rows. Fit time is taken to grow with the rows, which it does at
+    least: an estimate, not a bound.
+    """
+    check_final_model(final_model)
+    rows = len(search_data.fold_ids)
+    k = len(np.unique(search_data.fold_ids))
+    growth = (search_data.sampled_from or rows) / rows
+    factor = growth if final_model == "bagged" else growth / (k - 1)
+    if conformal is not None:
+        calibrating = (
+            k
+            if conformal.calibration_folds is None
+            else len(conformal.calibration_folds)
+        )
+        factor += growth * conformal.train_fraction * calibrating / k
+    return factor
+
+
 def search_stack(
     stacking: bool, result: EnsembleSearchResult, data: ModelInput, voting: str
 ) -> Stack | None:

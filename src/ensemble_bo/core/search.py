@@ -50,6 +50,13 @@ def check_max_initial_failures(value: object) -> int | None:
     return int(value)
 
 
+def members_trial_seconds(pool: Pool, members: Iterable[int]) -> float:
+    """The seconds the trials of an ensemble's distinct `members` took, in
+    all: what its final fit repeats (core.time_budget keeps it back)."""
+    distinct = sorted(set(members))
+    return float(np.nansum(np.asarray(pool.fit_seconds)[distinct])) if distinct else 0.0
+
+
 class InitialTrialsFailed(Exception):
     """The first trials all failed; Search.run raises AllTrialsFailed."""
 
@@ -311,6 +318,8 @@ class SearchLoop:
         single_losses.append(new_single)
         told = np.append(targets, math.nan if new_target is None else new_target)
         update = strategy.update(context, pool, told, single_losses)
+        members = strategy.members()
+        self.clock.reserve_final_fit(members_trial_seconds(pool, members))
         record = IterationRecord(
             iteration=iteration,
             slot=context.slot,
@@ -321,11 +330,11 @@ class SearchLoop:
             best_single_loss=float(np.nanmin(single_losses))
             if np.isfinite(single_losses).any()
             else math.nan,
-            ensemble_size=len(strategy.members()),
+            ensemble_size=len(members),
             acquisition_value=suggestion.acquisition_value,
             fit_seconds=trial_result.fit_seconds,
             fidelity_spent=self.fidelity_spent,
-            ensemble_predict_seconds=ensemble_predict_seconds(pool, strategy.members()),
+            ensemble_predict_seconds=ensemble_predict_seconds(pool, members),
         )
         self.result.history.append(record)
         for callback in self.callbacks:
@@ -345,6 +354,9 @@ class SearchLoop:
         result.search_seconds = self.clock.elapsed - self.clock.charged
         # A multi-fidelity search has written what it spent there as it went.
         result.search_metrics = {**result.search_metrics, **strategy.search_metrics()}
+        if self.clock.seconds is not None and self.clock.final_fit_factor:
+            # beside refit_seconds, how well the time kept back was estimated
+            result.search_metrics["final_fit_seconds_kept"] = self.clock.reserve
         result.members = strategy.members()
         result.weights = strategy.weights()
         # An interruption between training a model and scoring it leaves one unscored.

@@ -14,11 +14,16 @@ every other trial is also cut at that share of the budget.
 
 The clock starts when the search starts, so the budget covers the start-up of
 the process that evaluations run in (a few seconds: it imports scikit-learn),
-the proposals and the trials; it ends before the refit, which is not counted. A resumed search counts the trials it replays
-from its journal at the seconds they took when they were trained, so a stopped
-and resumed search gets the budget once, not twice. The search's own
-`search_seconds` are wall seconds of this search alone, replayed trials not
-counted.
+the proposals and the trials, and it keeps back what the final model's fit
+will take: after each trial the search sets the budget's `reserve` to its
+ensemble's estimated final-fit seconds (`final_fit_factor` times the trial
+seconds of its distinct members, core.refit.final_fit_factor), and the time
+left is what remains after it. The search therefore stops, and cuts its
+trials, early enough for the final fit to end near the budget's end. A
+resumed search counts the trials it replays from its journal at the seconds
+they took when they were trained, so a stopped and resumed search gets the
+budget once, not twice. The search's own `search_seconds` are wall seconds
+of this search alone, replayed trials not counted.
 """
 
 from __future__ import annotations
@@ -97,8 +102,10 @@ class TimeBudget:
     replayed trial's recorded seconds); `remaining()` is None without a limit.
     `trial_share` caps one trial at that share of `seconds` (`trial_cap`;
     auto-sklearn caps a run at a tenth), so that a few slow configurations
-    cannot take a short budget. `clock` reads the time in seconds (a test's
-    fake clock).
+    cannot take a short budget. `final_fit_factor`: the final model's fit
+    seconds per trial second of its distinct members (0: none kept back);
+    `reserve_final_fit` keeps that much back from the time left. `clock`
+    reads the time in seconds (a test's fake clock).
     """
 
     def __init__(
@@ -106,12 +113,19 @@ class TimeBudget:
         seconds: float | None = None,
         clock: Callable[[], float] = time.monotonic,
         trial_share: float | None = None,
+        final_fit_factor: float = 0.0,
     ) -> None:
         self.seconds = check_time_budget(seconds)
         self.trial_share = _share(trial_share)
+        if not (math.isfinite(final_fit_factor) and final_fit_factor >= 0):
+            raise ValueError(
+                f"final_fit_factor must be finite and >= 0, got {final_fit_factor!r}"
+            )
+        self.final_fit_factor = float(final_fit_factor)
         self.clock = clock
         self._started: float | None = None
         self._charged = 0.0
+        self.reserve = 0.0
 
     def start(self) -> None:
         self._started = self.clock()
@@ -143,9 +157,18 @@ class TimeBudget:
             return self._charged
         return self.clock() - self._started + self._charged
 
+    def reserve_final_fit(self, member_trial_seconds: float) -> None:
+        """Keep back the final fit of an ensemble whose distinct members'
+        trials took `member_trial_seconds` in all (NaN counts as 0)."""
+        seconds = float(member_trial_seconds)
+        self.reserve = self.final_fit_factor * seconds if seconds > 0 else 0.0
+
     def remaining(self) -> float | None:
-        """Seconds left (may be <= 0 once spent), or None without a limit."""
-        return None if self.seconds is None else self.seconds - self.elapsed
+        """Seconds left once the final fit is kept back (may be <= 0 once
+        spent), or None without a limit."""
+        if self.seconds is None:
+            return None
+        return self.seconds - self.elapsed - self.reserve
 
     def spent(self) -> bool:
         """Whether a limit is set and no time of it is left."""
@@ -183,10 +206,16 @@ def trial_limit(
     remaining = None if deadline is None else deadline.remaining()
     if remaining is not None:
         # A trial asked for with no time left is cut at once rather than run.
+        kept = (
+            f" less the {deadline.reserve:.1f} s kept for the final fit"
+            if deadline.reserve > 0
+            else ""
+        )
         limits.append(
             (
                 max(remaining, 1e-3),
-                f"was cut at the end of the time budget of {deadline.seconds:g} s",
+                f"was cut at the end of the time budget of {deadline.seconds:g} s"
+                f"{kept}",
             )
         )
     if not limits:

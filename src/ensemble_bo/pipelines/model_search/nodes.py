@@ -51,14 +51,22 @@ def search_node(method: Method) -> Callable[..., EnsembleSearchResult]:
 
     Its trials are journaled in `journals`, keyed by everything that
     makes the search, so rerunning a stopped run resumes it; `resume=False`
-    drops the journal and starts afresh.
+    drops the journal and starts afresh. A time budget keeps back the time
+    of the final model the refit node will fit: `final_model` and the
+    conformal parameters, as refit_and_score takes them, over all training
+    rows (`training_input`).
     """
 
     def search(
         model_input: ModelInput,
+        training_input: ModelInput,
         seed: int,
         journals: JournalFolder,
         resume: bool,
+        final_model: str,
+        conformal: bool,
+        conformal_rows: int | None,
+        split_conformal_above: int | None,
         **settings: Any,
     ) -> EnsembleSearchResult:
         key = journal_key(
@@ -83,6 +91,16 @@ def search_node(method: Method) -> Callable[..., EnsembleSearchResult]:
                     seed,
                     [on_iteration, publish_iteration],
                     journal,
+                    refit.final_fit_factor(
+                        final_model,
+                        model_input,
+                        refit.conformal_plan(
+                            conformal,
+                            training_input,
+                            conformal_rows,
+                            split_conformal_above,
+                        ),
+                    ),
                 )
             finally:
                 # its memory goes before the refit; a later search of the run

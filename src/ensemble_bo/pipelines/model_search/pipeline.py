@@ -22,6 +22,14 @@ from .nodes import (
     uncertainty_report,
 )
 
+# What the refit node's final model is, which a time budget keeps time for.
+FINAL_FIT_PARAMS = (
+    "final_model",
+    "conformal",
+    "conformal_rows",
+    "split_conformal_above",
+)
+
 
 def _params(names) -> dict[str, str]:
     return {name: f"params:{name}" for name in names}
@@ -32,9 +40,11 @@ def create_pipeline(method: Method, **kwargs) -> Pipeline:
         search_node(method),
         inputs={
             "model_input": "search_input",
+            "training_input": "model_input",
             "seed": "params:seed",
             "journals": "search_journals",
             "resume": "params:resume",
+            **_params(FINAL_FIT_PARAMS),
             **_params(method.params),
         },
         outputs=f"{method.name}_search_result",
