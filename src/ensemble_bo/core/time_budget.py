@@ -18,8 +18,10 @@ the proposals and the trials, and it keeps back what the final model's fit
 will take: after each trial the search sets the budget's `reserve` to its
 ensemble's estimated final-fit seconds (`final_fit_factor` times the trial
 seconds of its distinct members, core.refit.final_fit_factor), and the time
-left is what remains after it. The search therefore stops, and cuts its
-trials, early enough for the final fit to end near the budget's end. A
+left is what remains after it; a trial may take the share of that which
+leaves room for its own final fit, should it join the ensemble. The search
+therefore stops, and cuts its trials, early enough for the final fit to end
+near the budget's end. A
 resumed search counts the trials it replays from its journal at the seconds
 they took when they were trained, so a stopped and resumed search gets the
 budget once, not twice. The search's own `search_seconds` are wall seconds
@@ -190,7 +192,8 @@ def trial_limit(
 
     The smallest of `time_limit` (seconds per configuration), the `deadline`'s
     cap on one trial (its share of the budget) and what the deadline has left,
-    taken when the trial starts.
+    taken when the trial starts, over 1 + its final_fit_factor: a trial that
+    joins the ensemble lengthens the final fit by that factor of its seconds.
     """
     limits = []
     if time_limit is not None:
@@ -205,12 +208,17 @@ def trial_limit(
         )
     remaining = None if deadline is None else deadline.remaining()
     if remaining is not None:
+        kept = ""
+        if deadline.final_fit_factor:
+            # A trial that joins the ensemble adds its own final fit, factor
+            # times its seconds: it may take the share of the time left that
+            # leaves room for that.
+            remaining /= 1 + deadline.final_fit_factor
+            kept = (
+                f" less the time kept for the final fit ({deadline.reserve:.1f} s, "
+                "and this trial's own if it joins the ensemble)"
+            )
         # A trial asked for with no time left is cut at once rather than run.
-        kept = (
-            f" less the {deadline.reserve:.1f} s kept for the final fit"
-            if deadline.reserve > 0
-            else ""
-        )
         limits.append(
             (
                 max(remaining, 1e-3),
