@@ -103,12 +103,19 @@ def test_a_search_stops_between_trials_once_its_time_budget_is_spent():
     assert result.members  # the ensemble of what was trained is kept
 
 
-def test_the_time_kept_for_the_final_fit_is_its_factor_times_its_members_trials():
+def budget_keeping(seconds, final_fit_factor, spent, member_seconds):
+    """A started budget on a fake clock after `spent` seconds, keeping back
+    the final fit of members whose trials took `member_seconds`; (budget, clock)."""
     clock = FakeClock()
-    budget = TimeBudget(10, clock=clock, final_fit_factor=0.5)
+    budget = TimeBudget(seconds, clock=clock, final_fit_factor=final_fit_factor)
     budget.start()
-    clock.now += 4.0
-    budget.reserve_final_fit(3.0)
+    clock.now += spent
+    budget.reserve_final_fit(member_seconds)
+    return budget, clock
+
+
+def test_the_time_kept_for_the_final_fit_is_its_factor_times_its_members_trials():
+    budget, clock = budget_keeping(10, 0.5, spent=4.0, member_seconds=3.0)
     assert budget.reserve == 1.5 and budget.remaining() == pytest.approx(4.5)
     clock.now += 4.5
     assert budget.spent()  # 8.5 s of 10 spent, 1.5 s kept for the final fit
@@ -158,11 +165,7 @@ def test_the_final_fit_factor_counts_the_rows_the_final_model_fits():
 
 
 def test_a_trial_cut_for_the_final_fit_says_so():
-    clock = FakeClock()
-    budget = TimeBudget(30.0, clock=clock, final_fit_factor=1.0)
-    budget.start()
-    clock.now += 20.0
-    budget.reserve_final_fit(6.0)
+    budget, _ = budget_keeping(30.0, 1.0, spent=20.0, member_seconds=6.0)
     # 4 s left after the final fit's 6 s; a trial of t s that joins the
     # ensemble adds t s of its own (factor 1): it may take 2 s
     limit, cut_by = trial_limit(None, budget)
