@@ -243,17 +243,21 @@ def test_the_large_data_start_leaves_out_the_portfolio_s_kernel_machines():
     assert start_portfolio(settings, REGRESSION_SPACE, data) == tuple(PORTFOLIO)
 
 
-def test_a_timed_cell_on_large_data_carries_its_trial_cap_in_its_key():
+def test_a_timed_cell_carries_its_trial_cap_in_its_key():
     cell = cell_settings(
         "segor", {**CONF, "time_budget": 30}, REGRESSION_SPACE, 5, None
     )
     assert cell["max_trial_share"] == "auto"
-    # auto caps only a search on a sample: other cells keep the keys they had
-    assert "max_trial_share" not in cell_fingerprint(cell, REGRESSION_SPACE, {}, "")
+    # auto: a tenth on a sample of large data, a quarter otherwise
+    whole = cell_fingerprint(cell, REGRESSION_SPACE, {}, "")
+    assert whole["max_trial_share"] == 0.25
     sampled = cell_fingerprint(cell, REGRESSION_SPACE, {}, "", sampled=True)
     assert sampled["max_trial_share"] == 0.1
-    capped = {**cell, "max_trial_share": 0.25}
-    assert cell_fingerprint(capped, REGRESSION_SPACE, {}, "")["max_trial_share"] == 0.25
+    capped = {**cell, "max_trial_share": 0.5}
+    assert cell_fingerprint(capped, REGRESSION_SPACE, {}, "")["max_trial_share"] == 0.5
+    # null: no cap, and a cell key without one (as before caps existed)
+    uncapped = {**cell, "max_trial_share": None}
+    assert "max_trial_share" not in cell_fingerprint(uncapped, REGRESSION_SPACE, {}, "")
     # without a time budget no share applies
     untimed = cell_settings("segor", CONF, REGRESSION_SPACE, 5, None)
     untimed_key = cell_fingerprint(untimed, REGRESSION_SPACE, {}, "", sampled=True)

@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 from scipy.stats import norm, qmc
 
-from ensemble_bo.core.optimizer import GPEIOptimizer, RandomSearch
+from ensemble_bo.core.optimizer import GPEIOptimizer, RandomSearch, failed_as_worst
 from ensemble_bo.core.random_forest import (
     VARIANCE_FLOOR,
     RandomForestOptimizer,
@@ -38,12 +38,12 @@ def minimize(seed, budget, space=SQUARE, loss=bowl, **options):
 def fitted_forest(optimizer):
     """The forest behind the optimizer's last model proposal, and its targets.
 
-    Refitted on the told, non-failed observations: the forest is seeded, so
-    this is the same forest; call it after ask(), before tell().
+    Refitted on the told observations, a failed one at the worst told loss:
+    the forest is seeded, so this is the same forest; call it after ask(),
+    before tell().
     """
-    valid = np.isfinite(optimizer.values)
-    targets = log_scaled(optimizer.values[valid])
-    return optimizer._fit(optimizer.X[valid], targets), targets
+    targets = log_scaled(failed_as_worst(optimizer.values))
+    return optimizer._fit(optimizer.X, targets), targets
 
 
 def test_targets_are_log_scaled_as_smac3_by_hand():
@@ -204,7 +204,7 @@ def test_a_discrete_batch_proposes_configurations_not_yet_taken():
     assert len(proposed) == 5 and not proposed & told
 
 
-def test_failed_evaluations_stay_out_of_the_forest(monkeypatch):
+def test_failed_evaluations_enter_the_forest_at_the_worst_loss(monkeypatch):
     optimizer = RandomForestOptimizer(SQUARE, seed=0, n_initial=3)
     for i in range(10):
         suggestion = optimizer.ask()
@@ -218,10 +218,11 @@ def test_failed_evaluations_stay_out_of_the_forest(monkeypatch):
     monkeypatch.setattr(optimizer, "_fit", recording_fit)
     optimizer.ask()
     (X, targets), *_ = fits
-    valid = np.isfinite(optimizer.values)
-    assert valid.sum() == 5
-    np.testing.assert_array_equal(X, optimizer.X[valid])
-    np.testing.assert_array_equal(targets, log_scaled(optimizer.values[valid]))
+    assert np.isfinite(optimizer.values).sum() == 5
+    np.testing.assert_array_equal(X, optimizer.X)
+    worst = np.nanmax(optimizer.values)
+    imputed = np.where(np.isnan(optimizer.values), worst, optimizer.values)
+    np.testing.assert_array_equal(targets, log_scaled(imputed))
 
 
 def test_random_fraction_decides_which_proposals_are_random():

@@ -19,6 +19,7 @@ from ensemble_bo.core.results import AllTrialsFailed
 from ensemble_bo.core.runners import SerialRunner
 from ensemble_bo.core.time_budget import (
     LARGE_DATA_TRIAL_SHARE,
+    SMALL_DATA_TRIAL_SHARE,
     TimeBudget,
     check_time_budget,
     check_trial_share,
@@ -262,22 +263,23 @@ def test_a_trial_share_must_be_in_zero_one(share):
         check_settings("segor", settings)
 
 
-def test_auto_caps_a_trial_only_on_a_sample_of_large_data():
+def test_auto_caps_a_trial_at_a_tenth_on_a_sample_of_large_data_else_a_quarter():
     assert default_parameters()["max_trial_share"] == "auto"
     assert check_trial_share("auto") == "auto"
-    assert LARGE_DATA_TRIAL_SHARE == 0.1
+    assert (LARGE_DATA_TRIAL_SHARE, SMALL_DATA_TRIAL_SHARE) == (0.1, 0.25)
     assert effective_trial_share("auto", sampled=True) == 0.1
-    assert effective_trial_share("auto", sampled=False) is None
+    assert effective_trial_share("auto", sampled=False) == 0.25
     # a share the user set, or none, applies to any data
-    assert effective_trial_share(0.25, sampled=False) == 0.25
+    assert effective_trial_share(0.5, sampled=False) == 0.5
     assert effective_trial_share(None, sampled=True) is None
+    assert effective_trial_share(None, sampled=False) is None
     # the clock takes a share, never "auto"
     with pytest.raises(ValueError, match="max_trial_share .*got 'auto'"):
         TimeBudget(60.0, trial_share="auto")
 
 
-@pytest.mark.parametrize(("rows", "cap"), [(300, 6.0), (140, None)])
-def test_a_search_on_a_sample_caps_its_trials_at_a_tenth_of_its_budget(
+@pytest.mark.parametrize(("rows", "cap"), [(300, 6.0), (140, 15.0)])
+def test_a_search_caps_its_trials_at_a_tenth_of_its_budget_on_a_sample_else_a_quarter(
     rows, cap, monkeypatch
 ):
     caps = []

@@ -236,6 +236,21 @@ ACQUISITIONS = ("ei", "ucb")
 BATCH_STRATEGIES = ("kriging_believer", "constant_liar")
 
 
+def failed_as_worst(values: np.ndarray) -> np.ndarray:
+    """Told values, shape (t,), each failed one (NaN) replaced by the worst
+    (largest) finite one; at least one must be finite.
+
+    SMAC and auto-sklearn count a crashed or timed-out run at the worst cost.
+    Left out of the surrogate, a failed trial leaves its region looking as
+    good as its neighbours, and the optimizer proposes near it again: on a
+    table of a few thousand rows, a linear and then an RBF SVM with
+    C = 10^5 each ran until cut, to the end of a search's budget.
+    """
+    values = np.asarray(values, dtype=float)
+    valid = np.isfinite(values)
+    return np.where(valid, values, values[valid].max())
+
+
 class ModelBasedOptimizer(Optimizer):
     """An initial design of `n_initial` points, then a surrogate's proposals.
 
@@ -243,7 +258,8 @@ class ModelBasedOptimizer(Optimizer):
     configurations known to do well: core.portfolio), then a scrambled Sobol
     design for the rest; configurations beyond `n_initial` are not used.
     Pre-loaded observations stand in for part of the design. Subclasses give
-    `_propose_by_model(X, y, size, pending)` on the successful told points.
+    `_propose_by_model(X, y, size, pending)` on every told point, a failed
+    one at the worst loss told (`failed_as_worst`).
     """
 
     def __init__(
@@ -290,12 +306,13 @@ class ModelBasedOptimizer(Optimizer):
         remaining = size - len(suggestions)
         if remaining == 0:
             return suggestions
-        valid = np.isfinite(self.values)
+        values = self.values
+        valid = np.isfinite(values)
         if valid.sum() < 2:
             # Too little to fit a model (e.g. every early trial failed): keep exploring.
             return suggestions + self._random_suggestions(remaining)
         return suggestions + self._propose_by_model(
-            self.X[valid], self.values[valid], remaining, pending
+            self.X, failed_as_worst(values), remaining, pending
         )
 
     def _random_suggestions(self, size: int) -> list[Suggestion]:

@@ -232,7 +232,8 @@ class SearchLoop:
         """Begin `iteration` in the strategy and tell the optimizer its targets
         of every model of the pool; its context."""
         context = self.strategy.begin(iteration, self.pool)
-        # NaN rows (failed trials) stay NaN and out of the optimizer's model.
+        # NaN rows (failed trials) stay NaN: the optimizer counts them as the
+        # worst target told (core.optimizer.failed_as_worst).
         targets = self.strategy.targets(
             context, self.pool, slice(None), self.single_losses
         )

@@ -60,15 +60,19 @@ def check_time_budget(seconds: object) -> float | None:
     return float(seconds)
 
 
-# max_trial_share's default: the share of the budget one trial may take when
-# the search trains on a sample of large data, and no cap otherwise.
+# max_trial_share's default: the share of the budget one trial may take, by
+# whether the search trains on a sample of large data.
 AUTO_SHARE = "auto"
 # auto-sklearn's cap. On 100,000 rows and a 60 s budget the search without a
 # cap trained 11 configurations, two random forests taking 42 s of it; capped
 # at 0.1 it trained 22, to a lower test MSE (0.00520 against 0.00527), and at
-# 0.2, 21 (benchmarks/results/scaling_rows.md). On small data a cap of 0.1
-# lost regression cells at 10 s (docs/results.md), so none applies there.
+# 0.2, 21 (benchmarks/results/scaling_rows.md).
 LARGE_DATA_TRIAL_SHARE = 0.1
+# On small data a cap of 0.1 lost regression cells at 10 s and 0.25 changed
+# nothing there; without a cap, one SVM with a large C could hold a search of
+# a few thousand rows from its 44th trial to the end of a 120 s budget
+# (docs/results.md, "A cap on one trial's share").
+SMALL_DATA_TRIAL_SHARE = 0.25
 
 
 def check_trial_share(share: object) -> float | str | None:
@@ -91,9 +95,9 @@ def _share(share: object) -> float | None:
 def effective_trial_share(share: float | str | None, sampled: bool) -> float | None:
     """The share of the budget one trial may take: `share` (checked by
     check_trial_share), where "auto" is LARGE_DATA_TRIAL_SHARE for a search
-    on a `sampled` (large) dataset and no cap otherwise."""
+    on a `sampled` (large) dataset and SMALL_DATA_TRIAL_SHARE otherwise."""
     if share == AUTO_SHARE:
-        return LARGE_DATA_TRIAL_SHARE if sampled else None
+        return LARGE_DATA_TRIAL_SHARE if sampled else SMALL_DATA_TRIAL_SHARE
     return share
 
 
