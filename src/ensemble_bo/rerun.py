@@ -485,7 +485,8 @@ def time_budget_note(run: Run) -> str:
         f"rerun may train another number than its {trials:.0f}. Its trials are the "
         "first ones of the same search without a time budget: --params "
         f"budget={trials:.0f},time_budget=null repeats them (a last trial the "
-        "budget cut then trains in full)."
+        "budget cut then trains in full; so does a trial cut at its share of "
+        "the budget, max_trial_share, after which the two searches part)."
     )
 
 
