@@ -21,10 +21,9 @@ seconds of its distinct members, core.refit.final_fit_factor), and the time
 left is what remains after it; a trial may take the share of that which
 leaves room for its own final fit, should it join the ensemble. The search
 therefore stops, and cuts its trials, early enough for the final fit to end
-near the budget's end. A
-resumed search counts the trials it replays from its journal at the seconds
-they took when they were trained, so a stopped and resumed search gets the
-budget once, not twice. The search's own `search_seconds` are wall seconds
+near the budget's end. A resumed search counts the trials it replays from its
+journal at the seconds they took when they were trained, so a stopped and
+resumed search gets the budget once, not twice. The search's own `search_seconds` are wall seconds
 of this search alone, replayed trials not counted.
 """
 
