@@ -458,6 +458,19 @@ def test_a_trial_running_past_the_time_budget_is_cut_with_a_message_saying_so(
     assert budget.spent()
 
 
+def test_a_trial_cut_at_the_budget_s_end_spends_what_was_kept_for_its_final_fit(
+    limited, budget
+):
+    _worker_pid(limited)
+    # 2 s left, half of them kept for the trial's own final fit: cut after 1 s
+    budget.final_fit_factor = 1.0
+    budget.seconds = budget.elapsed + 2.0
+    result = limited(request({"probe": "sleep", "seconds": 60.0}, deadline=budget))
+    assert "end of the time budget" in result.error
+    assert 1.0 <= result.fit_seconds < LIMIT
+    assert budget.remaining() > 0 and budget.spent()
+
+
 def test_a_trial_asked_for_once_the_time_budget_is_spent_starts_no_worker(
     limited, budget, monkeypatch
 ):

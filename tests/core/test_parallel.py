@@ -429,6 +429,21 @@ def test_a_dask_trial_past_its_limit_fails_and_its_worker_is_replaced(local_clus
     runner.close()
 
 
+def test_a_dask_trial_cut_at_the_budget_s_end_spends_the_budget(local_cluster):
+    local_cluster.wait_for_workers(2, timeout=120)
+    # 2 s for the trial, 6 s kept for its own final fit; the runner gives a
+    # trial DASK_TRANSFER_SLACK (2 s) more before it cuts it
+    budget = TimeBudget(8.0, final_fit_factor=3.0)
+    budget.start()
+    runner = DaskRunner(local_cluster, probe_evaluator(time_limit=30.0), 1)
+    runner.submit(request({"probe": "sleep", "seconds": 60.0}, deadline=budget))
+    _, result = runner.next_finished()
+    runner.close()
+    assert result.error.startswith("TimeoutError: fit was cut at the end of the")
+    assert budget.remaining() > 0 and budget.spent()
+    local_cluster.wait_for_workers(2, timeout=120)  # its worker restarted
+
+
 def test_a_dask_trial_whose_worker_dies_is_a_failed_trial_not_a_crash(local_cluster):
     # The fit kills its worker (each time Dask retries it, until its
     # allowed-failures are spent): KilledWorker; the other trial and the

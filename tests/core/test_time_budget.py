@@ -21,8 +21,10 @@ from ensemble_bo.core.time_budget import (
     LARGE_DATA_TRIAL_SHARE,
     SMALL_DATA_TRIAL_SHARE,
     TimeBudget,
+    TrialLimit,
     check_time_budget,
     check_trial_share,
+    cut_trial,
     deadline_for,
     effective_trial_share,
     trial_limit,
@@ -169,12 +171,70 @@ def test_a_trial_cut_for_the_final_fit_says_so():
     budget, _ = budget_keeping(30.0, 1.0, spent=20.0, member_seconds=6.0)
     # 4 s left after the final fit's 6 s; a trial of t s that joins the
     # ensemble adds t s of its own (factor 1): it may take 2 s
-    limit, cut_by = trial_limit(None, budget)
-    assert limit == pytest.approx(2.0)
+    limit, cut_by, budget_end = trial_limit(None, budget)
+    assert limit == pytest.approx(2.0) and budget_end
     assert cut_by == (
         "was cut at the end of the time budget of 30 s less the time kept for "
         "the final fit (6.0 s, and this trial's own if it joins the ensemble)"
     )
+
+
+def test_a_trial_cut_at_the_budget_s_end_spends_the_budget():
+    budget, clock = budget_keeping(30.0, 1.0, spent=20.0, member_seconds=6.0)
+    limit = trial_limit(None, budget)  # 2 s, as above
+    clock.now += limit.seconds
+    # the 2 s kept for this trial's own final fit are left, but it failed
+    assert budget.remaining() == pytest.approx(2.0) and not budget.spent()
+    result = cut_trial(limit, budget, limit.seconds)
+    assert not result.ok and result.fit_seconds == limit.seconds
+    assert result.error == f"TimeoutError: fit {limit.cut_by}"
+    assert budget.spent() and budget.remaining() == pytest.approx(2.0)
+    budget.start()  # a new start has all of it again
+    assert not budget.spent()
+
+
+def test_a_trial_cut_by_another_limit_leaves_the_budget():
+    budget, _ = budget_keeping(30.0, 1.0, spent=5.0, member_seconds=1.0)
+    for time_limit in (1.0, None):  # per configuration; share of the budget
+        budget.trial_share = None if time_limit else 0.1
+        limit = trial_limit(time_limit, budget)
+        assert not limit.budget_end and limit.seconds < budget.remaining() / 2
+        assert not cut_trial(limit, budget, limit.seconds).ok
+        assert not budget.spent()
+    assert cut_trial(TrialLimit(1.0, "ended", True), None, 1.0).error == (
+        "TimeoutError: fit ended"
+    )
+    unlimited = TimeBudget(None)
+    unlimited.end()
+    assert not unlimited.spent()
+
+
+def test_a_search_ends_with_its_first_trial_cut_at_the_budget_s_end():
+    # Trials of 0.4 s, and a final fit of 1x its members' trials kept back:
+    # the trial that the budget's end cuts leaves the time it was kept for
+    # its own final fit. Before, the search went on with the trials that
+    # time allowed, each cut after half the time left (a new worker each).
+    clock = FakeClock()
+
+    def evaluate(request):
+        limit = trial_limit(None, request.deadline)
+        if limit.seconds is not None and limit.seconds < 0.4:
+            clock.now += limit.seconds
+            return cut_trial(limit, request.deadline, limit.seconds)
+        clock.now += 0.4
+        return replace(synthetic_evaluator(dict(request.config)), fit_seconds=0.4)
+
+    search = segor_search(RandomSearch(SPACE, seed=1), evaluate, Y, FOLDS, 3)
+    budget = TimeBudget(3.0, clock=clock, final_fit_factor=1.0)
+    result = search.run(100, time_budget=budget)
+    cut = [
+        index
+        for index, error in enumerate(result.pool.errors)
+        if error and "end of the time budget" in error
+    ]
+    assert cut == [len(result.pool) - 1]  # one cut, the search's last trial
+    assert result.stopped_by == "time_budget"
+    assert budget.elapsed + budget.reserve < 3.0  # time left for the final fit
 
 
 def test_the_trial_budget_ends_a_search_that_has_time_left():
@@ -304,14 +364,15 @@ def test_a_trial_s_limit_is_the_smallest_of_its_time_limit_share_and_time_left()
     budget.start()
     assert budget.trial_cap == pytest.approx(3.0)
     share = "exceeded its share of the time budget (0.1 x 30 s = 3 s)"
-    assert trial_limit(None, budget) == (pytest.approx(3.0), share)
-    assert trial_limit(2.0, budget) == (2.0, "exceeded the time limit of 2 s")
-    assert trial_limit(3.0, budget)[1] == "exceeded the time limit of 3 s"  # a tie
+    assert trial_limit(None, budget) == (pytest.approx(3.0), share, False)
+    assert trial_limit(2.0, budget) == (2.0, "exceeded the time limit of 2 s", False)
+    assert trial_limit(3.0, budget).cut_by == "exceeded the time limit of 3 s"  # a tie
     clock.now += 28.5  # 1.5 s left: the end of the budget comes first
-    limit, cut_by = trial_limit(None, budget)
+    limit, cut_by, budget_end = trial_limit(None, budget)
     assert limit == pytest.approx(1.5) and "end of the time budget of 30 s" in cut_by
+    assert budget_end
     # the first trial carries no deadline, so no share caps it
-    assert trial_limit(None, deadline_for(budget, first=True)) == (None, "")
+    assert trial_limit(None, deadline_for(budget, first=True)) == (None, "", False)
     assert TimeBudget(None, trial_share=0.1).trial_cap is None  # no budget: no cap
 
 
@@ -326,11 +387,11 @@ def test_the_first_evaluation_is_not_cut_by_a_spent_budget():
     # the search's first request (and a multi-fidelity search's first
     # bracket's) carries no deadline: no limit, it runs in process
     first = deadline_for(budget, first=True)
-    assert first is None and trial_limit(None, first) == (None, "")
+    assert first is None and trial_limit(None, first) == (None, "", False)
     assert evaluate(request({"max_depth": 2}, deadline=first)).ok
     later = deadline_for(budget, first=False)
     assert later is budget
-    limit, cut_by = trial_limit(None, later)  # the next one would be cut at once
+    limit, cut_by, _ = trial_limit(None, later)  # the next one would be cut at once
     assert limit == 1e-3 and "end of the time budget of 1 s" in cut_by
     # without a time budget there is nothing to cut by
     unlimited = TimeBudget(None, clock=clock)

@@ -26,7 +26,12 @@ from typing import Any
 from ensemble_bo.core.evaluation import evaluate_configuration
 from ensemble_bo.core.settings import ParallelSettings
 from ensemble_bo.core.threads import trial_threads
-from ensemble_bo.core.time_budget import cut_before_start, trial_limit
+from ensemble_bo.core.time_budget import (
+    TrialLimit,
+    cut_before_start,
+    cut_trial,
+    trial_limit,
+)
 from ensemble_bo.core.trials import TrialRequest, TrialResult
 from ensemble_bo.core.workers import WorkerEvaluator
 
@@ -45,8 +50,7 @@ class _DaskTrial:
     request: TrialRequest
     # Set when it is sent to the cluster, so that a trial queued behind busy
     # workers gets the time the budget has left then.
-    limit: float | None = None  # seconds; None: none
-    cut_by: str = ""  # what the error of a trial cut at its limit says
+    limit: TrialLimit = TrialLimit(None, "")
     started: float = math.nan  # when it was sent to the cluster
     worker: str | None = None  # the worker it was sent to
 
@@ -57,9 +61,9 @@ class _DaskTrial:
     @property
     def gives_up_at(self) -> float:
         """When the runner gives up on it: its limit plus the transfers' slack."""
-        if self.limit is None:
+        if self.limit.seconds is None:
             return float("inf")
-        return self.started + self.limit + DASK_TRANSFER_SLACK
+        return self.started + self.limit.seconds + DASK_TRANSFER_SLACK
 
 
 def _held_on_the_cluster(value: Any) -> Any:
@@ -138,7 +142,7 @@ class DaskRunner:
             if cut is not None:  # unsent: sent, it would end its worker
                 self._cut_unsent.append((trial.ticket, cut))
                 continue
-            limit, cut_by = trial_limit(self._time_limit, request.deadline)
+            limit = trial_limit(self._time_limit, request.deadline)
             worker = max(sorted(free), key=free.__getitem__, default=None)
             future = self.client.submit(
                 evaluate_configuration,
@@ -159,7 +163,6 @@ class DaskRunner:
             self._running[future] = replace(
                 trial,
                 limit=limit,
-                cut_by=cut_by,
                 started=time.monotonic(),
                 worker=worker,
             )
@@ -192,10 +195,10 @@ class DaskRunner:
             future = min(self._running, key=lambda f: self._running[f].gives_up_at)
             if not self._restarted_elsewhere(future):
                 trial = self._running.pop(future)
-                outcome = TrialResult(
-                    None,
+                outcome = cut_trial(
+                    trial.limit,
+                    trial.request.deadline,
                     time.monotonic() - trial.started,
-                    f"TimeoutError: fit {trial.cut_by}",
                 )
                 self._stop(future)
                 break

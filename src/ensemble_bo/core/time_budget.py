@@ -5,12 +5,14 @@ The search checks it between trials and stops once it is spent. Each trial's
 request carries it as its deadline (core.trials.TrialRequest), and whatever
 runs the trial caps the trial's time limit at what is left (`trial_limit`), so
 a trial that would run past the end is cut like any trial past its time limit
-(a failed trial). The search's first trial, and every trial of a
-multi-fidelity search's first bracket, whose top rung brings the first model,
-carry no deadline (`deadline_for`): a search always has a model to refit. A
-search therefore ends within one proposal's time of its budget, or one
-trial's (bracket's) when that first one ends later. With `max_trial_share`,
-every other trial is also cut at that share of the budget.
+(a failed trial), and a trial cut at the budget's end spends the budget
+(`cut_trial`): the search proposes no more. The search's first trial, and
+every trial of a multi-fidelity search's first bracket, whose top rung
+brings the first model, carry no deadline (`deadline_for`): a search always
+has a model to refit. A search therefore ends within one proposal's time of
+its budget, or one trial's (bracket's) when that first one ends later. With
+`max_trial_share`, every other trial is also cut at that share of the
+budget.
 
 The clock starts when the search starts, so the budget covers the start-up of
 the process that evaluations run in (a few seconds: it imports scikit-learn),
@@ -33,6 +35,7 @@ import math
 import time
 from collections.abc import Callable
 from numbers import Real
+from typing import NamedTuple
 
 from ensemble_bo.core.trials import TrialResult
 
@@ -130,11 +133,13 @@ class TimeBudget:
         self.clock = clock
         self._started: float | None = None
         self._charged = 0.0
+        self._ended = False
         self.reserve = 0.0
 
     def start(self) -> None:
         self._started = self.clock()
         self._charged = 0.0
+        self._ended = False
 
     @property
     def started(self) -> bool:
@@ -175,10 +180,14 @@ class TimeBudget:
             return None
         return self.seconds - self.elapsed - self.reserve
 
+    def end(self) -> None:
+        """Spend what is left of a limit now (`cut_trial`); no limit: nothing."""
+        self._ended = self.seconds is not None
+
     def spent(self) -> bool:
-        """Whether a limit is set and no time of it is left."""
+        """Whether a limit is set and no time of it is left, or it was ended."""
         remaining = self.remaining()
-        return remaining is not None and remaining <= 0
+        return self._ended or (remaining is not None and remaining <= 0)
 
 
 def deadline_for(clock: TimeBudget, first: bool) -> TimeBudget | None:
@@ -188,22 +197,29 @@ def deadline_for(clock: TimeBudget, first: bool) -> TimeBudget | None:
     return None if first or clock.seconds is None else clock
 
 
-def trial_limit(
-    time_limit: float | None, deadline: TimeBudget | None
-) -> tuple[float | None, str]:
-    """One trial's limit in seconds (None: none) and what a cut trial's error says.
+class TrialLimit(NamedTuple):
+    """When a trial is cut, and why."""
 
-    The smallest of `time_limit` (seconds per configuration), the `deadline`'s
-    cap on one trial (its share of the budget) and what the deadline has left,
-    taken when the trial starts, over 1 + its final_fit_factor: a trial that
-    joins the ensemble lengthens the final fit by that factor of its seconds.
+    seconds: float | None  # None: never
+    cut_by: str  # what a cut trial's error says
+    budget_end: bool = False  # the limit is what the time budget has left
+
+
+def trial_limit(time_limit: float | None, deadline: TimeBudget | None) -> TrialLimit:
+    """One trial's limit: the smallest of `time_limit` (seconds per
+    configuration), the `deadline`'s cap on one trial (its share of the
+    budget) and what the deadline has left, taken when the trial starts, over
+    1 + its final_fit_factor: a trial that joins the ensemble lengthens the
+    final fit by that factor of its seconds.
     """
     limits = []
     if time_limit is not None:
-        limits.append((time_limit, f"exceeded the time limit of {time_limit:g} s"))
+        limits.append(
+            TrialLimit(time_limit, f"exceeded the time limit of {time_limit:g} s")
+        )
     if deadline is not None and deadline.trial_cap is not None:
         limits.append(
-            (
+            TrialLimit(
                 deadline.trial_cap,
                 f"exceeded its share of the time budget ({deadline.trial_share:g} "
                 f"x {deadline.seconds:g} s = {deadline.trial_cap:g} s)",
@@ -223,15 +239,32 @@ def trial_limit(
             )
         # A trial asked for with no time left is cut at once rather than run.
         limits.append(
-            (
+            TrialLimit(
                 max(remaining, 1e-3),
                 f"was cut at the end of the time budget of {deadline.seconds:g} s"
                 f"{kept}",
+                budget_end=True,
             )
         )
     if not limits:
-        return None, ""
-    return min(limits, key=lambda limit: limit[0])  # the first of equal limits
+        return TrialLimit(None, "")
+    return min(limits, key=lambda limit: limit.seconds)  # the first of equal limits
+
+
+def cut_trial(
+    limit: TrialLimit, deadline: TimeBudget | None, seconds: float
+) -> TrialResult:
+    """The failed trial of one cut at `limit` after `seconds`.
+
+    A trial cut at the budget's end spends the budget (`TimeBudget.end`):
+    what it leaves was kept for its own final fit, which a failed trial never
+    needs, and the next trial would be cut too, after a new worker's start-up
+    (the cut ends the process it ran in: 1.5-2.5 s each, outside any limit),
+    so that a search ran seconds past its budget, a cut trial at a time.
+    """
+    if limit.budget_end and deadline is not None:
+        deadline.end()
+    return TrialResult(None, seconds, f"TimeoutError: fit {limit.cut_by}")
 
 
 def cut_before_start(
@@ -243,5 +276,4 @@ def cut_before_start(
     several such trials after the budget ends)."""
     if deadline is None or not deadline.spent():
         return None
-    _, cut_by = trial_limit(time_limit, deadline)
-    return TrialResult(None, 0.0, f"TimeoutError: fit {cut_by}")
+    return cut_trial(trial_limit(time_limit, deadline), deadline, 0.0)

@@ -41,7 +41,12 @@ from ensemble_bo.core.evaluation import (
     evaluate_configuration,
 )
 from ensemble_bo.core.threads import limit_threads, trial_threads
-from ensemble_bo.core.time_budget import cut_before_start, is_seconds, trial_limit
+from ensemble_bo.core.time_budget import (
+    cut_before_start,
+    cut_trial,
+    is_seconds,
+    trial_limit,
+)
 from ensemble_bo.core.trials import TrialRequest, TrialResult
 
 # How often a worker checks that the process that started it is still alive.
@@ -310,7 +315,7 @@ class WorkerEvaluator:
         self._data_key = uuid.uuid4().hex
 
     def __call__(self, request: TrialRequest) -> TrialResult:
-        limit, _ = trial_limit(self.time_limit, request.deadline)
+        limit = trial_limit(self.time_limit, request.deadline).seconds
         if limit is None and not self.worker_process:
             return self.cross_validation(request)
         with self._lock:
@@ -374,7 +379,7 @@ class WorkerEvaluator:
         self, executor: ProcessPoolExecutor, request: TrialRequest
     ) -> TrialResult | None:
         start = time.perf_counter()
-        limit, cut_by = trial_limit(self.time_limit, request.deadline)
+        limit = trial_limit(self.time_limit, request.deadline)
         cv = self.cross_validation
         try:
             future = executor.submit(
@@ -388,11 +393,13 @@ class WorkerEvaluator:
                 request.train_fraction,
             )
             result = future.result(
-                timeout=None if limit is None else max(0.0, limit - _elapsed(start))
+                timeout=None
+                if limit.seconds is None
+                else max(0.0, limit.seconds - _elapsed(start))
             )
         except FutureTimeoutError:
             self._kill_worker()
-            return TrialResult(None, _elapsed(start), f"TimeoutError: fit {cut_by}")
+            return cut_trial(limit, request.deadline, _elapsed(start))
         except Exception as error:  # noqa: BLE001 - a dead worker, an unpicklable config
             if isinstance(error, BrokenProcessPool):
                 self._kill_worker()
@@ -404,8 +411,8 @@ class WorkerEvaluator:
             raise
         # A loaded machine can hold this thread between submit and result while
         # the fit ends in the worker: the limit is on the trial's wall time.
-        if limit is not None and _elapsed(start) > limit:
-            return TrialResult(None, _elapsed(start), f"TimeoutError: fit {cut_by}")
+        if limit.seconds is not None and _elapsed(start) > limit.seconds:
+            return cut_trial(limit, request.deadline, _elapsed(start))
         return result
 
     def _ready_worker(self) -> ProcessPoolExecutor:
