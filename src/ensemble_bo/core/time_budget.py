@@ -25,8 +25,9 @@ leaves room for its own final fit, should it join the ensemble. The search
 therefore stops, and cuts its trials, early enough for the final fit to end
 near the budget's end. A resumed search counts the trials it replays from its
 journal at the seconds they took when they were trained, so a stopped and
-resumed search gets the budget once, not twice. The search's own `search_seconds` are wall seconds
-of this search alone, replayed trials not counted.
+resumed search gets the budget once, not twice. The search's own
+`search_seconds` are wall seconds of this search alone, replayed trials not
+counted.
 """
 
 from __future__ import annotations
