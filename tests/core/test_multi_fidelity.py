@@ -552,9 +552,9 @@ def test_bohb_models_the_largest_resource_with_enough_evaluations():
     told = []
 
     class Spied(RandomSearch):
-        def told_only(self, X, values):
+        def told_only(self, X, values, seconds=None):
             told.append((X, values))
-            return super().told_only(X, values)
+            return super().told_only(X, values, seconds)
 
     fidelity = FidelitySettings.from_block(
         {"scheduler": "bohb", "resource": "folds", "eta": 2}, n_folds=5
@@ -634,8 +634,8 @@ def bohb_asks(optimizer_class):
     class Recorded(optimizer_class):
         on_pool = None
 
-        def told_only(self, X, values):
-            copied = super().told_only(X, values)
+        def told_only(self, X, values, seconds=None):
+            copied = super().told_only(X, values, seconds)
             copied.on_pool = np.array_equal(X, self.X)
             return copied
 

@@ -396,6 +396,8 @@ def _unit_space(d):
         ("ml2", "ei", "constant_liar"),
         ("slice", "ei", "kriging_believer"),
         ("map", "ucb", "constant_liar"),
+        ("map", "ei_per_second", "kriging_believer"),
+        ("slice", "ei_per_second", "constant_liar"),
     ],
 )
 def test_acquisition_gradient_matches_finite_differences(
@@ -415,11 +417,17 @@ def test_acquisition_gradient_matches_finite_differences(
         n_samples=3,
     )
     posteriors = optimizer._posteriors(X, y)
+    # seconds that grow along the first coordinate, as a trial's with its trees
+    cost = (
+        GaussianProcess(prior=True).fit(X, 3.0 * X[:, 0] + 0.1 * rng.normal(size=30))
+        if acquisition == "ei_per_second"
+        else None
+    )
     # a pending point and a batch's first point: the GPs are conditioned on them
     for point in rng.random((2, d)):
         X, y, posteriors = optimizer._fantasize(X, y, posteriors, point)
     values_only, values_and_gradients = optimizer._acquisition_function(
-        posteriors, float(y.min())
+        posteriors, float(y.min()), cost
     )
     # random points, training inputs, the fantasies, and points next to them
     points = np.vstack(
@@ -434,6 +442,96 @@ def test_acquisition_gradient_matches_finite_differences(
         :, None
     ]
     assert np.all(np.abs(gradients - numeric) <= 1e-5 * scale)
+
+
+def test_ei_per_second_is_ei_over_the_predicted_seconds():
+    # The loss is least at x = 0.7; the seconds grow 100-fold from x = -2 to 2.
+    optimizer = GPEIOptimizer(SPACE, seed=3, n_initial=8, acquisition="ei_per_second")
+    for _ in range(12):
+        suggestion = optimizer.ask()
+        x = suggestion.config["x"]
+        optimizer.tell(
+            suggestion, quadratic(suggestion.config), 0.1 * 10 ** (x + 2) / 2
+        )
+    suggestion = optimizer.ask()
+    # the GPs it fitted for this proposal: of the losses and of the log seconds
+    point = suggestion.encoded[None, :]
+    mean, std = optimizer._model.predict(point)
+    log_seconds, _ = optimizer._cost_model.predict(point)
+    values = optimizer.values
+    improvement = values.min() - mean[0]
+    z = improvement / std[0]
+    ei = improvement * norm.cdf(z) + std[0] * norm.pdf(z)
+    assert suggestion.acquisition_value == pytest.approx(
+        ei / math.exp(log_seconds[0]), rel=1e-6
+    )
+
+
+def test_ei_per_second_steers_away_from_slow_regions_that_promise_no_more():
+    # Two optima of the same loss, at x = -1 (trials of 0.1 s) and x = 1
+    # (trials of 10 s): EI per second proposes near the cheap one.
+    def loss(config):
+        return min((config["x"] + 1) ** 2, (config["x"] - 1) ** 2) + config["y"] ** 2
+
+    def seconds(config):
+        return 0.1 if config["x"] < 0 else 10.0
+
+    proposals = {}
+    for acquisition in ("ei", "ei_per_second"):
+        optimizer = GPEIOptimizer(SPACE, seed=0, n_initial=8, acquisition=acquisition)
+        for _ in range(25):
+            suggestion = optimizer.ask()
+            config = suggestion.config
+            optimizer.tell(suggestion, loss(config), seconds(config))
+        proposals[acquisition] = optimizer.X[8:]
+    # encoded x: 0.5 is x = 0
+    cheap_share = {name: np.mean(X[:, 0] < 0.5) for name, X in proposals.items()}
+    assert cheap_share["ei_per_second"] >= 0.75
+    assert cheap_share["ei_per_second"] > cheap_share["ei"]
+    spent = {
+        name: sum(seconds(SPACE.decode(x)) for x in X) for name, X in proposals.items()
+    }
+    assert spent["ei_per_second"] < spent["ei"] / 3
+
+
+def test_without_two_trials_told_with_seconds_ei_per_second_is_ei():
+    asked = {}
+    for acquisition in ("ei", "ei_per_second"):
+        optimizer = GPEIOptimizer(SPACE, seed=1, n_initial=5, acquisition=acquisition)
+        for index in range(12):
+            suggestion = optimizer.ask()
+            # one trial told with its seconds, the rest not
+            optimizer.tell(
+                suggestion, quadratic(suggestion.config), 5.0 if index == 0 else None
+            )
+        asked[acquisition] = optimizer.X
+    np.testing.assert_array_equal(asked["ei"], asked["ei_per_second"])
+
+
+def test_seconds_are_told_beside_values_and_bad_ones_named():
+    optimizer = GPEIOptimizer(SPACE, seed=0, n_initial=3)
+    optimizer.tell(optimizer.ask(), 1.0, 2.5)
+    optimizer.tell(optimizer.ask(), None, 7.0)  # a failed trial took its time too
+    optimizer.tell(optimizer.ask(), 0.5)
+    optimizer.tell_many([{"x": 0.0, "y": 0.0}], [0.2], [0.0])
+    np.testing.assert_array_equal(optimizer.seconds, [2.5, 7.0, math.nan, 0.0])
+    for bad in (-1.0, math.inf):
+        with pytest.raises(
+            ValueError,
+            match=f"told seconds must be finite and >= 0, or None, got {bad}",
+        ):
+            optimizer.tell(optimizer.ask(), 1.0, bad)
+    with pytest.raises(
+        ValueError, match="got 1 configurations but 1 values and 2 seconds"
+    ):
+        optimizer.tell_many([{"x": 0.0, "y": 0.0}], [0.2], [1.0, 2.0])
+    copied = optimizer.told_only(optimizer.X[:2], optimizer.values[:2], [3.0, 4.0])
+    np.testing.assert_array_equal(copied.seconds, [3.0, 4.0])
+    np.testing.assert_array_equal(
+        optimizer.told_only(optimizer.X, optimizer.values).seconds, [math.nan] * 4
+    )
+    with pytest.raises(ValueError, match=r"and \(t,\) seconds for 2 values"):
+        optimizer.told_only(optimizer.X[:2], optimizer.values[:2], [3.0])
 
 
 def test_acquisition_gradient_is_zero_along_categorical_and_inactive_coordinates():

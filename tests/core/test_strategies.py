@@ -1,4 +1,5 @@
 import math
+from dataclasses import replace
 
 import numpy as np
 import pytest
@@ -142,6 +143,25 @@ def test_failed_trials_are_recorded_and_the_loop_goes_on():
     assert set(result.pool.to_frame()["error"].dropna()) == {"RuntimeError: boom"}
     assert all(result.pool.ok[m] for m in result.members)
     assert all(math.isfinite(r.ensemble_loss) for r in result.history)
+
+
+def test_the_optimizer_is_told_each_trials_seconds():
+    def timed(config):
+        timed.calls += 1
+        if timed.calls == 3:  # its worker never started: it cost nothing known
+            return TrialResult(None, 0.0, "WorkerStartError: no", never_ran=True)
+        if timed.calls == 5:  # cut at a time limit: it took that long
+            return TrialResult(None, 4.0, "TimeoutError: fit took over 4 s")
+        return replace(synthetic_evaluator(config), fit_seconds=0.1 * timed.calls)
+
+    timed.calls = 0
+    optimizer = GPEIOptimizer(
+        SPACE, seed=0, n_initial=4, acquisition="ei_per_second", n_candidates=128
+    )
+    result = segor_search(optimizer, timed, Y, FOLDS, ensemble_size=3).run(8)
+    expected = [0.1, 0.2, math.nan, 0.4, 4.0, 0.6, 0.7, 0.8]
+    np.testing.assert_allclose(optimizer.seconds, expected)
+    np.testing.assert_allclose(result.pool.fit_seconds, [0.1, 0.2, 0.0, *expected[3:]])
 
 
 def test_same_seed_gives_the_same_ensemble():

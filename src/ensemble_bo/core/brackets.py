@@ -326,14 +326,18 @@ class BracketDriver:
         if budget is None:
             return [random_suggestion() for _ in range(n)]
         if budget == fidelity.max_resource:  # the pool, targeted for this iteration
-            model = optimizer.told_only(optimizer.X, optimizer.values)
+            model = optimizer.told_only(
+                optimizer.X, optimizer.values, optimizer.seconds
+            )
         else:
             trials = self.lower[budget]
             targets = rung_targets(
                 loop.strategy, context, self.pool, trials, self._rung_rows(budget)
             )
             model = optimizer.told_only(
-                np.array([suggestion.encoded for suggestion, _ in trials]), targets
+                np.array([suggestion.encoded for suggestion, _ in trials]),
+                targets,
+                np.array([result.seconds_taken for _, result in trials]),
             )
         proposals = model.ask_batch(n)
         return [

@@ -34,7 +34,8 @@ class Suggestion:
 
     `encoded` is its point in [0, 1]^dim (shape (dim,)), exactly as the space
     encodes the configuration; `acquisition_value` is the acquisition that
-    chose it (EI, or the negated lower confidence bound), NaN when no model did.
+    chose it (EI, EI per predicted second, or the negated lower confidence
+    bound), NaN when no model did.
     """
 
     config: dict[str, Any]
@@ -50,7 +51,8 @@ class Optimizer:
     """The ask/tell protocol and the history of told points.
 
     Failed evaluations are told with value None: they stay in the history (as
-    NaN) but no model learns from them.
+    NaN) but no model learns from them. Each point may be told with the seconds
+    its evaluation took (a cost-aware acquisition models them); NaN where not.
     """
 
     def __init__(self, space: SearchSpace, seed: int = 0):
@@ -59,6 +61,7 @@ class Optimizer:
         self._rng = np.random.default_rng(np.random.SeedSequence(seed).spawn(1)[0])
         self._X: list[np.ndarray] = []
         self._values: list[float] = []
+        self._seconds: list[float] = []
         self._n_preloaded = 0
 
     @property
@@ -70,6 +73,11 @@ class Optimizer:
     def values(self) -> np.ndarray:
         """Told values, shape (t,); NaN marks a failed evaluation."""
         return np.array(self._values, dtype=float)
+
+    @property
+    def seconds(self) -> np.ndarray:
+        """Told evaluation seconds, shape (t,); NaN where none was told."""
+        return np.array(self._seconds, dtype=float)
 
     def ask(self, pending: Sequence[np.ndarray] = ()) -> Suggestion:
         return self.ask_batch(1, pending)[0]
@@ -96,24 +104,42 @@ class Optimizer:
         config = self.space.decode(np.clip(np.asarray(point, dtype=float), 0.0, 1.0))
         return Suggestion(config, self.space.encode(config), acquisition_value)
 
-    def tell(self, suggestion: Suggestion, value: float | None) -> None:
-        """Record the loss of an asked suggestion (None if its evaluation failed)."""
+    def tell(
+        self,
+        suggestion: Suggestion,
+        value: float | None,
+        seconds: float | None = None,
+    ) -> None:
+        """Record the loss of an asked suggestion (None if its evaluation failed)
+        and the seconds its evaluation took (None or NaN: not known; a failed
+        one's too: a trial cut at a time limit took at least that long)."""
         if value is not None and not math.isfinite(value):
             raise ValueError(f"told value must be finite or None, got {value!r}")
+        if seconds is not None and not (math.isnan(seconds) or 0 <= seconds < math.inf):
+            raise ValueError(
+                f"told seconds must be finite and >= 0, or None, got {seconds!r}"
+            )
         self._X.append(np.asarray(suggestion.encoded, dtype=float))
         self._values.append(math.nan if value is None else float(value))
+        self._seconds.append(math.nan if seconds is None else float(seconds))
 
     def tell_many(
-        self, configs: Sequence[Mapping[str, Any]], values: Iterable[float | None]
+        self,
+        configs: Sequence[Mapping[str, Any]],
+        values: Iterable[float | None],
+        seconds: Iterable[float | None] | None = None,
     ) -> None:
-        """Pre-load observations, e.g. an earlier run's trials (warm start)."""
+        """Pre-load observations, e.g. an earlier run's trials (warm start),
+        with the seconds each took where known."""
         values = list(values)
-        if len(values) != len(configs):
+        seconds = [None] * len(values) if seconds is None else list(seconds)
+        if not len(configs) == len(values) == len(seconds):
             raise ValueError(
-                f"got {len(configs)} configurations but {len(values)} values"
+                f"got {len(configs)} configurations but {len(values)} values "
+                f"and {len(seconds)} seconds"
             )
-        for config, value in zip(configs, values, strict=True):
-            self.tell(Suggestion(dict(config), self.space.encode(config)), value)
+        for config, value, took in zip(configs, values, seconds, strict=True):
+            self.tell(Suggestion(dict(config), self.space.encode(config)), value, took)
         self._n_preloaded += len(configs)
 
     def skip_proposed(self, configs: Sequence[Mapping[str, Any]]) -> None:
@@ -123,25 +149,36 @@ class Optimizer:
         those points. Seeded sequences (a design, random draws) do.
         """
 
-    def told_only(self, X: np.ndarray, values: np.ndarray) -> Optimizer:
+    def told_only(
+        self, X: np.ndarray, values: np.ndarray, seconds: np.ndarray | None = None
+    ) -> Optimizer:
         """A copy of this optimizer told only these points, (t, dim) encoded,
-        and their values, (t,) (NaN: failed), proposing from them from its
-        first ask, past any initial design: BOHB's model of one budget
-        (Falkner et al. 2018). Its random stream is a new child of this one's,
-        so that successive copies do not repeat each other's draws; this
-        optimizer is otherwise unchanged.
+        their values, (t,) (NaN: failed), and the seconds each took, (t,) (NaN
+        or None: not known), proposing from them from its first ask, past any
+        initial design: BOHB's model of one budget (Falkner et al. 2018). Its
+        random stream is a new child of this one's, so that successive copies
+        do not repeat each other's draws; this optimizer is otherwise unchanged.
         """
         values = np.asarray(values, dtype=float)
-        if np.shape(X) != (len(values), self.space.dim):
+        seconds = (
+            np.full(len(values), math.nan)
+            if seconds is None
+            else np.asarray(seconds, dtype=float)
+        )
+        if np.shape(X) != (len(values), self.space.dim) or seconds.shape != (
+            len(values),
+        ):
             raise ValueError(
-                f"told_only needs (t, {self.space.dim}) points for {len(values)} "
-                f"values, got an array of shape {np.shape(X)}"
+                f"told_only needs (t, {self.space.dim}) points and (t,) seconds for "
+                f"{len(values)} values, got arrays of shape {np.shape(X)} and "
+                f"{seconds.shape}"
             )
         stream = self._rng.spawn(1)[0]
         copied = copy.deepcopy(self)
         copied._rng = stream
         copied._X = [np.asarray(x, dtype=float) for x in X]
         copied._values = list(values)
+        copied._seconds = list(seconds)
         copied._n_preloaded = len(values)
         return copied
 
@@ -232,7 +269,10 @@ class GridSearch(Optimizer):
 
 
 HYPERPARAMETER_MODES = ("ml2", "map", "slice")
-ACQUISITIONS = ("ei", "ucb")
+ACQUISITIONS = ("ei", "ei_per_second", "ucb")
+# Trial seconds below this are modelled as this (log 0 is -inf): a trial that
+# failed at once costs about as much as a worker's round trip.
+MIN_MODELLED_SECONDS = 0.01
 BATCH_STRATEGIES = ("kriging_believer", "constant_liar")
 
 
@@ -323,8 +363,10 @@ class ModelBasedOptimizer(Optimizer):
     ) -> list[Suggestion]:
         raise NotImplementedError
 
-    def told_only(self, X: np.ndarray, values: np.ndarray) -> Optimizer:
-        copied = super().told_only(X, values)
+    def told_only(
+        self, X: np.ndarray, values: np.ndarray, seconds: np.ndarray | None = None
+    ) -> Optimizer:
+        copied = super().told_only(X, values, seconds)
         copied._initial_asked = len(copied._initial_design)
         return copied
 
@@ -369,6 +411,13 @@ class GPEIOptimizer(ModelBasedOptimizer):
     integrated EI), and the acquisition (EI, or UCB on the loss: the lower
     confidence bound) is maximized over Sobol candidates refined by L-BFGS-B.
 
+    `acquisition="ei_per_second"` divides EI by the seconds a configuration is
+    predicted to take (Snoek et al. 2012, s.3.2): a second GP (MAP) models the
+    log seconds of the points told with theirs, and the acquisition is
+    log EI - its posterior mean, so that under a wall-time budget a slow region
+    must promise proportionally more. Below two points told with seconds it
+    is plain EI.
+
     Batches of q points come from fantasies: each chosen point is added to the
     GP with the posterior mean as its value (kriging believer) or the best
     value so far (constant liar), hyperparameters kept, before the next one
@@ -408,12 +457,20 @@ class GPEIOptimizer(ModelBasedOptimizer):
             )
         else:
             self._model = SampledGaussianProcess(n_samples=n_samples, seed=gp_seed)
+        self._cost_model = GaussianProcess(
+            n_restarts=gp_restarts, seed=self._cost_model_seed, prior=True
+        )
+        self._cost_fitted_on: tuple[np.ndarray, np.ndarray] | None = None
         self.hyperparameters = hyperparameters
         self.acquisition = acquisition
         self.ucb_beta = float(ucb_beta)
         self.batch_strategy = batch_strategy
         self.n_candidates = n_candidates
         self.n_local_starts = n_local_starts
+
+    @property
+    def _cost_model_seed(self) -> int:
+        return int(np.random.SeedSequence(self.seed).spawn(4)[3].generate_state(1)[0])
 
     def _propose(self, size: int, pending: list[np.ndarray]) -> list[Suggestion]:
         # GP matrices are small: BLAS threads cost more in start-up than they save
@@ -440,6 +497,34 @@ class GPEIOptimizer(ModelBasedOptimizer):
             samples = self._model.samples
         return [GaussianProcess().condition(X, y, sample) for sample in samples]
 
+    def _cost_posterior(self) -> GaussianProcess | None:
+        """The GP of log evaluation seconds for "ei_per_second" (fitted again
+        only when something was told since), or None: another acquisition,
+        fewer than two points told with seconds, or a failed fit."""
+        seconds = self.seconds
+        known = np.isfinite(seconds)
+        if self.acquisition != "ei_per_second" or known.sum() < 2:
+            return None
+        X = self.X[known]
+        log_seconds = np.log(np.maximum(seconds[known], MIN_MODELLED_SECONDS))
+        fitted_on = self._cost_fitted_on
+        if fitted_on is not None and all(
+            np.array_equal(now, then)
+            for now, then in zip((X, log_seconds), fitted_on, strict=True)
+        ):
+            return self._cost_model
+        try:
+            self._cost_model.fit(X, log_seconds)
+        except (ValueError, np.linalg.LinAlgError) as error:
+            warnings.warn(
+                f"GP fit of trial seconds failed ({error}); EI not divided "
+                "by predicted seconds",
+                stacklevel=5,
+            )
+            return None
+        self._cost_fitted_on = (X, log_seconds)
+        return self._cost_model
+
     def _propose_by_model(
         self, X: np.ndarray, y: np.ndarray, size: int, pending: list[np.ndarray]
     ) -> list[Suggestion]:
@@ -454,6 +539,8 @@ class GPEIOptimizer(ModelBasedOptimizer):
                 f"GP fit failed ({error}); suggesting random points", stacklevel=4
             )
             return self._random_suggestions(size)
+        # Trials still running have no seconds yet: the cost model ignores them.
+        cost = self._cost_posterior()
         for point in pending:
             X, y, posteriors = self._fantasize(X, y, posteriors, point)
         suggestions: list[Suggestion] = []
@@ -461,7 +548,7 @@ class GPEIOptimizer(ModelBasedOptimizer):
             # Fantasies join y, so a believed value below the best moves the incumbent too.
             best, incumbent = float(y.min()), X[np.argmin(y)]
             acquisition, values_and_gradients = self._acquisition_function(
-                posteriors, best
+                posteriors, best, cost
             )
             point, value = maximize_acquisition(
                 acquisition,
@@ -474,7 +561,7 @@ class GPEIOptimizer(ModelBasedOptimizer):
                 value_and_gradient=values_and_gradients,
             )
             suggestion = self._suggest(
-                point, math.exp(value) if self.acquisition == "ei" else value
+                point, value if self.acquisition == "ucb" else math.exp(value)
             )
             suggestions.append(suggestion)
             if len(suggestions) == size:
@@ -482,7 +569,10 @@ class GPEIOptimizer(ModelBasedOptimizer):
             X, y, posteriors = self._fantasize(X, y, posteriors, suggestion.encoded)
 
     def _acquisition_function(
-        self, posteriors: list[GaussianProcess], best: float
+        self,
+        posteriors: list[GaussianProcess],
+        best: float,
+        cost: GaussianProcess | None = None,
     ) -> tuple[
         Callable[[np.ndarray], np.ndarray],
         Callable[[np.ndarray], tuple[np.ndarray, np.ndarray]],
@@ -490,10 +580,13 @@ class GPEIOptimizer(ModelBasedOptimizer):
         """The acquisition to maximize, candidates (m, dim) -> (m,), and the same with
         its gradient w.r.t. the candidates, -> ((m,), (m, dim)).
 
-        log integrated EI over the posteriors, or minus their mean lower confidence
-        bound; the gradient is chained through each posterior's mean and std.
+        log integrated EI over the posteriors, less the `cost` GP's mean of log
+        seconds where given (log EI per second), or minus their mean lower
+        confidence bound; the gradient is chained through each posterior's
+        mean and std.
         """
-        space, acquisition, beta = self.space, self.acquisition, self.ucb_beta
+        space, beta = self.space, self.ucb_beta
+        acquisition = "ucb" if self.acquisition == "ucb" else "ei"
 
         def acquisition_values(candidates: np.ndarray) -> np.ndarray:
             # The GP sees inactive and categorical coordinates the way told points have them.
@@ -502,9 +595,10 @@ class GPEIOptimizer(ModelBasedOptimizer):
                 *(gp.predict(canonical) for gp in posteriors), strict=True
             )
             means, stds = np.array(means), np.array(stds)  # (S, m)
-            if acquisition == "ei":
-                return log_integrated_expected_improvement(means, stds, best)
-            return -lower_confidence_bound(means, stds, beta).mean(axis=0)
+            if acquisition == "ucb":
+                return -lower_confidence_bound(means, stds, beta).mean(axis=0)
+            values = log_integrated_expected_improvement(means, stds, best)
+            return values if cost is None else values - cost.predict(canonical)[0]
 
         def values_and_gradients(
             candidates: np.ndarray,
@@ -524,6 +618,9 @@ class GPEIOptimizer(ModelBasedOptimizer):
             gradients = np.einsum("sm,smd->md", by_mean, d_means) + np.einsum(
                 "sm,smd->md", by_std, d_stds
             )
+            if cost is not None:
+                log_seconds, _, d_log_seconds, _ = cost.predict_with_gradient(canonical)
+                values, gradients = values - log_seconds, gradients - d_log_seconds
             return values, np.where(passthrough, gradients, 0.0)
 
         return acquisition_values, values_and_gradients

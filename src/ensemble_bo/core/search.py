@@ -315,7 +315,7 @@ class SearchLoop:
         if trial_result.ok:
             joined = slice(trial, trial + 1)
             new_target = float(strategy.targets(context, pool, joined, [new_single])[0])
-        self.optimizer.tell(suggestion, new_target)
+        self.optimizer.tell(suggestion, new_target, trial_result.seconds_taken)
         single_losses.append(new_single)
         told = np.append(targets, math.nan if new_target is None else new_target)
         update = strategy.update(context, pool, told, single_losses)

@@ -146,9 +146,11 @@ class TPEOptimizer(Optimizer):
             state=state,
         )
 
-    def told_only(self, X: np.ndarray, values: np.ndarray) -> Optimizer:
+    def told_only(
+        self, X: np.ndarray, values: np.ndarray, seconds: np.ndarray | None = None
+    ) -> Optimizer:
         # Past TPE's random start-up: the points told are what the copy models.
-        copied = super().told_only(X, values)
+        copied = super().told_only(X, values, seconds)
         copied.n_initial = 1
         return copied
 

@@ -77,3 +77,8 @@ class TrialResult:
     @property
     def ok(self) -> bool:
         return self.error is None
+
+    @property
+    def seconds_taken(self) -> float:
+        """What the evaluation cost in seconds: NaN where it never ran."""
+        return math.nan if self.never_ran else self.fit_seconds
