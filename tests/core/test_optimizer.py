@@ -11,6 +11,7 @@ from ensemble_bo.core.optimizer import (
     GridExhaustedError,
     GridSearch,
     RandomSearch,
+    TrialCost,
     failed_as_worst,
 )
 from ensemble_bo.core.space import SearchSpace
@@ -418,8 +419,14 @@ def test_acquisition_gradient_matches_finite_differences(
     )
     posteriors = optimizer._posteriors(X, y)
     # seconds that grow along the first coordinate, as a trial's with its trees
+    # and a proposal's own seconds on top
     cost = (
-        GaussianProcess(prior=True).fit(X, 3.0 * X[:, 0] + 0.1 * rng.normal(size=30))
+        TrialCost(
+            GaussianProcess(prior=True).fit(
+                X, 3.0 * X[:, 0] + 0.1 * rng.normal(size=30)
+            ),
+            overhead=0.3 if mode == "map" else 0.0,
+        )
         if acquisition == "ei_per_second"
         else None
     )
@@ -458,12 +465,15 @@ def test_ei_per_second_is_ei_over_the_predicted_seconds():
     point = suggestion.encoded[None, :]
     mean, std = optimizer._model.predict(point)
     log_seconds, _ = optimizer._cost_model.predict(point)
+    # and the mean seconds of the 10 proposals before this one
+    overhead = np.mean(optimizer._proposal_seconds[:-1][-10:])
+    assert 0 < overhead < 1
     values = optimizer.values
     improvement = values.min() - mean[0]
     z = improvement / std[0]
     ei = improvement * norm.cdf(z) + std[0] * norm.pdf(z)
     assert suggestion.acquisition_value == pytest.approx(
-        ei / math.exp(log_seconds[0]), rel=1e-6
+        ei / (math.exp(log_seconds[0]) + overhead), rel=1e-6
     )
 
 
