@@ -30,6 +30,7 @@ from ensemble_bo.rerun import (
     differences,
     format_table,
     latest_run,
+    measured_seconds_note,
     recorded_launch,
     time_budget_note,
 )
@@ -440,6 +441,27 @@ def test_a_time_budgeted_run_s_differences_come_with_how_to_repeat_its_trials():
     note = time_budget_note(multi_fidelity)
     assert "brackets of its multi-fidelity schedule" in note
     assert f"--params budget={8.4 + 1e-15!r},time_budget=null repeats it" in note
+
+
+def test_a_run_that_weighed_trial_seconds_says_a_rerun_may_search_elsewhere():
+    def run(metrics):
+        return SimpleNamespace(
+            info=SimpleNamespace(run_id="r1"),
+            data=SimpleNamespace(
+                params={"time_budget": "60"}, metrics={"trials": 37.0, **metrics}
+            ),
+        )
+
+    assert measured_seconds_note(run({})) == ""
+    weighed = run({"proposals_weighed_seconds": 1.0})
+    note = measured_seconds_note(weighed)
+    assert "chose its configurations by EI per second" in note
+    assert "other configurations than its 37 trials" in note
+    assert "--params segor.optimizer.acquisition=ei" in note
+    # the time budget's note would promise the first trials of a search without
+    # one, which EI per second does not give
+    assert time_budget_note(weighed) == ""
+    assert time_budget_note(run({})) != ""
 
 
 def test_an_async_run_s_differences_come_with_how_to_search_reproducibly():

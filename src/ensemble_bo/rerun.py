@@ -464,7 +464,7 @@ def time_budget_note(run: Run) -> str:
     """Why a run searched under a time budget may not reproduce, and what does."""
     time_budget = run.data.params.get("time_budget", "None")
     trials = run.data.metrics.get("trials")
-    if time_budget in ("None", "") or trials is None:
+    if time_budget in ("None", "") or trials is None or weighed_seconds(run):
         return ""
     whole_brackets = run.data.metrics.get("fidelity_whole_brackets_equivalents")
     if whole_brackets is not None:
@@ -487,6 +487,28 @@ def time_budget_note(run: Run) -> str:
         f"budget={trials:.0f},time_budget=null repeats them (a last trial the "
         "budget cut then trains in full; so does a trial cut at its share of "
         "the budget, max_trial_share, after which the two searches part)."
+    )
+
+
+def weighed_seconds(run: Run) -> bool:
+    """Whether the run's optimizer chose by EI per second (a measured-time input)."""
+    return bool(run.data.metrics.get("proposals_weighed_seconds"))
+
+
+def measured_seconds_note(run: Run) -> str:
+    """Why a run whose optimizer weighed its trials' seconds may not reproduce."""
+    if not weighed_seconds(run):
+        return ""
+    trials = run.data.metrics.get("trials")
+    count = "its trials" if trials is None else f"its {trials:.0f} trials"
+    return (
+        f"Run {run.info.run_id} chose its configurations by EI per second "
+        "(optimizer.acquisition ei_per_second): each proposal weighed the seconds "
+        "earlier trials took, which the machine's speed and load decide, so a "
+        f"rerun may search other configurations than {count}, and no parameter "
+        "repeats them. A search with EI, e.g. --params "
+        "segor.optimizer.acquisition=ei (the block of the run's method), is "
+        "reproducible from its seed."
     )
 
 
@@ -575,6 +597,12 @@ def rerun(
         new_id,
         differences(client, original, rerun_run),
         "\n".join(
-            note for note in (time_budget_note(original), async_note(original)) if note
+            note
+            for note in (
+                time_budget_note(original),
+                measured_seconds_note(original),
+                async_note(original),
+            )
+            if note
         ),
     )

@@ -553,7 +553,7 @@ def test_bohb_models_the_largest_resource_with_enough_evaluations():
 
     class Spied(RandomSearch):
         def told_only(self, X, values, seconds=None):
-            told.append((X, values))
+            told.append((X, values, seconds))
             return super().told_only(X, values, seconds)
 
     fidelity = FidelitySettings.from_block(
@@ -565,11 +565,14 @@ def test_bohb_models_the_largest_resource_with_enough_evaluations():
     search = single_best_search(Spied(SPACE, seed=1), evaluate, y, FOLDS)
     result = search.run(7, fidelity=fidelity)
     assert len(result.pool) == 5
-    assert [len(values) for _, values in told] == [4, 5]
+    assert [len(values) for _, values, _ in told] == [4, 5]
+    # with the seconds each of those evaluations took (EI per second's cost)
+    for _, values, seconds in told:
+        assert np.shape(seconds) == np.shape(values) and np.all(seconds > 0)
     first_rung = evaluate.calls[:4]
     assert first_rung == [[0]] * 4
     # each told value: the configuration's own loss on the folds it had evaluated
-    X, values = told[0]
+    X, values, _ = told[0]
     for point, value in zip(X, values, strict=True):
         config = SPACE.decode(point)
         alone = cross_validation_evaluator(

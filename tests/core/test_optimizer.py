@@ -466,8 +466,8 @@ def test_ei_per_second_is_ei_over_the_predicted_seconds():
     mean, std = optimizer._model.predict(point)
     log_seconds, _ = optimizer._cost_model.predict(point)
     # and the mean seconds of the 10 proposals before this one
-    overhead = np.mean(optimizer._proposal_seconds[:-1][-10:])
-    assert 0 < overhead < 1
+    overhead = np.mean(optimizer._proposals.seconds[:-1][-10:])
+    assert overhead > 0
     values = optimizer.values
     improvement = values.min() - mean[0]
     z = improvement / std[0]
@@ -479,7 +479,9 @@ def test_ei_per_second_is_ei_over_the_predicted_seconds():
 
 def test_ei_per_second_steers_away_from_slow_regions_that_promise_no_more():
     # Two optima of the same loss, at x = -1 (trials of 0.1 s) and x = 1
-    # (trials of 10 s): EI per second proposes near the cheap one.
+    # (trials of 10 s): EI per second proposes near the cheap one. Each
+    # proposal's own seconds are forgotten, so that its cost, and the test,
+    # do not depend on this machine's speed and load.
     def loss(config):
         return min((config["x"] + 1) ** 2, (config["x"] - 1) ** 2) + config["y"] ** 2
 
@@ -493,6 +495,7 @@ def test_ei_per_second_steers_away_from_slow_regions_that_promise_no_more():
             suggestion = optimizer.ask()
             config = suggestion.config
             optimizer.tell(suggestion, loss(config), seconds(config))
+            optimizer._proposals.seconds.clear()
         proposals[acquisition] = optimizer.X[8:]
     # encoded x: 0.5 is x = 0
     cheap_share = {name: np.mean(X[:, 0] < 0.5) for name, X in proposals.items()}
@@ -516,6 +519,41 @@ def test_without_two_trials_told_with_seconds_ei_per_second_is_ei():
             )
         asked[acquisition] = optimizer.X
     np.testing.assert_array_equal(asked["ei"], asked["ei_per_second"])
+
+
+def test_only_model_proposals_are_timed_and_said_to_weigh_seconds():
+    optimizer = GPEIOptimizer(SPACE, seed=0, n_initial=4, acquisition="ei_per_second")
+    for index in range(4):  # the initial design: no model, nothing weighed
+        optimizer.tell(optimizer.ask(), float(index), 0.5 + index)
+    assert optimizer._proposals.seconds == [] and not optimizer.weighs_seconds
+    first, second = optimizer.ask_batch(2)
+    assert len(optimizer._proposals.seconds) == 1 and optimizer.weighs_seconds
+    fits = optimizer._cost_model._n_fits
+    optimizer.ask([first.encoded, second.encoded])  # nothing told since: no refit
+    assert optimizer._cost_model._n_fits == fits
+    optimizer.tell(first, 0.1, 2.0)
+    optimizer.ask()
+    assert optimizer._cost_model._n_fits == fits + 1
+    # EI never weighs seconds, told or not
+    plain = GPEIOptimizer(SPACE, seed=0, n_initial=2)
+    for index in range(4):
+        plain.tell(plain.ask(), float(index), 1.0)
+    assert not plain.weighs_seconds
+
+
+def test_bohb_copies_share_the_proposal_log():
+    # BOHB proposes only through told_only copies: their proposals' seconds
+    # are the overhead the next copy's cost adds, and the run says it weighed
+    # seconds.
+    optimizer = GPEIOptimizer(SPACE, seed=0, n_initial=2, acquisition="ei_per_second")
+    rng = np.random.default_rng(0)
+    X = rng.random((6, 2))
+    for _ in range(2):
+        copied = optimizer.told_only(X, X.sum(axis=1), 0.1 + X[:, 0])
+        copied.ask()
+    assert len(optimizer._proposals.seconds) == 2 and optimizer.weighs_seconds
+    with pytest.raises(ValueError, match="told seconds must be finite and >= 0"):
+        optimizer.told_only(X, X.sum(axis=1), -X[:, 0])
 
 
 def test_seconds_are_told_beside_values_and_bad_ones_named():

@@ -162,6 +162,12 @@ def test_the_optimizer_is_told_each_trials_seconds():
     expected = [0.1, 0.2, math.nan, 0.4, 4.0, 0.6, 0.7, 0.8]
     np.testing.assert_allclose(optimizer.seconds, expected)
     np.testing.assert_allclose(result.pool.fit_seconds, [0.1, 0.2, 0.0, *expected[3:]])
+    # its proposals followed those seconds: a rerun is told it may search elsewhere
+    assert result.search_metrics["proposals_weighed_seconds"] == 1.0
+    timed.calls = 0
+    plain = GPEIOptimizer(SPACE, seed=0, n_initial=4, n_candidates=128)
+    result = segor_search(plain, timed, Y, FOLDS, ensemble_size=3).run(8)
+    assert "proposals_weighed_seconds" not in result.search_metrics
 
 
 def test_same_seed_gives_the_same_ensemble():

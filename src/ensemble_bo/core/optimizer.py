@@ -11,7 +11,7 @@ import math
 import time
 import warnings
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
 import numpy as np
@@ -79,6 +79,12 @@ class Optimizer:
     def seconds(self) -> np.ndarray:
         """Told evaluation seconds, shape (t,); NaN where none was told."""
         return np.array(self._seconds, dtype=float)
+
+    @property
+    def weighs_seconds(self) -> bool:
+        """Whether its proposals follow measured seconds (which the same seed
+        does not repeat), not only the told values."""
+        return False
 
     def ask(self, pending: Sequence[np.ndarray] = ()) -> Suggestion:
         return self.ask_batch(1, pending)[0]
@@ -166,6 +172,10 @@ class Optimizer:
             if seconds is None
             else np.asarray(seconds, dtype=float)
         )
+        if np.any(seconds < 0) or np.any(np.isinf(seconds)):
+            raise ValueError(
+                f"told seconds must be finite and >= 0, or NaN, got {seconds!r}"
+            )
         if np.shape(X) != (len(values), self.space.dim) or seconds.shape != (
             len(values),
         ):
@@ -279,6 +289,16 @@ MIN_MODELLED_SECONDS = 0.01
 PROPOSAL_SECONDS_WINDOW = 10
 
 
+@dataclass
+class ProposalLog:
+    """The seconds per suggestion of a GP-EI optimizer's model proposals, and
+    whether any of them weighed trial seconds; shared with the optimizer's
+    `told_only` copies, through which BOHB makes every model proposal."""
+
+    seconds: list[float] = field(default_factory=list)
+    weighed_seconds: bool = False
+
+
 class TrialCost(NamedTuple):
     """What a trial at a point is predicted to cost a search, in seconds:
     exp of `log_seconds`' posterior mean (a GP of the log seconds trials took)
@@ -300,7 +320,7 @@ class TrialCost(NamedTuple):
         return np.logaddexp(mean, math.log(self.overhead)) if self.overhead else mean
 
     def log_cost_and_gradient(self, X: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """log predicted seconds at X (m, dim), shape (m,), and its gradient (m, dim)."""
+        """log predicted seconds at X (m, dim), (m,), and its gradient, (m, dim)."""
         mean, _, d_mean, _ = self.log_seconds.predict_with_gradient(X)
         if not self.overhead:
             return mean, d_mean
@@ -499,7 +519,7 @@ class GPEIOptimizer(ModelBasedOptimizer):
             n_restarts=gp_restarts, seed=self._cost_model_seed, prior=True
         )
         self._cost_fitted_on: tuple[np.ndarray, np.ndarray] | None = None
-        self._proposal_seconds: list[float] = []  # per suggestion, each ask
+        self._proposals = ProposalLog()
         self.hyperparameters = hyperparameters
         self.acquisition = acquisition
         self.ucb_beta = float(ucb_beta)
@@ -508,17 +528,25 @@ class GPEIOptimizer(ModelBasedOptimizer):
         self.n_local_starts = n_local_starts
 
     @property
+    def weighs_seconds(self) -> bool:
+        return self._proposals.weighed_seconds
+
+    def told_only(
+        self, X: np.ndarray, values: np.ndarray, seconds: np.ndarray | None = None
+    ) -> Optimizer:
+        copied = super().told_only(X, values, seconds)
+        copied._proposals = self._proposals
+        return copied
+
+    @property
     def _cost_model_seed(self) -> int:
         return int(np.random.SeedSequence(self.seed).spawn(4)[3].generate_state(1)[0])
 
     def _propose(self, size: int, pending: list[np.ndarray]) -> list[Suggestion]:
-        started = time.perf_counter()
         # GP matrices are small: BLAS threads cost more in start-up than they save
         # (measured: up to 10x slower fits on 2 busy cores).
         with threadpool_limits(limits=1, user_api="blas"):
-            suggestions = super()._propose(size, pending)
-        self._proposal_seconds.append((time.perf_counter() - started) / size)
-        return suggestions
+            return super()._propose(size, pending)
 
     def _posteriors(
         self, X: np.ndarray, y: np.ndarray, keep_hyperparameters: bool = False
@@ -561,17 +589,26 @@ class GPEIOptimizer(ModelBasedOptimizer):
             warnings.warn(
                 f"GP fit of trial seconds failed ({error}); EI not divided "
                 "by predicted seconds",
-                stacklevel=5,
+                stacklevel=6,
             )
             return None
         self._cost_fitted_on = (X, log_seconds)
         return self._with_overhead()
 
     def _with_overhead(self) -> TrialCost:
-        recent = self._proposal_seconds[-PROPOSAL_SECONDS_WINDOW:]
+        recent = self._proposals.seconds[-PROPOSAL_SECONDS_WINDOW:]
         return TrialCost(self._cost_model, float(np.mean(recent)) if recent else 0.0)
 
     def _propose_by_model(
+        self, X: np.ndarray, y: np.ndarray, size: int, pending: list[np.ndarray]
+    ) -> list[Suggestion]:
+        # Timed here, not in _propose: a design point's ask costs nothing.
+        started = time.perf_counter()
+        suggestions = self._model_proposals(X, y, size, pending)
+        self._proposals.seconds.append((time.perf_counter() - started) / size)
+        return suggestions
+
+    def _model_proposals(
         self, X: np.ndarray, y: np.ndarray, size: int, pending: list[np.ndarray]
     ) -> list[Suggestion]:
         try:
@@ -582,11 +619,13 @@ class GPEIOptimizer(ModelBasedOptimizer):
             posteriors = self._posteriors(X, y, keep_hyperparameters=bool(pending))
         except (ValueError, np.linalg.LinAlgError) as error:
             warnings.warn(
-                f"GP fit failed ({error}); suggesting random points", stacklevel=4
+                f"GP fit failed ({error}); suggesting random points", stacklevel=5
             )
             return self._random_suggestions(size)
         # Trials still running have no seconds yet: the cost model ignores them.
         cost = self._trial_cost()
+        if cost is not None:
+            self._proposals.weighed_seconds = True
         for point in pending:
             X, y, posteriors = self._fantasize(X, y, posteriors, point)
         suggestions: list[Suggestion] = []

@@ -355,6 +355,9 @@ class SearchLoop:
         result.search_seconds = self.clock.elapsed - self.clock.charged
         # A multi-fidelity search has written what it spent there as it went.
         result.search_metrics = {**result.search_metrics, **strategy.search_metrics()}
+        if self.optimizer.weighs_seconds:
+            # a rerun cannot repeat its proposals (ensemble_bo.rerun says so)
+            result.search_metrics["proposals_weighed_seconds"] = 1.0
         if self.clock.seconds is not None and self.clock.final_fit_factor:
             # beside refit_seconds, how well the time kept back was estimated
             result.search_metrics["final_fit_seconds_kept"] = self.clock.reserve
