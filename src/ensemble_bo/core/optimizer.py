@@ -305,7 +305,7 @@ class TrialCost(NamedTuple):
     plus `overhead`, the seconds a proposal itself takes.
 
     The overhead keeps a configuration whose trial costs less than the
-    proposal that asks for it from looking free: on a 400-row table a
+    proposal that asks for it from looking free: on a 392-row table a
     decision tree trained its folds in 0.02 s while a GP proposal after 100
     trials took 0.09 s; without it, EI per second preferred such trees 25 to 1
     to a 0.5 s forest instead of 5 to 1.
