@@ -452,7 +452,7 @@ def test_acquisition_gradient_matches_finite_differences(
 
 
 def test_ei_per_second_is_ei_over_the_predicted_seconds():
-    # The loss is least at x = 0.7; the seconds grow 100-fold from x = -2 to 2.
+    # The loss is least at x = 0.7; the seconds grow 10,000-fold from x = -2 to 2.
     optimizer = GPEIOptimizer(SPACE, seed=3, n_initial=8, acquisition="ei_per_second")
     for _ in range(12):
         suggestion = optimizer.ask()
