@@ -671,7 +671,7 @@ class GPEIOptimizer(ModelBasedOptimizer):
         posterior's mean and std.
         """
         space, beta = self.space, self.ucb_beta
-        acquisition = "ucb" if self.acquisition == "ucb" else "ei"
+        ucb = self.acquisition == "ucb"  # else EI, per second where a cost is given
 
         def acquisition_values(candidates: np.ndarray) -> np.ndarray:
             # The GP sees inactive and categorical coordinates the way told points have them.
@@ -680,7 +680,7 @@ class GPEIOptimizer(ModelBasedOptimizer):
                 *(gp.predict(canonical) for gp in posteriors), strict=True
             )
             means, stds = np.array(means), np.array(stds)  # (S, m)
-            if acquisition == "ucb":
+            if ucb:
                 return -lower_confidence_bound(means, stds, beta).mean(axis=0)
             values = log_integrated_expected_improvement(means, stds, best)
             return values if cost is None else values - cost.log_cost(canonical)
@@ -692,14 +692,14 @@ class GPEIOptimizer(ModelBasedOptimizer):
             predictions = [gp.predict_with_gradient(canonical) for gp in posteriors]
             # (S, m) and (S, m, dim)
             means, stds, d_means, d_stds = map(np.array, zip(*predictions, strict=True))
-            if acquisition == "ei":
-                values, by_mean, by_std = (
-                    log_integrated_expected_improvement_and_partials(means, stds, best)
-                )
-            else:
+            if ucb:
                 values = -lower_confidence_bound(means, stds, beta).mean(axis=0)
                 by_mean = np.full(means.shape, -1.0 / len(posteriors))
                 by_std = np.full(means.shape, beta / len(posteriors))
+            else:
+                values, by_mean, by_std = (
+                    log_integrated_expected_improvement_and_partials(means, stds, best)
+                )
             gradients = np.einsum("sm,smd->md", by_mean, d_means) + np.einsum(
                 "sm,smd->md", by_std, d_stds
             )
