@@ -44,6 +44,21 @@ class Suggestion:
     acquisition_value: float = math.nan
 
 
+def told_seconds(seconds: Iterable[float | None]) -> np.ndarray:
+    """Evaluation seconds as floats, NaN where None (not known); refused,
+    naming the first bad one, unless each is finite and >= 0 or not known."""
+    seconds = np.array(
+        [math.nan if took is None else took for took in seconds], dtype=float
+    )
+    bad = (seconds < 0) | np.isinf(seconds)
+    if bad.any():
+        raise ValueError(
+            "told seconds must be finite and >= 0, or None, got "
+            f"{float(seconds[bad][0])!r}"
+        )
+    return seconds
+
+
 class GridExhaustedError(ValueError):
     """Every configuration of the grid has been asked."""
 
@@ -122,13 +137,10 @@ class Optimizer:
         one's too: a trial cut at a time limit took at least that long)."""
         if value is not None and not math.isfinite(value):
             raise ValueError(f"told value must be finite or None, got {value!r}")
-        if seconds is not None and not (math.isnan(seconds) or 0 <= seconds < math.inf):
-            raise ValueError(
-                f"told seconds must be finite and >= 0, or None, got {seconds!r}"
-            )
+        (took,) = told_seconds([seconds])
         self._X.append(np.asarray(suggestion.encoded, dtype=float))
         self._values.append(math.nan if value is None else float(value))
-        self._seconds.append(math.nan if seconds is None else float(seconds))
+        self._seconds.append(float(took))
 
     def tell_many(
         self,
@@ -167,15 +179,7 @@ class Optimizer:
         do not repeat each other's draws; this optimizer is otherwise unchanged.
         """
         values = np.asarray(values, dtype=float)
-        seconds = (
-            np.full(len(values), math.nan)
-            if seconds is None
-            else np.asarray(seconds, dtype=float)
-        )
-        if np.any(seconds < 0) or np.any(np.isinf(seconds)):
-            raise ValueError(
-                f"told seconds must be finite and >= 0, or NaN, got {seconds!r}"
-            )
+        seconds = told_seconds([None] * len(values) if seconds is None else seconds)
         if np.shape(X) != (len(values), self.space.dim) or seconds.shape != (
             len(values),
         ):
