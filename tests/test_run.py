@@ -89,11 +89,17 @@ def latest_run(client):
     )[0]
 
 
-@pytest.fixture(scope="module")
-def concrete_run(project):
-    completed = kedro_run(project, "--pipelines=segor", "--params", f"{SMALL},seed=0")
+def finished_run(project, pipeline, params):
+    """The MLflow run of `kedro run --pipelines=<pipeline> --params <params>`,
+    which must succeed."""
+    completed = kedro_run(project, f"--pipelines={pipeline}", "--params", params)
     assert completed.returncode == 0, completed.stderr[-3000:]
     return latest_run(client_for(project))
+
+
+@pytest.fixture(scope="module")
+def concrete_run(project):
+    return finished_run(project, "segor", f"{SMALL},seed=0")
 
 
 def test_run_logs_parameters_and_provenance(project, concrete_run):
@@ -281,15 +287,12 @@ def test_classification_dataset_is_refused_by_segor_before_any_run_is_opened(
 
 
 def test_sego_on_a_classification_dataset_logs_a_voting_model(project):
-    completed = kedro_run(
+    run = finished_run(
         project,
-        "--pipelines=sego",
-        "--params",
+        "sego",
         "dataset=wine,budget=8,sego.ensemble_size=4,segor.optimizer.n_initial=4",
     )
-    assert completed.returncode == 0, completed.stderr[-3000:]
     client = client_for(project)
-    run = latest_run(client)
     assert run.info.run_name == (
         "sego-wine-0 budget=8 sego.ensemble_size=4 segor.optimizer.n_initial=4"
     )
@@ -308,15 +311,12 @@ def test_sego_on_a_classification_dataset_logs_a_voting_model(project):
 
 
 def test_a_bagged_stacked_final_model_is_logged_verified_and_served(project):
-    completed = kedro_run(
+    run = finished_run(
         project,
-        "--pipelines=sego",
-        "--params",
+        "sego",
         "dataset=wine,budget=4,sego.ensemble_size=3,sego.optimizer.n_initial=4,"
         "final_model=bagged,stacking=true,seed=5",
     )
-    assert completed.returncode == 0, completed.stderr[-3000:]
-    run = latest_run(client_for(project))
     assert run.data.params["final_model"] == "bagged"
     metrics = run.data.metrics
     chosen = metrics["stacking_cv_loss"] < metrics["stacking_ensemble_cv_loss"]
@@ -342,15 +342,12 @@ def test_a_bagged_stacked_final_model_is_logged_verified_and_served(project):
 
 @pytest.mark.parametrize("method", ["esmbo", "ers"])
 def test_agnostic_bayes_pipelines_run_end_to_end(project, method):
-    completed = kedro_run(
+    run = finished_run(
         project,
-        f"--pipelines={method}",
-        "--params",
+        method,
         f"budget=8,segor.optimizer.n_initial=4,ers.n_samples=200,{CHEAP_AUTO}",
     )
-    assert completed.returncode == 0, completed.stderr[-3000:]
     client = client_for(project)
-    run = latest_run(client)
     composition = pd.read_csv(
         client.download_artifacts(
             run.info.run_id, f"tables/{method}_ensemble_composition.csv"
@@ -384,15 +381,12 @@ def single_best_run(project):
 
     def run_of(method):
         if method not in runs:
-            completed = kedro_run(
+            runs[method] = finished_run(
                 project,
-                f"--pipelines={method}",
-                "--params",
+                method,
                 # a time budget the 8 trials do not reach: the trials end the search
                 f"budget=8,time_budget=300,segor.optimizer.n_initial=4,{CHEAP_AUTO}",
             )
-            assert completed.returncode == 0, completed.stderr[-3000:]
-            runs[method] = latest_run(client_for(project))
         return runs[method]
 
     return run_of
@@ -429,16 +423,13 @@ def test_single_best_pipelines_log_their_own_run(project, single_best_run, metho
 
 
 def test_a_multi_fidelity_run_logs_its_rung_evaluations_and_what_it_spent(project):
-    completed = kedro_run(
+    run = finished_run(
         project,
-        "--pipelines=segor",
-        "--params",
+        "segor",
         "budget=6,segor.fidelity.scheduler=hyperband,segor.fidelity.eta=2,"
         f"segor.optimizer.n_initial=4,segor.model={CHEAP_MODEL}",
     )
-    assert completed.returncode == 0, completed.stderr[-3000:]
     client = client_for(project)
-    run = latest_run(client)
     assert run.data.params["segor.fidelity.scheduler"] == "hyperband"
     metrics = run.data.metrics
     assert 0 < metrics["fidelity_full_equivalents"] <= 6
@@ -470,15 +461,12 @@ def test_posthoc_selects_from_the_pool_an_earlier_run_saved_and_reruns_the_same(
     project, single_best_run
 ):
     source = single_best_run("smbo")
-    completed = kedro_run(
+    run = finished_run(
         project,
-        "--pipelines=posthoc",
-        "--params",
+        "posthoc",
         "posthoc_source=smbo,posthoc.max_size=8,posthoc.weighting=bfgs",
     )
-    assert completed.returncode == 0, completed.stderr[-3000:]
     client = client_for(project)
-    run = latest_run(client)
     assert run.data.params["posthoc_source"] == "smbo"
     # the latest finished smbo run's pool, downloaded from the store
     assert run.data.tags["pool_source"] == (
