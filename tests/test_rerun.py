@@ -419,14 +419,17 @@ def test_a_posthoc_run_is_rerun_on_the_pool_it_read(in_project):
     )
 
 
+def run_record(params, metrics=None):
+    """What the rerun notes read of an MLflow run: run r1's params and metrics."""
+    return SimpleNamespace(
+        info=SimpleNamespace(run_id="r1"),
+        data=SimpleNamespace(params=params, metrics=metrics or {}),
+    )
+
+
 def test_a_time_budgeted_run_s_differences_come_with_how_to_repeat_its_trials():
     def run(time_budget):
-        return SimpleNamespace(
-            info=SimpleNamespace(run_id="r1"),
-            data=SimpleNamespace(
-                params={"time_budget": time_budget}, metrics={"trials": 37.0}
-            ),
-        )
+        return run_record({"time_budget": time_budget}, {"trials": 37.0})
 
     assert time_budget_note(run("None")) == ""
     note = time_budget_note(run("60"))
@@ -445,12 +448,7 @@ def test_a_time_budgeted_run_s_differences_come_with_how_to_repeat_its_trials():
 
 def test_a_run_that_weighed_trial_seconds_says_a_rerun_may_search_elsewhere():
     def run(metrics):
-        return SimpleNamespace(
-            info=SimpleNamespace(run_id="r1"),
-            data=SimpleNamespace(
-                params={"time_budget": "60"}, metrics={"trials": 37.0, **metrics}
-            ),
-        )
+        return run_record({"time_budget": "60"}, {"trials": 37.0, **metrics})
 
     assert measured_seconds_note(run({})) == ""
     weighed = run({"proposals_weighed_seconds": 1.0})
@@ -466,9 +464,8 @@ def test_a_run_that_weighed_trial_seconds_says_a_rerun_may_search_elsewhere():
 
 def test_an_async_run_s_differences_come_with_how_to_search_reproducibly():
     def run(**parallel):
-        params = {f"parallel.{name}": str(value) for name, value in parallel.items()}
-        return SimpleNamespace(
-            info=SimpleNamespace(run_id="r1"), data=SimpleNamespace(params=params)
+        return run_record(
+            {f"parallel.{name}": str(value) for name, value in parallel.items()}
         )
 
     assert async_note(run(backend="local", n_workers=1, mode="async")) == ""
