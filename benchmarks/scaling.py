@@ -24,9 +24,9 @@ Three parts (`--parts`, all by default):
   sequential runs.
 - models: real models whose fits use threads (benchmarks/scaling_models.py):
   histogram gradient boosting and random forests on wage, a fixed number of
-  trials (`--model-budget`, 16) at 1, 2 and 4 workers, and two 1-worker
-  searches side by side, each search in a process of its own with none of the
-  thread variables this script sets.
+  trials (`--model-budget`, 16) at 1, 2 and 4 workers (sync and async), and
+  two 1-worker searches side by side, each search in a process of its own
+  with none of the thread variables this script sets.
 
     .venv/bin/python benchmarks/scaling.py --parts scaling --repeats 3  # ~8 min a repeat
     nice -n 10 .venv/bin/python benchmarks/scaling.py --parts quality   # ~13 min on 2 cores
@@ -786,6 +786,13 @@ def main() -> None:
     parser.add_argument("--model-dataset", default="wage", help="models: wage")
     parser.add_argument("--model-budget", type=int, default=None, help="models: 16")
     parser.add_argument("--model-workers", nargs="+", type=int, default=None)
+    parser.add_argument(
+        "--model-modes",
+        nargs="+",
+        choices=("sync", "async"),
+        default=["sync", "async"],
+        help="models: the modes of more than one worker (sync async)",
+    )
     parser.add_argument(
         "--model-timeout", type=float, default=None, help="models: s a search (none)"
     )

@@ -5,7 +5,9 @@ Histogram gradient boosting (OpenMP threads) and random forests (one thread a
 fit) in their regression spaces on a bundled dataset: a SEGOR search of
 `budget` trials whose every configuration comes from the seed's Sobol design
 (n_initial = budget), so that each worker count trains the same configurations
-and the wall times compare the trials, not the proposals. Trials train in
+and the wall times compare the trials, not the proposals. More than one worker
+runs in each mode (sync: batches of `workers` trials, each waited for; async:
+a worker that finishes gets the next trial at once). Trials train in
 worker processes under the default time limit, as a search's do, each worker
 with its share of the cores (core.threads). Every search runs in a process of
 its own whose environment holds no OMP_NUM_THREADS, OPENBLAS_NUM_THREADS or
@@ -82,9 +84,10 @@ def search_once(
     seed: int,
     barrier: str | None = None,
     parties: int = 1,
+    mode: str = "sync",
 ) -> dict[str, Any]:
-    """A budget-`budget` SEGOR search of `space` on `workers` local workers,
-    timed from when its workers are up (and the other searches' too)."""
+    """A budget-`budget` SEGOR search of `space` on `workers` local workers in
+    `mode`, timed from when its workers are up (and the other searches' too)."""
 
     quiet_learners()
     parameters = default_parameters()
@@ -107,7 +110,7 @@ def search_once(
         time_limit=parameters["segor"]["time_limit"],
     )
     settings = ParallelSettings.from_block(
-        {"backend": "local", "n_workers": workers, "address": None, "mode": "sync"}
+        {"backend": "local", "n_workers": workers, "address": None, "mode": mode}
     )
     with trial_runner(settings, evaluator) as runner:
         # The workers' start-up (a fresh interpreter importing scikit-learn)
@@ -119,7 +122,7 @@ def search_once(
         started = time.perf_counter()
         strategy = Segor(data.target, data.fold_ids, ensemble_size=12)
         result = Search(strategy, optimizer, evaluator).run(
-            budget, runner=runner, mode="sync"
+            budget, runner=runner, mode=mode
         )
         wall = time.perf_counter() - started
     trial_seconds = [record.fit_seconds for record in result.history]
@@ -127,6 +130,7 @@ def search_once(
         "dataset": dataset,
         "space": space,
         "workers": workers,
+        "mode": mode,
         "budget": budget,
         "rows": int(len(data.target)),
         "features": int(data.features.shape[1]),
@@ -149,6 +153,7 @@ def _search_process(
     cores: int | None = None,
     barrier: str | None = None,
     parties: int = 1,
+    mode: str = "sync",
 ) -> subprocess.Popen:
     """A search in a process of its own, its thread variables unset."""
     env = {k: v for k, v in os.environ.items() if k not in THREAD_VARIABLES}
@@ -159,7 +164,7 @@ def _search_process(
         sys.executable,
         str(Path(__file__).resolve()),
         "--search",
-        json.dumps([*search, barrier, parties]),
+        json.dumps([*search, barrier, parties, mode]),
     ]
     return subprocess.Popen(command, env=env, stdout=subprocess.PIPE, text=True)
 
@@ -181,27 +186,32 @@ def _record(
 
 
 def models_part(args: argparse.Namespace, log: Any) -> dict[str, Any]:
-    """Every family at each worker count, then two 1-worker searches side by side."""
+    """Every family at each worker count (above 1: in each of `args.model_modes`),
+    then two 1-worker searches side by side."""
     start = time.perf_counter()
     runs = []
     machine_cores = len(os.sched_getaffinity(0))
     for repeat in range(args.repeats):
         for family, space in FAMILIES.items():
             for workers in args.model_workers:
-                run = _record(
-                    _search_process(args, space, workers),
-                    args.model_timeout,
-                    family=family,
-                    case="alone",
-                    repeat=repeat,
-                    workers=workers,
-                    budget=args.model_budget,
-                )
-                runs.append(run)
-                log(
-                    f"  {family} q={workers}: wall {run['wall_seconds']:.2f} s"
-                    + (" (timed out)" if run["timed_out"] else "")
-                )
+                # one worker trains one trial at a time in either mode
+                for mode in args.model_modes if workers > 1 else ["sync"]:
+                    run = _record(
+                        _search_process(args, space, workers, mode=mode),
+                        args.model_timeout,
+                        family=family,
+                        case="alone",
+                        repeat=repeat,
+                        workers=workers,
+                        mode=mode,
+                        budget=args.model_budget,
+                    )
+                    runs.append(run)
+                    log(
+                        f"  {family} q={workers} {mode}: wall "
+                        f"{run['wall_seconds']:.2f} s"
+                        + (" (timed out)" if run["timed_out"] else "")
+                    )
             for case, share in SIDE_BY_SIDE.items():
                 cores = None if share is None else max(1, int(machine_cores * share))
                 with tempfile.TemporaryDirectory() as barrier:
@@ -239,8 +249,15 @@ def models_part(args: argparse.Namespace, log: Any) -> dict[str, Any]:
 # --------------------------------------------------------------------------- report
 
 
+def _mode(run: dict[str, Any]) -> str | None:
+    """A run's mode where it has more than one worker (records written before
+    async was measured are sync); None where trials run one at a time."""
+    return run.get("mode", "sync") if run["workers"] > 1 else None
+
+
 def models_rows(runs: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """Per family and case: median wall and speed-up over one search with 1 worker.
+    """Per family, case and mode: median wall and speed-up over one search with
+    1 worker.
 
     Two searches side by side trained 2 x budget trials in the wall time of
     the slower one: their speed-up is 2 x (1 worker's wall) / that wall. A
@@ -249,17 +266,18 @@ def models_rows(runs: list[dict[str, Any]]) -> list[dict[str, Any]]:
     rows = []
     for family in dict.fromkeys(run["family"] for run in runs):
         mine = [run for run in runs if run["family"] == family]
-        groups: dict[tuple[str, int], list[dict[str, Any]]] = {}
+        groups: dict[tuple[str, int, str | None], list[dict[str, Any]]] = {}
         for run in mine:
             if run["case"] == "alone":
-                groups.setdefault(("alone", run["workers"]), []).append(run)
+                key = ("alone", run["workers"], _mode(run))
+                groups.setdefault(key, []).append(run)
         for repeat in {run["repeat"] for run in mine}:
             for case in SIDE_BY_SIDE:
                 pair = [r for r in mine if r["case"] == case and r["repeat"] == repeat]
                 if pair:  # the slower search, the pair's trials
                     slower = max(pair, key=lambda run: run["wall_seconds"])
                     finished = [run for run in pair if not run["timed_out"]]
-                    groups.setdefault((case, 2), []).append(
+                    groups.setdefault((case, 2, None), []).append(
                         {
                             **(finished or pair)[0],
                             **slower,
@@ -273,21 +291,24 @@ def models_rows(runs: list[dict[str, Any]]) -> list[dict[str, Any]]:
             ]
             for key, group in groups.items()
         }
-        base = medians.get(("alone", 1))
-        for (case, workers), run in medians.items():
-            walls = sorted(r["wall_seconds"] for r in groups[case, workers])
+        base = medians.get(("alone", 1, None))
+        for (case, workers, mode), run in medians.items():
+            walls = sorted(r["wall_seconds"] for r in groups[case, workers, mode])
             trials = run["budget"] * (1 if case == "alone" else 2)
             speedup = None
             if base is not None:
                 speedup = (
                     base["wall_seconds"] * trials / run["budget"] / run["wall_seconds"]
                 )
-            finished = [r for r in groups[case, workers] if "trial_seconds_sum" in r]
+            finished = [
+                r for r in groups[case, workers, mode] if "trial_seconds_sum" in r
+            ]
             rows.append(
                 {
                     "family": family,
                     "case": case,
                     "workers": workers,
+                    "mode": mode,
                     "threads_per_worker": finished[0]["threads_per_worker"]
                     if finished
                     else None,
@@ -312,6 +333,7 @@ def models_table(runs: list[dict[str, Any]]) -> str:
         "family",
         "case",
         "trials at once",
+        "mode",
         "threads a worker",
         "trials",
         "wall s (range)",
@@ -334,6 +356,7 @@ def models_table(runs: list[dict[str, Any]]) -> str:
                 if row["case"] == "alone"
                 else f"two searches, {row['case']}",
                 str(row["workers"]),
+                row["mode"] or "-",
                 "-"
                 if row["threads_per_worker"] is None
                 else str(row["threads_per_worker"]),
@@ -372,7 +395,10 @@ def models_report(part: dict[str, Any], environment: str) -> list[str]:
         f"from the seed's Sobol design (n_initial = {part['budget']}), so every "
         "case trains the same configurations; 5-fold CV, the trials in worker "
         "processes (default time limit), each with its share of the cores for "
-        "OpenMP and BLAS threads (threads a worker). Each search runs in a "
+        "OpenMP and BLAS threads (threads a worker); with more than one, in "
+        "each mode: sync (batches of as many trials as workers, each batch "
+        "waited for: the same seed gives the same search) and async (a worker "
+        "that finishes gets the next trial at once). Each search runs in a "
         "process of its own with no OMP_NUM_THREADS in its environment. Wall: "
         "the search's trials, workers' start-up apart, median of "
         f"{repeats} repeat(s). Two searches: two 1-worker searches started "
