@@ -87,7 +87,7 @@ from ensemble_bo.core.preparation import ModelInput, prepare
 from ensemble_bo.core.runners import trial_runner
 from ensemble_bo.core.search import Search
 from ensemble_bo.core.seeding import derive_seed
-from ensemble_bo.core.settings import ParallelSettings
+from ensemble_bo.core.settings import MODES, ParallelSettings
 from ensemble_bo.core.space import SearchSpace
 from ensemble_bo.core.strategies import Segor
 from ensemble_bo.core.trials import TrialRequest, TrialResult
@@ -333,7 +333,7 @@ def scaling_part(args: argparse.Namespace) -> dict[str, Any]:
     cases = []
     for backend in args.backends:
         for workers in args.workers:
-            for mode in ("sync",) if workers == 1 else ("sync", "async"):
+            for mode in ("sync",) if workers == 1 else MODES:
                 cases.append((backend, workers, mode))
     runs = []
     start = time.perf_counter()
@@ -614,7 +614,7 @@ def quality_rows(part: dict[str, Any]) -> list[dict[str, Any]]:
             row[f"{mode}_search_seconds"] = float(
                 np.mean([c["search_seconds"] for c in cells if c["mode"] == mode])
             )
-        for mode in ("sync", "async"):
+        for mode in MODES:
             difference = row[f"{mode}_mean"] - row["sequential_mean"]
             row[f"{mode}_difference"] = difference
             if not math.isfinite(spread):
@@ -789,8 +789,8 @@ def main() -> None:
     parser.add_argument(
         "--model-modes",
         nargs="+",
-        choices=("sync", "async"),
-        default=["sync", "async"],
+        choices=MODES,
+        default=list(MODES),
         help="models: the modes of more than one worker (sync async)",
     )
     parser.add_argument(
