@@ -109,14 +109,16 @@ class ScriptedRunner:
 
 
 class AskRecorder(GPEIOptimizer):
-    """Keeps how many pending points each proposal was asked with."""
+    """Keeps how many told and pending points each proposal was asked with."""
 
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
         self.pending_sizes = []
+        self.told_sizes = []
 
     def ask(self, pending=()):
         self.pending_sizes.append(len(pending))
+        self.told_sizes.append(len(self.X))
         return super().ask(pending)
 
 
@@ -127,32 +129,42 @@ def segor(n_initial=4, seed=3, size=4):
     return segor_search(optimizer, synthetic_evaluator, Y, FOLDS, ensemble_size=size)
 
 
-def test_sync_mode_proposes_a_batch_of_n_workers_and_takes_it_in_proposal_order():
+def test_sync_mode_proposes_trial_t_from_the_trials_before_t_minus_n_workers():
     search = segor()
     runner = ScriptedRunner(3, durations=(3.0, 1.0, 2.0))
     result = search.run(10, runner=runner, mode="sync")
     assert len(result.pool) == 10 and runner.most_running == 3
-    # batches of 3, 3, 3, then the 1 left of the budget
-    assert search.optimizer.pending_sizes == [0, 1, 2, 0, 1, 2, 0, 1, 2, 0]
+    # trial t was asked with trials 0..t-4 told and t-3..t-1 as fantasies,
+    # whichever of those had ended
+    assert search.optimizer.told_sizes == [0, 0, 0, 0, 1, 2, 3, 4, 5, 6]
+    assert search.optimizer.pending_sizes == [0, 1, 2, 3, 3, 3, 3, 3, 3, 3]
     # whatever order they end in, trial t is the t-th proposal
     assert runner.finished[:3] == [1, 2, 0]
     assert result.pool.configs == [config for _, config in runner.submitted]
     assert [record.iteration for record in result.history] == list(range(10))
-    # the proposals of a batch after the initial design are distinct points
+    # a proposal after the initial design is none of its fantasies
     encoded = np.array(result.pool.encoded)
-    for start in (3, 6):
-        batch = encoded[start : start + 3]
+    for t in range(4, 10):
         assert (
-            min(np.linalg.norm(batch[i] - batch[j]) for i in range(3) for j in range(i))
-            > 1e-6
+            min(np.linalg.norm(encoded[t] - encoded[t - k]) for k in (1, 2, 3)) > 1e-6
         )
 
 
-@pytest.mark.parametrize(("mode", "fits"), [("sync", 3), ("async", 6)])
-def test_a_batch_fits_the_gp_hyperparameters_once(mode, fits):
-    # budget 10, design 4: 6 model-based proposals; sync asks them in the
-    # batches 2-4 of (3, 3, 3, 1), async one per trial that ended (each a new
-    # observation)
+def test_sync_mode_gives_a_free_worker_the_next_trial_without_waiting_for_the_slowest():
+    # Trials of 4 s and 1 s alternate on 2 workers. Batches of 2, each waited
+    # for, would end 10 trials at 5 x 4 = 20 s. Trial t waits only for trial
+    # t-3 to end and a worker to be free: by hand, 2 starts at 1 s, 3 at 4 s,
+    # 4 and 5 at 5 s, 6 at 6 s, 7 at 9 s, 8 and 9 at 10 s, 8 ends at 14 s.
+    runner = ScriptedRunner(2, durations=(4.0, 1.0))
+    segor().run(10, runner=runner, mode="sync")
+    assert runner.now == pytest.approx(14.0)
+    assert runner.most_running == 2
+
+
+@pytest.mark.parametrize(("mode", "fits"), [("sync", 5), ("async", 6)])
+def test_the_gp_hyperparameters_are_fitted_once_per_new_result(mode, fits):
+    # budget 10, design 4: 6 model-based proposals, each after a result ended;
+    # sync's first (trial 4, 3 workers) sees only trial 0 ended, too few to fit
     search = segor()
     model = search.optimizer._model
     calls = []
@@ -197,27 +209,32 @@ def test_a_failed_trial_in_a_batch_is_recorded_and_the_search_goes_on():
     assert statuses == ["failed" if f else "ok" for f in failed]
 
 
-def test_esmbo_proposes_a_batch_for_consecutive_replicas():
+def test_esmbo_proposes_for_consecutive_replicas_on_their_own_targets():
     optimizer = GPEIOptimizer(SPACE, seed=0, n_initial=3, gp_restarts=1)
     search = esmbo_search(
         optimizer, synthetic_evaluator, Y, FOLDS, n_replicas=4, seed=0
     )
-    retargets = []
-    retarget = optimizer.retarget
-    optimizer.retarget = lambda values: retargets.append(np.array(values)) or retarget(
+    begun, told, asked = [], [], []
+    begin, retarget, ask = search.strategy.begin, optimizer.retarget, optimizer.ask
+    search.strategy.begin = lambda i, pool: begun.append(i) or begin(i, pool)
+    optimizer.retarget = lambda values: told.append(np.array(values)) or retarget(
         values
     )
-    result = search.run(8, runner=ScriptedRunner(4), mode="sync")
+    optimizer.ask = lambda pending=(): asked.append((begun[-1], told[-1])) or ask(
+        pending
+    )
+    result = search.run(12, runner=ScriptedRunner(4), mode="sync")
     # one worker per replica: iteration i works for replica i mod 4 ...
-    assert [record.slot for record in result.history] == [0, 1, 2, 3, 0, 1, 2, 3]
-    # ... and the second batch's 4 proposals were asked on 4 replicas' targets
-    second_batch = retargets[8:12]
-    assert all(len(targets) == 4 for targets in second_batch)
-    assert len({targets.tobytes() for targets in second_batch}) == 4
+    assert [record.slot for record in result.history] == [0, 1, 2, 3] * 3
+    # ... and was asked on that replica's targets: the last four, asked with
+    # trials 0..3 told at least, see those four models differently
+    assert [iteration for iteration, _ in asked] == list(range(12))
+    first_models = [targets[:4].tobytes() for _, targets in asked[8:]]
+    assert len(set(first_models)) == 4
 
 
 def test_esmbo_tunes_auto_rho_on_its_first_trials_however_many_are_running():
-    # Iteration 6 is proposed while only 4 trials have ended; rho waits for 6.
+    # Iteration 6 is proposed while only 2 trials have been taken; rho waits for 6.
     search = esmbo("auto", rho_tuned_at=6, n_posterior_samples=200)
     runner = ScriptedRunner(4, evaluate=search.evaluate)  # ends in proposal order
     search.run(15, runner=runner, mode="sync", max_initial_failures=None)

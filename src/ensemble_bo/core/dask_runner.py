@@ -121,7 +121,7 @@ class DaskRunner:
     def _send(self) -> None:
         """Send waiting trials to the cluster's free worker threads, each to a
         worker with a free thread: Dask's own placement, drawn to the worker
-        holding the data, put 4 trials of a sync batch on one worker while
+        holding the data, put 4 trials proposed together on one worker while
         others idled."""
         if not self._waiting:
             return

@@ -163,8 +163,9 @@ class ReplayingRunner:
         self.journal = journal
         self.time_budget = time_budget
         self.replay = replay
-        # proposals: by ticket, gaps and all (a sync batch stopped mid-way
-        # leaves the trials that had ended); completions: in the order they ended.
+        # proposals: by ticket, gaps and all (a sync search stopped mid-way
+        # leaves the later trials that had ended); completions: in the order
+        # they ended.
         self._recorded = journal.recorded() if replay == "proposals" else {}
         self._completions = journal.entries() if replay == "completions" else []
         self._replayed: deque[tuple[int, TrialResult]] = deque()

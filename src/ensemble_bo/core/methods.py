@@ -678,7 +678,8 @@ def run_method(
     fidelity = check_fidelity(
         chosen, parameters, len(set(data.fold_ids.tolist())), model
     )
-    # A multi-fidelity search's rungs are sync batches, whatever the mode.
+    # A multi-fidelity search trains each rung as a batch whose results it
+    # takes in proposal order, whatever the mode: a sync search's replay.
     mode = "sync" if parallel.serial or fidelity.enabled else parallel.mode
     # The budget counts from here: starting the workers is the search's time.
     time_budget.start()

@@ -617,8 +617,8 @@ class GPEIOptimizer(ModelBasedOptimizer):
     ) -> list[Suggestion]:
         try:
             # A proposal asked while others train, with nothing told since the
-            # last one (the rest of a sync batch), keeps that fit's
-            # hyperparameters on its own targets: one fit per batch, as a
+            # last one (the rest of a rung's batch, core.brackets), keeps that
+            # fit's hyperparameters on its own targets: one fit per batch, as a
             # batch of q asked at once has.
             posteriors = self._posteriors(X, y, keep_hyperparameters=bool(pending))
         except (ValueError, np.linalg.LinAlgError) as error:

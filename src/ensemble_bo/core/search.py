@@ -5,8 +5,9 @@ method runs (core.methods builds its parts): the strategy (core.strategies)
 says what the optimizer's targets are and keeps the ensemble, the optimizer
 (core.optimizer) proposes configurations, the runner (core.runners) trains
 them, and the pool (core.pool) keeps every trial's out-of-fold predictions.
-`SearchLoop` drives it one trial at a time, in sync batches or
-asynchronously; a multi-fidelity schedule is driven by core.brackets.
+`SearchLoop` drives it one trial at a time, in sync (results taken in
+proposal order) or async mode; a multi-fidelity schedule is driven by
+core.brackets.
 """
 
 from __future__ import annotations
@@ -100,14 +101,15 @@ class Search:
         `search_seconds` and `stopped_by` say how long it took and why it ended.
 
         runner: where the trials train (core.runners; None: one at a time
-        through `evaluate`). With `runner.n_workers` = q > 1, mode "sync"
-        proposes q configurations at once, trains them together and takes their
-        results in proposal order, so a seed and q give one result; "async"
-        keeps q trials running and proposes the next as soon as one ends, so
-        results depend on which ends first. Either way each proposal sees the
-        configurations still training as fantasies (kriging believer, on the
-        targets of the iteration it is proposed for), and each finished trial
-        updates the ensemble as in the serial loop.
+        through `evaluate`). With `runner.n_workers` = q > 1, both modes keep
+        up to q trials training and give a free worker the next proposal.
+        Mode "sync" proposes trial t from trials 0..t-q-1, the q after them
+        as fantasies, and takes results in proposal order, so a seed and q
+        give one result (SearchLoop.run_sync); "async" proposes from every
+        trial that has ended, the others still training as fantasies, so
+        results depend on which ends first. Fantasies are the optimizer's
+        batch strategy's (on the targets of the iteration proposed for), and
+        each finished trial updates the ensemble as in the serial loop.
 
         Each callback gets every iteration's record as it ends. Any exception
         (Ctrl-C included) is re-raised as SearchInterrupted holding the pool.
@@ -263,17 +265,38 @@ class SearchLoop:
         self.optimizer.skip_proposed([dict(request.config) for request, _ in recorded])
 
     def run_sync(self) -> None:
-        while self.may_propose(0):
-            batch: list[Suggestion] = []
-            while len(batch) < self.runner.n_workers and self.may_propose(len(batch)):
-                ticket = len(self.pool) + len(batch)
-                suggestion = self._propose(ticket, batch)
-                self.runner.submit(self.request(ticket, suggestion))
-                batch.append(suggestion)
-            first = len(self.pool)
-            finished = dict(self.runner.next_finished() for _ in batch)
-            for offset, suggestion in enumerate(batch):
-                self.finish(suggestion, finished[first + offset])
+        """Trial t is proposed from the results of trials 0..t-lag-1, with the
+        lag of them after those as fantasies, and results are taken in ticket
+        order: what t sees does not depend on which trial ended first, so a
+        seed and n_workers give one result. lag = n_workers (0 when serial):
+        one fantasy more than async has, so that a worker that frees up gets
+        the next proposal without waiting for the slowest trial running, as
+        a batch of n_workers waited for would."""
+        n_workers = self.runner.n_workers
+        lag = n_workers if n_workers > 1 else 0
+        waiting: dict[int, Suggestion] = {}  # proposed, not taken yet
+        ended: dict[int, TrialResult] = {}  # of those, the ones that ended
+        ticket, proposing = 0, True
+        while True:
+            # Taking trial k before k + lag is proposed would change what k + lag sees.
+            taken = len(self.pool)
+            while taken in ended and (taken < ticket - lag or not proposing):
+                self.finish(waiting.pop(taken), ended.pop(taken))
+                taken += 1
+            if proposing and len(waiting) - len(ended) < n_workers:
+                if taken >= ticket - lag:
+                    if self.may_propose(len(waiting)):
+                        suggestion = self._propose(ticket, list(waiting.values()))
+                        self.runner.submit(self.request(ticket, suggestion))
+                        waiting[ticket] = suggestion
+                        ticket += 1
+                    else:
+                        proposing = False
+                    continue
+            if not waiting:
+                return
+            done, trial_result = self.runner.next_finished()
+            ended[done] = trial_result
 
     def run_async(self) -> None:
         self._take_recorded()

@@ -468,8 +468,9 @@ class ParallelSettings:
     address: the LocalCluster's size; dask with an address: null takes the
     cluster's worker threads); address: an existing scheduler
     (tcp://host:8786), else $DASK_SCHEDULER_ADDRESS, else a LocalCluster is
-    started; mode: sync (batches of n_workers, results identical for a seed
-    and n_workers) | async (a worker that finishes gets the next proposal).
+    started; mode: sync (proposals from the trials before the last n_workers
+    proposed, results taken in proposal order: identical for a seed and
+    n_workers) | async (proposals from every trial that has ended).
     """
 
     backend: str = "local"
