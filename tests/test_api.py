@@ -289,9 +289,13 @@ def test_a_time_budget_ends_the_search_within_one_trial_of_its_limit(concrete):
     # (test_time_budget.py); the seconds here depend on the machine's load.
     assert result.stopped_by == "time_budget" and 1 <= len(result.pool) < 10_000
     assert result.pool.ok[0]  # the first trial is never cut by the budget
-    # the search stopped where the time left after its final fit's was spent
+    # It stopped where the time left after its final fit's was spent, or where
+    # a trial was cut at the budget's end: that trial had only the share of
+    # the time left that leaves room for its own final fit (core.time_budget).
     kept = result.search_metrics["final_fit_seconds_kept"]
-    assert kept > 0 and result.search_seconds + kept >= time_budget
+    last_error = result.pool.errors[-1] or ""
+    cut_at_end = "cut at the end of the time budget" in last_error
+    assert kept > 0 and (result.search_seconds + kept >= time_budget or cut_at_end)
     assert search.refit_seconds_ > 0 and len(search.predict(X)) == len(X)
 
 
