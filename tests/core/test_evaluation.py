@@ -5,6 +5,7 @@ import re
 import time
 import warnings
 
+import cloudpickle
 import numpy as np
 import pytest
 from joblib.externals.loky import process_executor
@@ -605,3 +606,43 @@ def test_a_pickled_size_is_counted_as_pickle_writes_it():
     # protocol 5 writes large arrays out of band: counted by bytes, not items
     array = np.arange(100_000, dtype=np.float64)
     assert pickled_bytes(array) == len(pickle.dumps(array, protocol=5)) > 800_000
+
+
+def _script_model_factory():
+    """A factory of a model whose class, as one defined in a script or a
+    notebook, cannot be found by pickle's lookup in a worker process."""
+
+    class ScriptTree(RegressorMixin, BaseEstimator):
+        def fit(self, X, y):
+            self.tree_ = DecisionTreeRegressor(max_depth=2).fit(X, y)
+            return self
+
+        def predict(self, X):
+            return self.tree_.predict(X)
+
+    return lambda model_name, config, random_state: ScriptTree()
+
+
+def test_a_model_class_pickle_cannot_look_up_is_measured_as_cloudpickle_sends_it():
+    fitted = _script_model_factory()("tree", {}, 0).fit(X, Y)
+    with pytest.raises((pickle.PicklingError, AttributeError)):
+        pickle.dumps(fitted, protocol=5)
+    assert pickled_bytes(fitted) == len(cloudpickle.dumps(fitted, protocol=5)) > 0
+
+
+def test_a_script_defined_model_trains_in_a_worker_process():
+    # Its size used to be measured with pickle, which failed every trial there.
+    evaluator = cross_validation_evaluator(
+        "decision_tree_regressor",
+        X,
+        Y,
+        FOLDS,
+        model_factory=_script_model_factory(),
+        worker_process=True,
+    )
+    try:
+        result = evaluator(request({}))
+    finally:
+        evaluator.close()
+    assert result.ok, result.error
+    assert result.model_bytes > 0 and np.isfinite(result.oof_predictions).all()

@@ -8,12 +8,12 @@ at a time, local workers, Dask).
 from __future__ import annotations
 
 import math
-import pickle
 import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
+import cloudpickle
 import numpy as np
 from sklearn.base import BaseEstimator, clone, is_classifier
 from sklearn.utils import _safe_indexing
@@ -129,9 +129,15 @@ class FoldCosts:
 def pickled_bytes(obj: Any) -> int:
     """The size of `obj` pickled (protocol 5), counted as it is written
     rather than held: pickle.dumps of a large model would need its size again
-    in memory just to be measured."""
+    in memory just to be measured.
+
+    cloudpickle writes what pickle writes for an importable class, and also
+    pickles one that is not, by value: a model class defined in a script or
+    a notebook reaches a worker process that way (loky and Dask send with
+    cloudpickle), where pickle's lookup of it fails every trial.
+    """
     counter = _ByteCounter()
-    pickle.dump(obj, counter, protocol=5)
+    cloudpickle.dump(obj, counter, protocol=5)
     return counter.written
 
 
