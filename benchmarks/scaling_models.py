@@ -6,8 +6,9 @@ fit) in their regression spaces on a bundled dataset: a SEGOR search of
 `budget` trials whose every configuration comes from the seed's Sobol design
 (n_initial = budget), so that each worker count trains the same configurations
 and the wall times compare the trials, not the proposals. More than one worker
-runs in each mode (sync: batches of `workers` trials, each waited for; async:
-a worker that finishes gets the next trial at once). Trials train in
+runs in each mode (sync: a worker that finishes gets the next trial, proposed
+from the results taken in ticket order, so the same seed gives the same
+search; async: the next trial, proposed from every result in). Trials train in
 worker processes under the default time limit, as a search's do, each worker
 with its share of the cores (core.threads). Every search runs in a process of
 its own whose environment holds no OMP_NUM_THREADS, OPENBLAS_NUM_THREADS or
@@ -396,9 +397,10 @@ def models_report(part: dict[str, Any], environment: str) -> list[str]:
         "case trains the same configurations; 5-fold CV, the trials in worker "
         "processes (default time limit), each with its share of the cores for "
         "OpenMP and BLAS threads (threads a worker); with more than one, in "
-        "each mode: sync (batches of as many trials as workers, each batch "
-        "waited for: the same seed gives the same search) and async (a worker "
-        "that finishes gets the next trial at once). Each search runs in a "
+        "each mode, a worker that finishes gets the next trial at once: sync "
+        "(proposed from the results taken in ticket order, as many trials "
+        "behind as there are workers: the same seed gives the same search) and "
+        "async (proposed from every result in). Each search runs in a "
         "process of its own with no OMP_NUM_THREADS in its environment. Wall: "
         "the search's trials, workers' start-up apart, median of "
         f"{repeats} repeat(s). Two searches: two 1-worker searches started "
