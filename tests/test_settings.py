@@ -1,5 +1,7 @@
 """Configuration loading: an env and `--params` override only the keys they name."""
 
+import subprocess
+import sys
 from pathlib import Path
 
 from kedro.config import OmegaConfigLoader
@@ -43,3 +45,22 @@ def test_an_env_overrides_nested_keys_without_dropping_their_siblings(tmp_path):
     assert loader["parameters"] == {
         "segor": {"size": 12, "optimizer": {"mode": "slice", "n_initial": 10}}
     }
+
+
+def _objects_frozen_at_exit(setup: str) -> int:
+    """gc.get_freeze_count() in the last exit handler of a process running `setup`."""
+    code = (
+        "import atexit, gc\n"
+        "atexit.register(lambda: print(gc.get_freeze_count()))\n" + setup
+    )
+    completed = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True
+    )
+    return int(completed.stdout.strip())
+
+
+def test_a_kedro_command_exits_without_collecting_what_it_loaded():
+    # Every `kedro` command loads the settings; the objects alive at exit are
+    # frozen before Python's final collections, after the other exit handlers.
+    assert _objects_frozen_at_exit("import ensemble_bo.settings") > 100_000
+    assert _objects_frozen_at_exit("import mlflow") == 0
