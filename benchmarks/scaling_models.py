@@ -46,7 +46,7 @@ from ensemble_bo.core.seeding import derive_seed
 from ensemble_bo.core.settings import ParallelSettings
 from ensemble_bo.core.space import SearchSpace
 from ensemble_bo.core.strategies import Segor
-from ensemble_bo.core.threads import trial_threads, usable_cores
+from ensemble_bo.core.threads import data_cells, trial_threads, usable_cores
 from ensemble_bo.core.workers import WorkerEvaluator
 
 PROJECT = Path(__file__).resolve().parents[1]
@@ -136,7 +136,7 @@ def search_once(
         "rows": int(len(data.target)),
         "features": int(data.features.shape[1]),
         "cores": usable_cores(),
-        "threads_per_worker": trial_threads(workers),
+        "threads_per_worker": trial_threads(workers, data_cells(data.features)),
         "wall_seconds": wall,
         "trial_seconds_sum": float(sum(trial_seconds)),
         "failed_trials": int(sum(not ok for ok in result.pool.ok)),

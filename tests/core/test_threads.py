@@ -5,7 +5,9 @@ from __future__ import annotations
 import os
 
 import numpy as np
+import pandas as pd
 import pytest
+from scipy import sparse
 from sklearn.base import BaseEstimator, RegressorMixin
 from threadpoolctl import threadpool_info
 
@@ -13,7 +15,7 @@ from ensemble_bo.core import threads
 from ensemble_bo.core.dask_runner import dask_client
 from ensemble_bo.core.runners import trial_runner
 from ensemble_bo.core.settings import ParallelSettings
-from ensemble_bo.core.threads import trial_threads, usable_cores
+from ensemble_bo.core.threads import data_cells, trial_threads, usable_cores
 from tests.core.test_evaluation import FOLDS, X, Y
 from tests.support import cross_validation_evaluator, request
 
@@ -118,9 +120,59 @@ def test_each_local_worker_limits_its_thread_pools_to_its_share(
     assert [_pool_threads(results[ticket]) for ticket in (0, 1)] == [(1, 1), (1, 1)]
 
 
-def test_a_lone_search_keeps_every_core_even_in_a_limited_workers_process(
-    no_user_threads,
+@pytest.mark.parametrize(
+    ("workers", "cells", "expected"),
+    [
+        (1, 49_999, 1),  # under one thread's cells: 1, never 0
+        (1, 100_000, 2),
+        (1, 250_000, 5),
+        (1, 10**9, 6),  # the cores cap it
+        (2, 100_000, 2),
+        (2, 10**9, 3),
+        (8, 10**9, 1),
+        (1, None, 6),  # no data given: the share alone
+    ],
+)
+def test_small_data_gets_one_thread_per_cells_per_thread_within_the_share(
+    no_user_threads, monkeypatch, workers, cells, expected
 ):
+    monkeypatch.setattr(threads, "cpu_count", lambda: 6)
+    assert threads.CELLS_PER_THREAD == 50_000
+    assert trial_threads(workers, cells) == expected
+
+
+def test_a_users_omp_num_threads_is_kept_on_small_data(monkeypatch):
+    monkeypatch.setenv("OMP_NUM_THREADS", "4")
+    assert trial_threads(1, 10) == 4
+
+
+@pytest.mark.parametrize(
+    ("data", "cells"),
+    [
+        (np.zeros((7, 3)), 21),
+        (pd.DataFrame({"a": range(5), "b": list("abcde")}), 10),
+        (sparse.random(10, 4, density=0.1, format="csr"), 40),
+        (np.zeros(9), 9),
+    ],
+)
+def test_data_cells_are_rows_times_features(data, cells):
+    assert data_cells(data) == cells
+
+
+def test_a_lone_search_on_small_data_trains_on_one_thread(no_user_threads):
+    # 50 x 3 cells: every core would cost a fit more than it shares.
+    evaluator = threads_evaluator(time_limit=60.0)
+    with trial_runner(ParallelSettings(), evaluator) as runner:
+        runner.submit(request({}))
+        _, result = runner.next_finished()
+    assert _pool_threads(result) == (1, 1)
+
+
+def test_a_lone_search_keeps_every_core_even_in_a_limited_workers_process(
+    no_user_threads, monkeypatch
+):
+    # data large enough for every core (here: one cell a thread)
+    monkeypatch.setattr(threads, "CELLS_PER_THREAD", 1)
     # A worker limited to 1 thread, then left to the next search of the process.
     limited = threads_evaluator(worker_process=True)
     limited.threads = 1

@@ -31,7 +31,7 @@ from dataclasses import replace
 from typing import Any, Protocol
 
 from ensemble_bo.core.settings import ParallelSettings
-from ensemble_bo.core.threads import trial_threads
+from ensemble_bo.core.threads import data_cells, trial_threads
 from ensemble_bo.core.trials import TrialRequest, TrialResult
 from ensemble_bo.core.workers import WorkerEvaluator
 
@@ -87,7 +87,7 @@ class LocalProcessRunner:
 
     def __init__(self, evaluator: WorkerEvaluator, n_workers: int) -> None:
         self.n_workers = n_workers
-        threads = trial_threads(n_workers)
+        threads = trial_threads(n_workers, data_cells(evaluator.cross_validation.X))
         self._evaluators = [
             replace(evaluator, worker_process=True, threads=threads)
             for _ in range(n_workers)

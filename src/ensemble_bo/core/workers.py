@@ -40,7 +40,7 @@ from ensemble_bo.core.evaluation import (
     ModelFactory,
     evaluate_configuration,
 )
-from ensemble_bo.core.threads import limit_threads, trial_threads
+from ensemble_bo.core.threads import data_cells, limit_threads, trial_threads
 from ensemble_bo.core.time_budget import (
     cut_before_start,
     cut_trial,
@@ -439,7 +439,9 @@ class WorkerEvaluator:
     def _send_data(self, executor: ProcessPoolExecutor) -> ProcessPoolExecutor:
         self._executor = executor
         cv = self.cross_validation
-        threads = trial_threads(1) if self.threads is None else self.threads
+        threads = (
+            trial_threads(1, data_cells(cv.X)) if self.threads is None else self.threads
+        )
         loaded = executor.submit(
             _load_worker_data,
             self._data_key,
