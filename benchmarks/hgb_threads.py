@@ -60,10 +60,12 @@ def table(name: str, rows: int, seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
         frame[categorical] = OrdinalEncoder().fit_transform(frame[categorical])
     X = frame.to_numpy(dtype=float)
     X = np.where(np.isnan(X), np.nanmean(X, axis=0), X)
+    if rows <= len(X):
+        return X[:rows], y[:rows]
     rng = np.random.default_rng(seed)
-    index = rng.integers(0, len(X), rows) if rows > len(X) else np.arange(rows)
-    noise = rng.normal(0, 0.01, (len(index), X.shape[1])) * X.std(axis=0)
-    return X[index] + (noise if rows > len(X) else 0), y[index]
+    index = rng.integers(0, len(X), rows)
+    noise = rng.normal(0, 0.01, (rows, X.shape[1])) * X.std(axis=0)
+    return X[index] + noise, y[index]
 
 
 def fit_seconds(X: np.ndarray, y: np.ndarray, threads: int, repeats: int) -> float:
