@@ -8,9 +8,10 @@ one thread per CELLS_PER_THREAD cells of the searched data, so a search with
 one worker keeps every core where its data is large enough to use them. Cores
 are those this process may run on: loky's cpu_count, which counts the CPU
 affinity (`taskset`), a cgroup's CPU quota (containers) and
-LOKY_MAX_CPU_COUNT, so two searches started with disjoint affinities, or each with LOKY_MAX_CPU_COUNT set to its part, divide
-the machine between them. A user's OMP_NUM_THREADS is the threads of every
-worker, as of every OpenMP program (one process each): the user's word.
+LOKY_MAX_CPU_COUNT, so two searches started with disjoint affinities, or
+each with LOKY_MAX_CPU_COUNT set to its part, divide the machine between
+them. A user's OMP_NUM_THREADS is the threads of every worker, as of every
+OpenMP program (one process each): the user's word.
 """
 
 from __future__ import annotations
