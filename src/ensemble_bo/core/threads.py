@@ -48,9 +48,9 @@ def usable_cores() -> int:
 
 
 # Cells (rows x features of the searched data) each further thread needs: on 2
-# cores, histogram boosting fitted 1.2-1.7x faster on one thread than on two up
-# to 64,000 cells and faster on two from about 110,000
-# (benchmarks/hgb_threads.py). On small data OpenMP's thread start-up and
+# cores, histogram boosting fitted faster on one thread than on two in 8 of 9
+# cases up to 64,000 cells (by up to 1.7x), and faster on two in 6 of 7 from
+# 114,000 (benchmarks/hgb_threads.py). On small data OpenMP's thread start-up and
 # barriers cost more than the work they share (scikit-learn issue 30662), the
 # more so the more threads.
 CELLS_PER_THREAD = 50_000
