@@ -118,6 +118,9 @@ def tool_setup(tool: str, task: str, options: Any) -> dict[str, Any]:
     # `model=NAME` picks our model or space (for the task it serves) instead of
     # the default space: a parameter of the search, not of the parameter files.
     model_setting = params.pop("model", None)
+    # `cv=K` cross-validates our search on K folds instead of N_FOLDS (the
+    # peers keep theirs): also a parameter of the search.
+    folds_setting = params.pop("cv", None)
     if tool == "flaml":
         return {"estimator_list": "auto", "eval_method": "cv", "n_splits": N_FOLDS}
     if tool in AUTOGLUON_PRESETS:
@@ -141,6 +144,8 @@ def tool_setup(tool: str, task: str, options: Any) -> dict[str, Any]:
     if model_task(model) != task:  # e.g. a classification objective on regression
         return {}
     setup = {"method": method, "model": model, "budget": options.budget}
+    if folds_setting is not None:
+        setup["cv"] = int(folds_setting)
     return setup | ({"params": json.dumps(params, sort_keys=True)} if params else {})
 
 
@@ -212,7 +217,7 @@ def fit_ours(
         "method": setup["method"],
         "model": setup["model"],
         "budget": setup["budget"],
-        "cv": N_FOLDS,
+        "cv": setup.get("cv", N_FOLDS),
         "random_state": cell.seed,
         "time_budget": cell.time_budget,
         # point predictions against the peers': no conformal fold models,

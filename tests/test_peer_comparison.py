@@ -344,6 +344,29 @@ def test_a_model_setting_runs_ours_in_that_space_for_its_task_only():
     ]
 
 
+def test_a_cv_setting_cross_validates_our_search_on_that_many_folds():
+    tool = "ours+cv=3+final_model=bagged"
+    setup = peer_tools.tool_setup(tool, "regression", ARGS)
+    assert setup["cv"] == 3
+    assert json.loads(setup["params"]) == {"final_model": "bagged"}
+    assert "cv" not in peer_tools.tool_setup("ours", "regression", ARGS)
+    raw = pd.read_csv(BENCHMARKS.parent / "data/01_raw/diabetes.csv")
+    setup = peer_tools.tool_setup("ours+cv=3", "regression", ARGS) | {"budget": 2}
+    three = ToolCell(
+        "diabetes", 0, 0, "ours+cv=3", tuple(sorted(setup.items())), task="regression"
+    )
+    test = split_dataset(raw, "diabetes", CONF["data_processing"], 0).test_features
+    held = {}
+
+    def fit(c, X, y):
+        held["search"], info = peer_tools.fit_ours(c, X, y, test)
+        return held["search"], info
+
+    record = run_tool_cell(three, raw, CONF["data_processing"], fit)
+    assert record["status"] == "ok", record.get("error")
+    assert sorted(np.unique(held["search"].fold_ids_)) == [0, 1, 2]
+
+
 @pytest.mark.parametrize(
     ("tool", "message"),
     [
