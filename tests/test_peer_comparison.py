@@ -12,6 +12,7 @@ import json
 import re
 import sys
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -262,26 +263,35 @@ def test_the_report_reads_records_without_the_peers_columns():
     assert "| ours | 6 | 12.0 | 1.20 | 9.0 | - | - | 3.0 | - | - | - | - |" in text
 
 
+def run_real_cell(tool_cell: ToolCell, fit_tool) -> tuple[dict, Any, pd.DataFrame]:
+    """The record of `tool_cell` run on its bundled dataset by `fit_tool` (one of
+    peer_tools' fit_*), the model it fitted and the test features it predicted."""
+    raw = pd.read_csv(BENCHMARKS.parent / f"data/01_raw/{tool_cell.dataset}.csv")
+    processing = CONF["data_processing"]
+    test = split_dataset(
+        raw, tool_cell.dataset, processing, tool_cell.seed
+    ).test_features
+    held = {}
+
+    def fit(c, X, y):
+        held["model"], info = fit_tool(c, X, y, test)
+        return held["model"], info
+
+    record = run_tool_cell(tool_cell, raw, processing, fit)
+    assert record["status"] == "ok", record.get("error")
+    return record, held["model"], test
+
+
 @pytest.mark.slow
 @pytest.mark.skipif(
     not peer_tools.AUTOGLUON_PYTHON.is_file(),
     reason="the AutoGluon venv is not built (benchmarks/requirements-autogluon.txt)",
 )
 def test_one_real_autogluon_cell():
-    raw = pd.read_csv(BENCHMARKS.parent / "data/01_raw/wine.csv")
     wine = cell("classification", "wine", "autogluon_medium")
-    test = split_dataset(raw, "wine", CONF["data_processing"], wine.seed).test_features
-    held = {}
-
-    def fit(c, X, y):
-        held["model"], info = peer_tools.fit_autogluon(c, X, y, test)
-        return held["model"], info
-
-    record = run_tool_cell(wine, raw, CONF["data_processing"], fit)
-    assert record["status"] == "ok", record.get("error")
+    record, model, test = run_real_cell(wine, peer_tools.fit_autogluon)
     assert record["test_loss"] <= 0.2 and record["test_log_loss"] < 1.0
     # the labels are the most probable classes: columns in classes_' order
-    model = held["model"]
     probabilities = model.predict_proba(test)
     assert probabilities.shape == (len(test), 3)
     assert (model.classes_[probabilities.argmax(axis=1)] == model.predict(test)).all()
@@ -350,21 +360,12 @@ def test_a_cv_setting_cross_validates_our_search_on_that_many_folds():
     assert setup["cv"] == 3
     assert json.loads(setup["params"]) == {"final_model": "bagged"}
     assert "cv" not in peer_tools.tool_setup("ours", "regression", ARGS)
-    raw = pd.read_csv(BENCHMARKS.parent / "data/01_raw/diabetes.csv")
     setup = peer_tools.tool_setup("ours+cv=3", "regression", ARGS) | {"budget": 2}
     three = ToolCell(
         "diabetes", 0, 0, "ours+cv=3", tuple(sorted(setup.items())), task="regression"
     )
-    test = split_dataset(raw, "diabetes", CONF["data_processing"], 0).test_features
-    held = {}
-
-    def fit(c, X, y):
-        held["search"], info = peer_tools.fit_ours(c, X, y, test)
-        return held["search"], info
-
-    record = run_tool_cell(three, raw, CONF["data_processing"], fit)
-    assert record["status"] == "ok", record.get("error")
-    assert sorted(np.unique(held["search"].fold_ids_)) == [0, 1, 2]
+    _, search, _ = run_real_cell(three, peer_tools.fit_ours)
+    assert sorted(np.unique(search.fold_ids_)) == [0, 1, 2]
 
 
 @pytest.mark.parametrize(
