@@ -14,12 +14,14 @@ from ensemble_bo.core.inference_budget import (
     RefitSizeScale,
     refit_size_scale,
 )
+from ensemble_bo.core.losses import objective
 from ensemble_bo.core.methods import inference_budget
 from ensemble_bo.core.pool import Pool
 from ensemble_bo.core.preparation import ModelInput, search_input
 from ensemble_bo.core.results import EnsembleSearchResult, SearchInterrupted
 from ensemble_bo.core.selection.stages import (
     agnostic_bayes_selection,
+    bagged_weights,
     posthoc_selection,
 )
 from ensemble_bo.core.strategies.base import IterationContext, PoolScorer
@@ -353,6 +355,22 @@ def test_an_agnostic_bayes_ensemble_weighs_only_what_fits():
             fold_ids,
             budget=InferenceBudget(max_seconds_per_1000_rows=0.01),
         )
+
+
+def test_a_bagged_ensemble_keeps_within_the_budget_what_fits_together():
+    n = 40
+    pool = noisy_pool([(0.1, 1)] * 6, seed=3, n=n)
+    fold_ids = np.arange(n) % 4
+    mse = objective("regression", "mse")
+    free = bagged_weights(pool, mse, np.zeros(n), fold_ids, seed=0)
+    budget = InferenceBudget(max_seconds_per_1000_rows=0.25)
+    assert budget.ensemble_cost(pool, list(free))[0] > 0.25  # the bags' union
+    limited = bagged_weights(pool, mse, np.zeros(n), fold_ids, 0, budget)
+    # each bag takes what fits, and the union keeps its heaviest members that
+    # fit together: two of these 0.1 s models, the weights summing to 1 again
+    assert len(limited) == 2
+    assert budget.ensemble_cost(pool, list(limited))[0] <= 0.25
+    assert sum(limited.values()) == pytest.approx(1.0)
 
 
 def test_esmbo_replicas_choose_among_models_that_fit_together():

@@ -7,6 +7,7 @@ import pytest
 
 from ensemble_bo.api import default_parameters
 from ensemble_bo.core import methods
+from ensemble_bo.core.losses import objective
 from ensemble_bo.core.methods import (
     DEFAULT_METHOD,
     METHODS,
@@ -17,6 +18,8 @@ from ensemble_bo.core.methods import (
 )
 from ensemble_bo.core.preparation import ModelInput
 from ensemble_bo.core.results import SearchInterrupted
+from ensemble_bo.core.seeding import derive_seed
+from ensemble_bo.core.selection.stages import bagged_weights, ensemble_cv_loss
 from ensemble_bo.core.zoo import model_task
 from tests.support import CHEAP_MODEL, cheap_parameters
 
@@ -96,6 +99,42 @@ def test_a_variant_sets_only_the_ensemble_variant():
     assert chosen["ensemble"] == {**CONF["ensemble"], "variant": "d-h"}
     assert chosen["segor"] == CONF["segor"]
     assert set(chosen) == set(METHODS["segor"].params)
+
+
+@pytest.mark.parametrize(
+    ("method", "block", "data"),
+    [("segor", "ensemble", REGRESSION), ("sego", "sego", CLASSES)],
+)
+def test_a_bagged_weighting_ships_the_bagged_selection_of_the_search_s_pool(
+    method, block, data
+):
+    counts = run_method(method, data, settings(budget=8), seed=3)
+    bagged = run_method(
+        method, data, settings(budget=8, **{block: {"weighting": "bagged"}}), seed=3
+    )
+    # the same search; then the ensemble is chosen again from its whole pool
+    assert bagged.pool.configs == counts.pool.configs
+    chosen = objective(data.task, bagged.objective)
+    expected = bagged_weights(
+        bagged.pool,
+        chosen,
+        data.target,
+        data.fold_ids,
+        derive_seed(3, methods.BAGGING),
+    )
+    assert bagged.member_weights == pytest.approx(expected)
+    assert sum(bagged.member_weights.values()) == pytest.approx(1.0)
+    last = bagged.history[-1]
+    assert last.action == "bag" and last.ensemble_size == len(expected)
+    assert last.ensemble_loss == pytest.approx(
+        ensemble_cv_loss(bagged.pool, chosen, data.target, data.fold_ids, expected)
+    )
+
+    # every record before the last is the search's own
+    def curve(history):
+        return [(r.trial, r.action, r.ensemble_loss) for r in history]
+
+    assert curve(bagged.history[:-1]) == curve(counts.history[:-1])
 
 
 @pytest.mark.parametrize(

@@ -3,6 +3,7 @@ import pytest
 
 from ensemble_bo.core.losses import fold_weights, huber_loss, squared_error
 from ensemble_bo.core.selection.greedy import (
+    bagged_selection,
     bfgs_weights,
     greedy_selection_with_replacement,
     greedy_vote_selection,
@@ -346,3 +347,73 @@ def test_weighted_vote_cv_error_by_hand():
     assert error(np.array([0.2, 0.3, 0.5, 0.0])) == 0.25
     with pytest.raises(ValueError, match=r"be 0 on failed rows \[3\]"):
         error(np.array([0.5, 0.0, 0.0, 0.5]))
+
+
+def bagged_by_hand(pool, y, fold_ids, loss, n_bags, max_size, seed):
+    """The mean over bags of Caruana's prefix on n rows drawn with replacement."""
+    rng = np.random.default_rng(seed)
+    weights = np.zeros(len(pool))
+    for _ in range(n_bags):
+        rows = rng.integers(0, len(y), len(y))
+        members, curve = caruana_by_hand(
+            pool[:, rows], y[rows], fold_ids[rows], loss, max_size
+        )
+        kept = members[: int(np.argmin(curve)) + 1]
+        weights += np.bincount(kept, minlength=len(pool)) / len(kept)
+    return weights / n_bags
+
+
+def test_bagged_selection_averages_greedy_over_bootstrap_resamples_of_the_rows():
+    rng = np.random.default_rng(4)
+    y = rng.normal(size=30)
+    pool = y + rng.normal(scale=[[0.4], [0.6], [0.8], [1.0], [0.5]], size=(5, 30))
+    fold_ids = np.arange(30) % 3
+    weights = bagged_selection(pool, y, fold_ids, squared_error, 4, 6, seed=7)
+    expected = bagged_by_hand(pool, y, fold_ids, squared_error, 4, 6, 7)
+    np.testing.assert_allclose(weights, expected)
+    assert weights.sum() == pytest.approx(1.0)
+    # the bags disagree: more than one model keeps weight, unlike one selection
+    single = greedy_selection_with_replacement(pool, y, fold_ids, squared_error, 6)
+    assert np.count_nonzero(weights) > np.count_nonzero(single.weights)
+    # the same seed gives the same weights, another seed other bags
+    np.testing.assert_array_equal(
+        weights, bagged_selection(pool, y, fold_ids, squared_error, 4, 6, seed=7)
+    )
+    assert not np.array_equal(
+        weights, bagged_selection(pool, y, fold_ids, squared_error, 4, 6, seed=8)
+    )
+
+
+def test_a_model_exact_on_every_row_takes_every_bag():
+    rng = np.random.default_rng(5)
+    y = rng.normal(size=20)
+    pool = np.stack([y + 1.0, y.copy(), y - 0.5 + rng.normal(size=20)])
+    weights = bagged_selection(pool, y, np.arange(20) % 4, squared_error, 10, 5)
+    np.testing.assert_array_equal(weights, [0.0, 1.0, 0.0])
+
+
+def test_bagged_vote_selection_averages_the_vote_s_greedy_and_skips_failed_trials():
+    rng = np.random.default_rng(6)
+    labels = rng.integers(0, 3, 24)
+    pool = np.where(rng.random((4, 24)) < 0.7, labels, (labels + 1) % 3).astype(float)
+    pool[2] = np.nan  # a failed trial
+    fold_ids = np.arange(24) % 4
+    weights = bagged_selection(pool, labels, fold_ids, None, 3, 4, seed=2)
+    rng = np.random.default_rng(2)
+    expected = np.zeros(4)
+    for _ in range(3):
+        rows = rng.integers(0, 24, 24)
+        expected += greedy_vote_selection(
+            pool[:, rows], labels[rows], fold_ids[rows], 4
+        ).weights
+    np.testing.assert_allclose(weights, expected / 3)
+    assert weights[2] == 0.0 and weights.sum() == pytest.approx(1.0)
+
+
+@pytest.mark.parametrize("n_bags", [0, 2.5, -1])
+def test_bagged_selection_refuses_a_bad_number_of_bags(n_bags):
+    y = np.zeros(6)
+    with pytest.raises(
+        ValueError, match=f"n_bags must be a positive integer, got {n_bags}"
+    ):
+        bagged_selection(np.zeros((2, 6)), y, np.arange(6) % 2, squared_error, n_bags)

@@ -16,12 +16,17 @@ from ensemble_bo.core.results import (
 )
 from ensemble_bo.core.search import MAX_INITIAL_FAILURES
 from ensemble_bo.core.selection.greedy import (
+    bagged_selection,
     greedy_selection_with_replacement,
     greedy_vote_selection,
     weighted_vote_cv_error,
 )
 from ensemble_bo.core.selection.stages import (
+    BAG_STEPS,
+    BAGS,
+    BaggedMembers,
     agnostic_bayes_selection,
+    bagged_weights,
     posthoc_selection,
 )
 from ensemble_bo.core.space import SearchSpace
@@ -491,6 +496,62 @@ def test_posthoc_bfgs_weights_do_not_lose_to_the_counts():
     assert cv_loss(fitted.member_weights) <= cv_loss(counts.member_weights) + 1e-12
 
 
+def test_posthoc_bagged_weights_are_the_bagged_selection_and_the_run_reports_them():
+    source = smbo_pool()
+    bagged = posthoc_selection(
+        source, Y, FOLDS, max_size=10, weighting="bagged", seed=4
+    )
+    weights = bagged_selection(
+        source.pool.predictions, Y, FOLDS, squared_error, BAGS, BAG_STEPS, 4
+    )
+    assert bagged.member_weights == pytest.approx(
+        {i: w for i, w in enumerate(weights) if w > 0}
+    )
+    prediction = sum(w * source.pool.predictions[i] for i, w in enumerate(weights))
+    loss = np.mean([np.mean((prediction - Y)[FOLDS == k] ** 2) for k in range(5)])
+    # the greedy steps, then the bagged ensemble, the one the run reports
+    assert [r.action for r in bagged.history] == ["add"] * 10 + ["bag"]
+    assert bagged.history[-1].ensemble_loss == pytest.approx(loss)
+    joined = join_selection(source, bagged)
+    assert joined.history[-1].ensemble_loss == pytest.approx(loss)
+    assert joined.history[-1].ensemble_size == np.count_nonzero(weights)
+    # it is shipped, so reported, also where a greedy prefix had a lower CV loss
+    higher = replace(
+        bagged,
+        history=[
+            *bagged.history[:-1],
+            replace(bagged.history[-1], ensemble_loss=1.0, ensemble_size=3),
+        ],
+    )
+    assert min(r.ensemble_loss for r in bagged.history[:-1]) < 1.0
+    kept = join_selection(source, higher).history[-1]
+    assert (kept.action, kept.ensemble_loss, kept.ensemble_size) == ("bag", 1.0, 3)
+
+
+def test_bagged_members_are_chosen_again_once_the_pool_has_grown_by_a_quarter():
+    source = smbo_pool()
+    chosen = objective("regression", "mse")
+    members = BaggedMembers(chosen, Y, FOLDS, seed=1)
+
+    def bagged_at(size):
+        pool = Pool(N_SAMPLES)
+        for i in range(size):
+            pool.add(
+                source.pool.configs[i],
+                source.pool.encoded[i],
+                TrialResult(source.pool.predictions[i], 0.0),
+            )
+        return pool, sorted(bagged_weights(pool, chosen, Y, FOLDS, 1))
+
+    pool, at_8 = bagged_at(8)
+    assert members(pool, [0]) == sorted({*at_8, 0})
+    # 9 < 8 * 1.25: the selection on 8 models, joined with the search's members
+    pool, _ = bagged_at(9)
+    assert members(pool, [8]) == sorted({*at_8, 8})
+    pool, at_10 = bagged_at(10)
+    assert members(pool, []) == at_10
+
+
 def test_a_joined_posthoc_run_reports_the_kept_prefix_not_a_warm_start_step():
     # The exact model, then two worse ones: the warm start forces all three in,
     # so the kept ensemble (their mean, Y + 1) is worse than its first step alone.
@@ -512,7 +573,8 @@ def test_posthoc_refuses_a_pool_from_other_data_and_unknown_weightings():
     with pytest.raises(ValueError, match="the saved pool was evaluated on other data"):
         posthoc_selection(source, Y + 1.0, FOLDS)
     with pytest.raises(
-        ValueError, match="weighting='softmax' is not one of \\['counts', 'bfgs'\\]"
+        ValueError,
+        match="weighting='softmax' is not one of \\['counts', 'bfgs', 'bagged'\\]",
     ):
         posthoc_selection(source, Y, FOLDS, weighting="softmax")
 

@@ -72,11 +72,19 @@ def test_the_clock_counts_from_its_start_plus_what_it_is_charged():
     assert unlimited.remaining() is None and not unlimited.spent()
 
 
-def timed_segor(seconds, trial_seconds, budget=100, final_fit_factor=0.0, kept=None):
+def timed_segor(
+    seconds,
+    trial_seconds,
+    budget=100,
+    final_fit_factor=0.0,
+    kept=None,
+    final_members=None,
+):
     """A SEGOR search on the synthetic pool whose every trial takes
     `trial_seconds` on a fake clock, keeping back `final_fit_factor` times
-    its members' trial seconds; its result. `kept` (a list) gets each
-    iteration's (seconds spent, seconds kept back) as it ends."""
+    its members' trial seconds (or those `final_members` names); its result.
+    `kept` (a list) gets each iteration's (seconds spent, seconds kept back)
+    as it ends."""
     clock = FakeClock()
 
     def evaluate(config):
@@ -85,6 +93,7 @@ def timed_segor(seconds, trial_seconds, budget=100, final_fit_factor=0.0, kept=N
 
     # seed 1: the first configuration trains (the synthetic pool fails a > 0.85)
     search = segor_search(RandomSearch(SPACE, seed=1), evaluate, Y, FOLDS, 3)
+    search.final_members = final_members
     time_budget = TimeBudget(seconds, clock=clock, final_fit_factor=final_fit_factor)
     callbacks = (
         ()
@@ -145,6 +154,29 @@ def test_a_search_stops_where_its_final_fit_would_end_the_budget():
     assert len(plain.pool) > len(result.pool)
     assert result.pool.configs == plain.pool.configs[: len(result.pool)]
     assert "final_fit_seconds_kept" not in plain.search_metrics
+
+
+def test_a_stage_that_chooses_the_members_again_sets_what_is_kept_back():
+    # a bagged weighting ships other members than the slots: the search keeps
+    # back the final fit of those it names, here every model trained so far
+    asked = []
+
+    def every_model(pool, members):
+        asked.append((len(pool), sorted(set(members))))
+        return list(range(len(pool)))
+
+    kept = []
+    result = timed_segor(
+        3.0, 0.3, final_fit_factor=2.0, kept=kept, final_members=every_model
+    )
+    assert [size for size, _ in asked] == list(range(1, len(result.pool) + 1))
+    assert [reserve for _, reserve in kept] == pytest.approx(
+        [2.0 * 0.3 * size for size, _ in asked]
+    )
+    # without a time budget nothing is kept back, and nothing asked
+    asked.clear()
+    timed_segor(None, 0.3, budget=4, final_fit_factor=2.0, final_members=every_model)
+    assert asked == []
 
 
 def test_the_final_fit_factor_counts_the_rows_the_final_model_fits():

@@ -100,7 +100,7 @@ def test_the_shipped_parameters_pass_for_every_method(method):
             "smbo_posthoc",
             "posthoc.weighting",
             "equal",
-            "posthoc.weighting='equal' is not one of ['counts', 'bfgs']",
+            "posthoc.weighting='equal' is not one of ['counts', 'bfgs', 'bagged']",
         ),
         (
             "smbo_posthoc",

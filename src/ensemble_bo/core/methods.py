@@ -24,12 +24,14 @@ from ensemble_bo.core.evaluation import CrossValidation
 from ensemble_bo.core.inference_budget import (
     InferenceBudget,
     RefitSizeScale,
+    ensemble_predict_seconds,
     refit_size_scale,
 )
 from ensemble_bo.core.journal import ReplayingRunner, TrialJournal
 from ensemble_bo.core.optimizer_kinds import make_optimizer
 from ensemble_bo.core.preparation import ModelInput
 from ensemble_bo.core.results import (
+    BAGGED_ACTION,
     EnsembleSearchResult,
     SearchInterrupted,
     join_selection,
@@ -40,8 +42,10 @@ from ensemble_bo.core.runners import trial_runner
 from ensemble_bo.core.search import Callback, Search
 from ensemble_bo.core.seeding import derive_seed
 from ensemble_bo.core.selection.stages import (
+    BaggedMembers,
     PosthocSettings,
     agnostic_bayes_selection,
+    bagged_reweighted,
     bfgs_reweighted,
     posthoc_selection,
 )
@@ -329,6 +333,7 @@ def _posthoc(
         warm_start=block.warm_start,
         weighting=block.weighting,
         budget=budget,
+        seed=derive_seed(seed, BAGGING),
     )
 
 
@@ -704,7 +709,15 @@ def run_method(
                 n_initial=getattr(optimizer, "n_initial", 0),
             )
         )
-        result = Search(strategy, optimizer, evaluate).run(
+        final_members = None
+        if weighting_of(chosen, settings) == "bagged":
+            final_members = BaggedMembers(
+                strategy.scorer.objective,
+                strategy.scorer.target,
+                data.fold_ids,
+                derive_seed(seed, BAGGING),
+            )
+        result = Search(strategy, optimizer, evaluate, final_members).run(
             settings.budget,
             callbacks,
             model_name=model,
@@ -749,9 +762,7 @@ def run_method(
             # a re-validated ensemble was chosen within the budget already
             reselect=not final.search_metrics.get("revalidated_configurations"),
         )
-    weighting = chosen.weighting_params
-    if weighting is not None and settings.blocks[weighting].weighting == "bfgs":
-        final = _bfgs_weighted(final, data)
+    final = _weighted(final, weighting_of(chosen, settings), data, seed, budget)
     if final is not result and final.history:
         for callback in callbacks:
             callback(final.history[-1])
@@ -870,12 +881,46 @@ def _within_budget(
     return result
 
 
-def _bfgs_weighted(
-    result: EnsembleSearchResult, data: ModelInput
+# The derive_seed name of a bagged weighting's bootstrap resamples.
+BAGGING = "bagged_selection"
+
+
+def weighting_of(chosen: Method, settings: MethodSettings) -> str | None:
+    """The method's final weighting (counts, bfgs, bagged); None: it has none."""
+    block = chosen.weighting_params
+    return None if block is None else settings.blocks[block].weighting
+
+
+def _weighted(
+    result: EnsembleSearchResult,
+    weighting: str | None,
+    data: ModelInput,
+    seed: int,
+    budget: InferenceBudget,
 ) -> EnsembleSearchResult:
-    """The ensemble reweighted by BFGS, its last record carrying the new CV loss."""
-    weighted, loss = bfgs_reweighted(result, data.fold_ids)
+    """The ensemble reweighted as `weighting` says, its last record carrying
+    the new CV loss: by BFGS, or chosen again from the pool by bagged
+    selection within the inference `budget` (its size too); unchanged for
+    counts or no weighting."""
+    if weighting == "bfgs":
+        weighted, loss = bfgs_reweighted(result, data.fold_ids)
+        history = weighted.history[:-1] + [
+            replace(weighted.history[-1], action="weigh", ensemble_loss=loss)
+        ]
+        return replace(weighted, history=history)
+    if weighting != "bagged" or not result.pool.ok.any():
+        return result
+    weighted, loss = bagged_reweighted(
+        result, data.fold_ids, derive_seed(seed, BAGGING), budget
+    )
+    members = list(weighted.member_weights)
     history = weighted.history[:-1] + [
-        replace(weighted.history[-1], action="weigh", ensemble_loss=loss)
+        replace(
+            weighted.history[-1],
+            action=BAGGED_ACTION,
+            ensemble_loss=loss,
+            ensemble_size=len(members),
+            ensemble_predict_seconds=ensemble_predict_seconds(result.pool, members),
+        )
     ]
     return replace(weighted, history=history)

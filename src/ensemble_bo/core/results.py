@@ -16,6 +16,10 @@ from ensemble_bo.core.diversity import (
 from ensemble_bo.core.losses import objective
 from ensemble_bo.core.pool import Pool
 
+# The history action of an ensemble chosen again by bagged selection
+# (selection.stages.bagged_reweighted).
+BAGGED_ACTION = "bag"
+
 
 @dataclass(frozen=True)
 class IterationRecord:
@@ -262,7 +266,9 @@ def join_selection(
     ensemble (its lowest-loss step outside a warm start: post-hoc selection
     keeps its best prefix of at least the warm start's size), so
     `cv_loss_ensemble` at iteration t means the same in every method: the CV
-    loss of the ensemble the method holds after t + 1 trained models.
+    loss of the ensemble the method holds after t + 1 trained models. A
+    selection reweighted by bagging ends with the record of the ensemble it
+    ships, which is the one kept.
     """
     keepable = [r for r in selection.history if r.action != "warm_start"]
     if not search.history or not keepable:
@@ -271,6 +277,8 @@ def join_selection(
         keepable,
         key=lambda record: (np.isnan(record.ensemble_loss), record.ensemble_loss),
     )
+    if keepable[-1].action == BAGGED_ACTION:  # shipped, though its CV loss is higher
+        chosen = keepable[-1]
     last = replace(
         search.history[-1],
         action=chosen.action,

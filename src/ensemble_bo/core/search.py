@@ -66,10 +66,17 @@ class Search:
     """One search over a pool: `strategy` (what is minimized, which ensemble is
     kept), `optimizer` (a fresh one: every point it is told must be a model of
     this search's pool) and `evaluate`, which trains a request's configuration
-    when the search runs its trials one at a time."""
+    when the search runs its trials one at a time. `final_members(pool,
+    members)`: the distinct members the final model will hold, where a stage
+    after the search chooses them again (a bagged weighting), for the time
+    kept back for its fit; None: the strategy's members."""
 
     def __init__(
-        self, strategy: Strategy, optimizer: Optimizer, evaluate: Evaluator | None
+        self,
+        strategy: Strategy,
+        optimizer: Optimizer,
+        evaluate: Evaluator | None,
+        final_members: Callable[[Pool, list[int]], list[int]] | None = None,
     ) -> None:
         if len(optimizer.X):
             # The targets are recomputed from the pool's predictions each iteration.
@@ -80,6 +87,7 @@ class Search:
         self.strategy = strategy
         self.optimizer = optimizer
         self.evaluate = evaluate
+        self.final_members = final_members
 
     def run(
         self,
@@ -157,6 +165,7 @@ class Search:
             result,
             max_initial_failures,
             clock,
+            self.final_members,
         )
         try:
             if multi_fidelity:
@@ -201,8 +210,10 @@ class SearchLoop:
         result: EnsembleSearchResult,
         max_initial_failures: int | None,
         clock: TimeBudget,
+        final_members: Callable[[Pool, list[int]], list[int]] | None = None,
     ) -> None:
         self.strategy = strategy
+        self.final_members = final_members
         self.optimizer = optimizer
         self.runner = runner
         self.budget = budget
@@ -343,6 +354,8 @@ class SearchLoop:
         told = np.append(targets, math.nan if new_target is None else new_target)
         update = strategy.update(context, pool, told, single_losses)
         members = strategy.members()
+        if self.final_members is not None and self.clock.seconds is not None:
+            members = self.final_members(pool, members)
         self.clock.reserve_final_fit(members_trial_seconds(pool, members))
         record = IterationRecord(
             iteration=iteration,

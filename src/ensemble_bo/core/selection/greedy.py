@@ -317,6 +317,55 @@ def greedy_vote_selection(
     )
 
 
+def bagged_selection(
+    predictions: np.ndarray,
+    y: np.ndarray,
+    fold_ids: np.ndarray,
+    per_sample_loss: PerSampleLoss | None,
+    n_bags: int = 20,
+    max_size: int = 25,
+    seed: int = 0,
+    allowed: Allowed | None = None,
+) -> np.ndarray:
+    """Weights (t,) of greedy selection bagged over bootstrap resamples of the rows.
+
+    Each of `n_bags` bags draws n rows with replacement (numpy's seeded
+    generator) and runs greedy selection with replacement on them alone,
+    `max_size` steps, keeping its best prefix; the weights are the mean of the
+    bags' weights. Caruana et al. (2006) bag the models, to keep one
+    selection from overfitting the rows it is chosen on; resampling the rows
+    instead averages over the chance that each ensemble is the best one, as
+    agnostic Bayes does for single models (Lacoste et al. 2014). No library
+    selects ensembles, hence by hand. predictions: (t, n) or (t, n, K) as in
+    greedy_selection_with_replacement, with y (n,) or (n, K); per_sample_loss
+    None: the plurality vote's error on class codes (greedy_vote_selection).
+    """
+    predictions, y, fold_ids = check_problem(predictions, y, fold_ids)
+    if int(n_bags) != n_bags or n_bags < 1:
+        raise ValueError(f"n_bags must be a positive integer, got {n_bags!r}")
+    rng = np.random.default_rng(seed)
+    n = predictions.shape[1]
+    weights = np.zeros(len(predictions))
+    for _ in range(int(n_bags)):
+        rows = rng.integers(0, n, n)
+        if per_sample_loss is None:
+            selection = greedy_vote_selection(
+                predictions[:, rows], y[rows], fold_ids[rows], max_size, 0, allowed
+            )
+        else:
+            selection = greedy_selection_with_replacement(
+                predictions[:, rows],
+                y[rows],
+                fold_ids[rows],
+                per_sample_loss,
+                max_size,
+                0,
+                allowed,
+            )
+        weights += selection.weights
+    return weights / n_bags
+
+
 def weighted_vote_cv_error(
     predicted_labels: np.ndarray, labels: np.ndarray, fold_ids: np.ndarray
 ) -> Callable[[np.ndarray], float]:
