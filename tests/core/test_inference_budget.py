@@ -63,7 +63,9 @@ def free_and_halved(rows: int, sample_seed: int, budget: int, method="auto"):
         rows, random_state=sample_seed
     )
     X, y = raw.drop(columns="target"), raw["target"]
-    settings = {"conformal": False}
+    # the search's own ensemble: halving a bagged one's cost would leave the
+    # search's slots more than they use
+    settings = {"conformal": False, "ensemble": {"weighting": "counts"}}
     free = EnsembleRegressor(
         method=method, budget=budget, random_state=0, params=settings
     ).fit(X, y)
@@ -433,6 +435,24 @@ def test_a_budgeted_search_never_exceeds_its_limit():
     costs = [r.ensemble_predict_seconds for r in limited.result_.history]
     assert all(c <= limit for c in costs if not np.isnan(c)) and costs[-1] <= limit
     assert limited.result_.search_metrics["inference_budget_skipped"] >= 1
+
+
+def test_a_bagged_search_keeps_the_limit_its_counted_ensemble_kept():
+    free, limited, limit = free_and_halved(300, 0, 10)
+    raw = pd.read_csv(PROJECT / "data" / "01_raw" / "concrete.csv").sample(
+        300, random_state=0
+    )
+    bagged = EnsembleRegressor(
+        budget=10,
+        random_state=0,
+        params={"conformal": False, "inference": {"max_seconds_per_1000_rows": limit}},
+    ).fit(raw.drop(columns="target"), raw["target"])
+    result = bagged.result_
+    assert result.history[-1].action == "bag"
+    assert result.pool.configs == limited.result_.pool.configs
+    members = list(result.member_weights)
+    assert InferenceBudget().ensemble_cost(result.pool, members)[0] <= limit
+    assert result.history[-1].ensemble_predict_seconds <= limit
 
 
 def test_post_hoc_selection_adds_only_what_the_ensemble_can_afford():

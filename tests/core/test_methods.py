@@ -88,7 +88,9 @@ def test_every_method_reads_blocks_the_conf_declares_and_runs_on_its_tasks():
 
 def test_segor_builds_a_fixed_size_ensemble_from_the_conf_space():
     assert CONF["ensemble"]["variant"] == "f-m"
-    result = run_method("segor", REGRESSION, settings(ensemble={"size": 3}), 0)
+    # the slots shipped as they are (a bagged weighting would choose again)
+    three_slots = settings(ensemble={"size": 3, "weighting": "counts"})
+    result = run_method("segor", REGRESSION, three_slots, 0)
     assert len(result.pool) == 6 and len(result.members) == 3
     assert result.model_name == CHEAP_MODEL
     assert set(result.pool.configs[0]) == set(CONF["models"][CHEAP_MODEL])

@@ -363,7 +363,12 @@ def parallel_settings(parallel, budget=8):
         **parameters["segor"],
         "optimizer": {**parameters["segor"]["optimizer"], "n_initial": 3},
     }
-    parameters["ensemble"] = {**parameters["ensemble"], "size": 3}
+    # three slots, shipped as they are (a bagged weighting would choose again)
+    parameters["ensemble"] = {
+        **parameters["ensemble"],
+        "size": 3,
+        "weighting": "counts",
+    }
     return {**parameters, "budget": budget, "parallel": parallel}
 
 

@@ -226,6 +226,10 @@ def test_a_revalidated_search_chooses_among_its_best_and_is_reproducible(concret
     assert first.result_.pool.configs == plain.result_.pool.configs
     candidates = revalidation_candidates(plain.result_, 4)
     assert set(first.result_.members) <= set(candidates)
+    # the default bagged weighting chose the plain search's ensemble again
+    # from its pool, and leaves the one re-validation chose as it is
+    assert plain.result_.history[-1].action == "bag"
+    assert first.result_.history[-1].action != "bag"
     assert first.result_.member_weights == again.result_.member_weights
     assert first.predict(X.head(20)).tolist() == again.predict(X.head(20)).tolist()
 

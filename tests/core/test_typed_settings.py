@@ -90,7 +90,7 @@ def test_a_parsed_block_is_typed_and_frozen():
     assert (ensemble.size, ensemble.variant, ensemble.weighting) == (
         12,
         "f-m",
-        "counts",
+        "bagged",
     )
     with pytest.raises(AttributeError):
         ensemble.size = 3

@@ -901,14 +901,16 @@ def _weighted(
     """The ensemble reweighted as `weighting` says, its last record carrying
     the new CV loss: by BFGS, or chosen again from the pool by bagged
     selection within the inference `budget` (its size too); unchanged for
-    counts or no weighting."""
+    counts or no weighting, and a bagged one where re-validation chose the
+    ensemble on fresh splits (which the pool's folds would undo)."""
     if weighting == "bfgs":
         weighted, loss = bfgs_reweighted(result, data.fold_ids)
         history = weighted.history[:-1] + [
             replace(weighted.history[-1], action="weigh", ensemble_loss=loss)
         ]
         return replace(weighted, history=history)
-    if weighting != "bagged" or not result.pool.ok.any():
+    revalidated = result.search_metrics.get("revalidated_configurations")
+    if weighting != "bagged" or revalidated or not result.pool.ok.any():
         return result
     weighted, loss = bagged_reweighted(
         result, data.fold_ids, derive_seed(seed, BAGGING), budget

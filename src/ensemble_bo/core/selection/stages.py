@@ -144,12 +144,12 @@ def posthoc_selection(
     to the CV loss (SEGOR s.3.3), or with "bagged" those of the selection
     bagged over bootstrap resamples of the rows (bagged_reweighted, `seed`).
     One history record per selection step (and one for the reweighted
-    ensemble). For classification, loss "auto" or "log_loss" selects by the CV log-loss of the
-    members' mean probabilities, "brier" by their Brier score; "error" by the
-    CV error of the majority vote (SEGO eq. 3-4); "squared_margin" or "margin"
-    by those losses of the members' mean correctness (losses.Objective). BFGS
-    weights fit the vote's error by the squared margin: that error is piecewise
-    constant in the weights.
+    ensemble). For classification, loss "auto" or "log_loss" selects by the
+    CV log-loss of the members' mean probabilities, "brier" by their Brier
+    score; "error" by the CV error of the majority vote (SEGO eq. 3-4);
+    "squared_margin" or "margin" by those losses of the members' mean
+    correctness (losses.Objective). BFGS weights fit the vote's error by the
+    squared margin: that error is piecewise constant in the weights.
 
     "auto" is the log-loss because it measured best on the bundled
     classification grid (6 datasets x 5 splits, docs/results.md,
