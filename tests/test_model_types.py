@@ -19,7 +19,7 @@ from ensemble_bo.core.encoding import FeatureEncoding
 from ensemble_bo.core.estimator import build_ensemble_model, member_spread
 from ensemble_bo.core.space import SearchSpace
 from ensemble_bo.core.zoo import make_model
-from ensemble_bo.tracking import artifacts
+from ensemble_bo.tracking import artifacts, skops_file
 from tests.core.test_zoo import IRIS_X, IRIS_Y, MODELS, set_classifier
 from tests.support import CHEAP_MODEL, PROJECT
 
@@ -83,25 +83,36 @@ def test_a_bagged_stacked_search_s_model_is_logged_dumped_once_and_not_loaded(
         params={"final_model": "bagged", "stacking": True},
     ).fit(features, raw["target"])
     model = search.conformal_
-    dumped, loaded = [], []
-    real_dump, real_load = skops.io.dump, skops.io.load
+    dumped, written, loaded = [], [], []
+    real_dump, real_write, real_load = (
+        skops.io.dump,
+        skops_file.write_skops,
+        skops.io.load,
+    )
 
     def dump(obj, *args, **kwargs):
         dumped.append(type(obj))
         return real_dump(obj, *args, **kwargs)
+
+    def write(obj, *args, **kwargs):
+        written.append(type(obj))
+        return real_write(obj, *args, **kwargs)
 
     def load(*args, **kwargs):
         loaded.append(type(obj := real_load(*args, **kwargs)))
         return obj
 
     monkeypatch.setattr(skops.io, "dump", dump)
+    monkeypatch.setattr(skops_file, "write_skops", write)
     monkeypatch.setattr(skops.io, "load", load)
     mlflow.set_tracking_uri(f"sqlite:///{tmp_path / 'mlflow.db'}")
     experiment = mlflow.create_experiment("types", (tmp_path / "art").as_uri())
     with mlflow.start_run(experiment_id=experiment) as run:
         artifacts.log_model("segor_model", model, features)
-    # the ensemble dumped once; only MLflow's stand-in loaded back
-    assert dumped.count(type(model)) == 1
+    # the ensemble written once, by skops_file; only MLflow's stand-in
+    # dumped by skops and loaded back
+    assert written == [type(model)]
+    assert dumped == [DummyRegressor]
     assert loaded == [DummyRegressor]
     monkeypatch.undo()
 
