@@ -1,6 +1,8 @@
 """Settings for the whole suite."""
 
 import os
+import shutil
+from pathlib import Path
 
 # One OpenMP thread per process: the suite runs on two workers (pytest -n 2), and
 # histogram boosting's threads would contend with the other worker's process
@@ -8,6 +10,21 @@ import os
 # inherited by the evaluation workers and the `kedro run` subprocesses; the
 # predictions do not depend on it.
 os.environ.setdefault("OMP_NUM_THREADS", "1")
+
+# The tests' temporary folders (tmp_path: their projects, MLflow stores and
+# search journals) in memory where there is room for them (~0.3 GB a suite):
+# SQLite syncs every commit and the journal every trial to disk, and on a VM's
+# disk a fresh MLflow store took 5.8 s instead of 1.2 s, 100 logged metrics 2 s
+# instead of 0.2 s. Read by pytest when it makes its base folder; a root set in
+# the environment is kept.
+SHM = Path("/dev/shm")
+if (
+    "PYTEST_DEBUG_TEMPROOT" not in os.environ
+    and SHM.is_dir()
+    and os.access(SHM, os.W_OK)
+    and shutil.disk_usage(SHM).free > 4 * 2**30
+):
+    os.environ["PYTEST_DEBUG_TEMPROOT"] = str(SHM)
 
 
 def pytest_collection_modifyitems(items):
