@@ -1,9 +1,10 @@
 """Build the default spaces' portfolios from scratch, and check them on held-out data.
 
 For each default space (segor_sklearn on the bundled regression datasets,
-sego_sklearn on the classification ones, each under 2,000 rows), a seeded,
-scrambled Sobol sample of the space gives the candidate configurations (floats
-rounded to 3 significant digits, duplicates dropped). Each candidate is
+sego_sklearn on the classification ones, each under 2,000 rows), each family
+at scikit-learn's defaults (FAMILY_DEFAULTS) and a seeded, scrambled Sobol
+sample of the space give the candidate configurations (floats rounded to 3
+significant digits, duplicates dropped). Each candidate is
 evaluated by the project's 5-fold CV on the training part of each dataset
 (the benchmark's split of repetition 0: the test part is never fitted nor
 scored): MSE of the standardized target for regression, log-loss of the
@@ -49,6 +50,7 @@ from ensemble_bo.api import default_parameters
 from ensemble_bo.benchmarking import scripts, tables
 from ensemble_bo.core.evaluation import CrossValidation
 from ensemble_bo.core.grid import repetition_seed
+from ensemble_bo.core.optimizer import initial_suggestion
 from ensemble_bo.core.portfolio import (
     best_of_first,
     greedy_portfolio,
@@ -83,17 +85,108 @@ DATASETS = {
         "wine",
     ],
 }
+# Each family at scikit-learn's defaults, where a default lies outside the
+# space the nearest value inside (a depth of None: the highest; an l2 or qda
+# regularization of 0: the lowest; SVMs' gamma="scale", about 1 / features on
+# standardized features: 0.1): the configurations AutoGluon and FLAML also start
+# from, and candidates beside the Sobol sample. The space's constants are filled in.
+FAMILY_DEFAULTS = {
+    "segor_sklearn": [
+        {
+            "regressor": "hist_gradient_boosting",
+            "learning_rate": 0.1,
+            "max_features": 1.0,
+            "max_leaf_nodes": 31,
+            "hist_gradient_boosting__min_samples_leaf": 20,
+            "l2_regularization": 0.001,
+        },
+        {"regressor": "random_forest", "max_features": 1.0, "bootstrap": True},
+        {"regressor": "extra_trees", "max_features": 1.0, "bootstrap": False},
+        {
+            "regressor": "gradient_boosting",
+            "learning_rate": 0.1,
+            "gradient_boosting__max_depth": 3,
+            "loss": "squared_error",
+        },
+        {"regressor": "svr", "C": 1.0, "gamma": 0.1, "epsilon": 0.1},
+        {"regressor": "knn", "n_neighbors": 5},
+        {
+            "regressor": "elastic_net",
+            "elastic_net__alpha": 1.0,
+            "l1_ratio": 0.5,
+            "elastic_net__max_iter": 1000,
+        },
+        {
+            "regressor": "mlp",
+            "learning_rate_init": 0.001,
+            "activation": "relu",
+            "n_hidden_layers": 1,
+            "units_1": 100,
+        },
+        {
+            "regressor": "decision_tree",
+            "decision_tree__max_depth": 30,
+            "decision_tree__max_features": 1.0,
+            "min_samples_split": 2,
+            "decision_tree__min_samples_leaf": 1,
+        },
+    ],
+    "sego_sklearn": [
+        {"classifier": "knn", "n_neighbors": 5},
+        {"classifier": "rbf_svm", "C": 1.0, "gamma": 0.1},
+        {"classifier": "linear_svm", "C": 1.0},
+        {
+            "classifier": "decision_tree",
+            "max_depth": 10,
+            "min_samples_split": 2,
+            "min_samples_leaf": 2,
+        },
+        {
+            "classifier": "random_forest",
+            "max_depth": 10,
+            "min_samples_split": 2,
+            "min_samples_leaf": 2,
+            "n_estimators": 30,
+        },
+        {"classifier": "adaboost", "n_estimators": 30},
+        {"classifier": "gaussian_nb"},
+        {"classifier": "lda"},
+        {"classifier": "qda", "reg_param": 0.001},
+        {
+            "classifier": "hist_gradient_boosting",
+            "learning_rate": 0.1,
+            "max_features": 1.0,
+            "max_leaf_nodes": 31,
+            "hist_gradient_boosting__min_samples_leaf": 20,
+            "l2_regularization": 0.001,
+        },
+    ],
+}
+# Spaces that extend a default space by a family or a range start from its
+# portfolio: each of its configurations is a point of them too.
+EXTENDED_SPACES = {
+    "segor_sklearn_catboost": "segor_sklearn",
+    "segor_sklearn_rounds": "segor_sklearn",
+    "sego_sklearn_catboost": "sego_sklearn",
+}
 PACKAGES = ("scikit-learn", "numpy", "ensemble-bo")
 # Random draws of k candidates that estimate a random start's expected loss.
 RANDOM_STARTS = 2000
 
 
-def candidates(space: SearchSpace, count: int, seed: int) -> list[dict[str, Any]]:
-    """`count` scrambled Sobol points of the space, decoded, floats to 3
-    significant digits, duplicates dropped (e.g. every lda point is one)."""
+def candidates(
+    space_name: str, space: SearchSpace, count: int, seed: int
+) -> list[dict[str, Any]]:
+    """The space's FAMILY_DEFAULTS, then `count` scrambled Sobol points of the
+    space, decoded, floats to 3 significant digits, duplicates dropped (e.g.
+    every lda point is one)."""
+    defaults = [
+        initial_suggestion(space, config, index).config
+        for index, config in enumerate(FAMILY_DEFAULTS[space_name])
+    ]
     sobol = qmc.Sobol(space.dim, scramble=True, rng=np.random.default_rng(seed))
     points = sobol.random_base2(math.ceil(math.log2(count)))[:count]
-    unique: list[dict[str, Any]] = []
+    unique: list[dict[str, Any]] = defaults
     for point in points:
         config = {
             name: float(f"{value:.3g}") if isinstance(value, float) else value
@@ -210,7 +303,8 @@ def report(results: dict[str, Any], args: argparse.Namespace) -> str:
         "",
         f"Built by `benchmarks/build_portfolio.py` (results: "
         f"{scripts.shown(RESULTS, PROJECT)}): {args.size} configurations per space, "
-        f"greedy over a scrambled Sobol sample of the space, among the candidates "
+        "greedy over each family at scikit-learn's defaults and a scrambled Sobol "
+        "sample of the space, among the candidates "
         f"whose 5-fold CV took at most {args.max_seconds:g} s on every dataset (one "
         "core). Normalized loss: per dataset, 0 for the best candidate, 1 for the "
         "median or worse (failed: 1). Leave-one-dataset-out: the portfolio built "
@@ -287,8 +381,9 @@ def portfolio_file(results: dict[str, Any], args: argparse.Namespace) -> str:
 # The configurations a search evaluates first, in order, by search space: they
 # replace the first points of the optimizer's initial design (n_initial; the rest
 # stay Sobol points), then the optimizer takes over. Each list was chosen by
-# greedy portfolio construction (core/portfolio.py) over a scrambled Sobol
-# sample of {args.candidates} configurations of the space, evaluated by 5-fold CV
+# greedy portfolio construction (core/portfolio.py) over each family at
+# scikit-learn's defaults and a scrambled Sobol sample of {args.candidates}
+# configurations of the space, evaluated by 5-fold CV
 # on the training part of the bundled datasets under 2,000 rows (the test part is
 # never used): repeatedly the candidate that most lowers the mean over datasets of
 # the best normalized CV loss among those chosen, among candidates whose CV took
@@ -304,6 +399,17 @@ def portfolio_file(results: dict[str, Any], args: argparse.Namespace) -> str:
     body = yaml.safe_dump(
         {"portfolios": portfolios}, sort_keys=False, default_flow_style=None, width=88
     )
+    extended = [
+        (name, base) for name, base in EXTENDED_SPACES.items() if base in portfolios
+    ]
+    for base in dict.fromkeys(base for _, base in extended):
+        body = body.replace(f"\n  {base}:\n", f"\n  {base}: &{base}_portfolio\n", 1)
+    if extended:
+        body += (
+            "  # The CatBoost and rounds spaces start as the spaces they extend: each "
+            "configuration\n  # above is a point of them too.\n"
+            + "".join(f"  {name}: *{base}_portfolio\n" for name, base in extended)
+        )
     return header + body
 
 
@@ -350,7 +456,7 @@ def main() -> None:
         }
         for space_name in args.spaces:
             space = SearchSpace.from_dict(models[space_name])
-            configs = candidates(space, args.candidates, args.seed)
+            configs = candidates(space_name, space, args.candidates, args.seed)
             results["spaces"][space_name] = evaluate(space_name, configs, args)
     output.parent.mkdir(parents=True, exist_ok=True)
     output.write_text(json.dumps(results, indent=1))
