@@ -97,8 +97,13 @@ def test_each_default_space_ships_a_large_data_start_that_fits_the_design(task):
     space_name = CONF["default_models"][task]
     large = CONF["large_data_portfolios"][space_name]
     assert check_portfolios({space_name: large}, SPACES) == {space_name: large}
-    # with the portfolio after it, the whole start is still in the design
-    both = [*large, *CONF["portfolios"][space_name]]
+    # with the portfolio after it, the whole start is still in the design,
+    # each configuration once
+    method = "segor" if task == "regression" else "sego"
+    settings = check_settings(METHODS[method], CONF, 1, task)
+    sample = search_input(model_input(300, task), 150, seed=1)
+    both = start_portfolio(settings, space_name, sample)
+    assert both[: len(large)] == tuple(large)
     assert len(both) <= CONF["segor"]["optimizer"]["n_initial"]
     assert len({repr(sorted(c.items())) for c in both}) == len(both)
     # histogram boosting: a cost linear in the rows, a size free of them
@@ -231,16 +236,35 @@ def test_the_large_data_start_leaves_out_the_portfolio_s_kernel_machines():
     data = model_input(300, "regression")
     sample = search_input(data, 150, seed=1)
     settings = check_settings(METHODS["segor"], CONF, 1, "regression")
-    # the shipped regression portfolio's third configuration is its one SVR
-    assert [c["regressor"] for c in PORTFOLIO].count("svr") == 1
-    assert PORTFOLIO[2]["regressor"] == "svr"
+    # the shipped regression portfolio holds one SVR
+    (kernel,) = [i for i, c in enumerate(PORTFOLIO) if c["regressor"] == "svr"]
     assert start_portfolio(settings, REGRESSION_SPACE, sample) == (
         *LARGE_DATA_PORTFOLIO,
-        *PORTFOLIO[:2],
-        *PORTFOLIO[3:],
+        *(
+            c
+            for i, c in enumerate(PORTFOLIO)
+            if i != kernel and c not in LARGE_DATA_PORTFOLIO
+        ),
     )
     # on every row, the whole portfolio, its SVR too
     assert start_portfolio(settings, REGRESSION_SPACE, data) == tuple(PORTFOLIO)
+
+
+def test_the_large_data_start_trains_a_configuration_of_both_portfolios_once():
+    data = model_input(300, "regression")
+    sample = search_input(data, 150, seed=1)
+    # the large-data portfolio's boosting at its defaults, in another key order
+    repeated = dict(reversed(list(LARGE_DATA_PORTFOLIO[0].items())))
+    conf = {**CONF, "portfolios": {REGRESSION_SPACE: [PORTFOLIO[0], repeated]}}
+    settings = check_settings(METHODS["segor"], conf, 1, "regression")
+    assert start_portfolio(settings, REGRESSION_SPACE, sample) == (
+        *LARGE_DATA_PORTFOLIO,
+        PORTFOLIO[0],
+    )
+    assert start_portfolio(settings, REGRESSION_SPACE, data) == (
+        PORTFOLIO[0],
+        repeated,
+    )
 
 
 def test_a_timed_cell_carries_its_trial_cap_in_its_key():
