@@ -9,9 +9,6 @@ for good leaves a run that ends with a message naming its buffer and the
 command that uploads it, and that command works once the server is back.
 Ctrl-C (SIGINT to the run's process group) stops a run within seconds during
 an outage, and a benchmark run, whose node hears Ctrl-C directly, ends KILLED.
-
-The outage tests share one server (a fresh one takes 6-14 s to answer), each
-test's run in its own experiment: each test leaves it started again.
 """
 
 from __future__ import annotations
@@ -26,7 +23,7 @@ from pathlib import Path
 import pytest
 from mlflow.tracking import MlflowClient
 
-from tests.mlflow_server import MlflowServer, mlflow_server  # noqa: F401 - fixture
+from tests.mlflow_server import MlflowServer
 from tests.support import (
     CHEAP_SEGOR,
     ENSEMBLE_BO,
@@ -49,30 +46,18 @@ BUFFERS = Path("data") / "07_model_output" / "mlflow_buffer"
 UPLOAD = re.compile(r"ensemble-bo upload-run (\S+)")
 
 
-@pytest.fixture
-def server(mlflow_server):  # noqa: F811
-    """The module's server, up: started again if a failed test left it down."""
-    if mlflow_server.group_is_gone():
-        mlflow_server.restart()
-    return mlflow_server
-
-
 class ServedRun:
-    """`kedro run --pipelines=segor` in its own process group, tracked on `server`
-    in the experiment `experiment` (one per test: its run is the only one there)."""
+    """`kedro run --pipelines=segor` in its own process group, tracked on `server`."""
 
-    def __init__(
-        self, project: Path, server: MlflowServer, budget: int, experiment: str
-    ) -> None:
+    def __init__(self, project: Path, server: MlflowServer, budget: int) -> None:
         self.project = project
         self.server = server
-        self.experiment = experiment
         self.client = MlflowClient(server.uri)
         self.process = subprocess.Popen(
             [*KEDRO, "run", "--pipelines=segor", "--params"]
             + [f"budget={budget},{TINY},{CHEAP_SEGOR}"],
             cwd=project,
-            env=kedro_env(server.uri, MLFLOW_EXPERIMENT_NAME=experiment),
+            env=kedro_env(server.uri),
             stdout=subprocess.PIPE,
             stderr=subprocess.STDOUT,
             text=True,
@@ -81,7 +66,7 @@ class ServedRun:
         )
 
     def run(self):
-        experiment = self.client.get_experiment_by_name(self.experiment)
+        experiment = self.client.get_experiment_by_name("ensemble_bo")
         (run,) = self.client.search_runs([experiment.experiment_id])
         return run
 
@@ -148,69 +133,72 @@ def assert_all_logged(served: ServedRun) -> None:
 
 
 def test_a_run_outlives_its_server_and_uploads_what_it_missed_when_it_is_back(
-    tmp_path, server
+    tmp_path,
 ):
-    served = ServedRun(copy_project(tmp_path / "project"), server, BUDGET, "outlives")
-    served.kill_server_after(2)
-    served.wait_for_buffer()
-    served.signal(signal.SIGSTOP)
-    server.restart()
-    back = time.monotonic()
-    served.signal(signal.SIGCONT)
-    output = served.finish()
-    assert served.process.returncode == 0, output[-3000:]
-    assert time.monotonic() - back < 120
-    assert "Traceback" not in output and "Retrying" not in output
-    assert "does not answer ([Errno 111] Connection refused)" in output
-    assert "answers again" in output
-    assert served.run().info.status == "FINISHED"
-    assert_all_logged(served)
-    assert not (served.project / BUFFERS).exists() or not any(
-        (served.project / BUFFERS).iterdir()
-    )
+    with MlflowServer(tmp_path / "server") as server:
+        served = ServedRun(copy_project(tmp_path / "project"), server, BUDGET)
+        served.kill_server_after(2)
+        served.wait_for_buffer()
+        served.signal(signal.SIGSTOP)
+        server.restart()
+        back = time.monotonic()
+        served.signal(signal.SIGCONT)
+        output = served.finish()
+        assert served.process.returncode == 0, output[-3000:]
+        assert time.monotonic() - back < 120
+        assert "Traceback" not in output and "Retrying" not in output
+        assert "does not answer ([Errno 111] Connection refused)" in output
+        assert "answers again" in output
+        assert served.run().info.status == "FINISHED"
+        assert_all_logged(served)
+        assert not (served.project / BUFFERS).exists() or not any(
+            (served.project / BUFFERS).iterdir()
+        )
 
 
-def test_a_run_whose_server_stays_away_ends_saying_how_to_upload_it(tmp_path, server):
-    served = ServedRun(copy_project(tmp_path / "project"), server, BUDGET, "stays_away")
-    served.kill_server_after(2)
-    away = time.monotonic()
-    output = served.finish()
-    assert served.process.returncode == 0, output[-3000:]
-    assert time.monotonic() - away < 120
-    assert "Traceback" not in output
-    assert "did not answer" in output and "(finished) is kept in" in output
-    server.restart()
-    uploaded = upload(served.project, output)
-    assert uploaded.returncode == 0, uploaded.stderr[-3000:]
-    assert "(finished)" in uploaded.stdout
-    assert served.run().info.status == "FINISHED"
-    assert_all_logged(served)
-    assert not any((served.project / BUFFERS).iterdir())
+def test_a_run_whose_server_stays_away_ends_saying_how_to_upload_it(tmp_path):
+    with MlflowServer(tmp_path / "server") as server:
+        served = ServedRun(copy_project(tmp_path / "project"), server, BUDGET)
+        served.kill_server_after(2)
+        away = time.monotonic()
+        output = served.finish()
+        assert served.process.returncode == 0, output[-3000:]
+        assert time.monotonic() - away < 120
+        assert "Traceback" not in output
+        assert "did not answer" in output and "(finished) is kept in" in output
+        server.restart()
+        uploaded = upload(served.project, output)
+        assert uploaded.returncode == 0, uploaded.stderr[-3000:]
+        assert "(finished)" in uploaded.stdout
+        assert served.run().info.status == "FINISHED"
+        assert_all_logged(served)
+        assert not any((served.project / BUFFERS).iterdir())
 
 
-def test_ctrl_c_stops_a_run_within_seconds_while_its_server_is_away(tmp_path, server):
-    served = ServedRun(copy_project(tmp_path / "project"), server, 500, "ctrl_c")
-    served.kill_server_after(2)
-    served.wait_for_buffer()
-    pressed = time.monotonic()
-    served.signal(signal.SIGINT)
-    output = served.finish(timeout=60)
-    assert time.monotonic() - pressed < 15
-    assert served.process.returncode == 130, (
-        f"{parent_ctrl_c_state()}\n{output[-3000:]}"
-    )
-    assert "Interrupted: search stopped after" in output
-    assert "Traceback" not in output and "(killed) is kept in" in output
-    server.restart()
-    uploaded = upload(served.project, output)
-    assert uploaded.returncode == 0, uploaded.stderr[-3000:]
-    run = served.run()
-    assert run.info.status == "KILLED"
-    assert f"stopped search are saved in MLflow run {run.info.run_id}," in output
-    steps = served.steps()
-    assert steps == list(range(len(steps))) and len(steps) >= 2
-    partial = served.client.list_artifacts(run.info.run_id, "partial")
-    assert "partial/partial_trial_history.csv" in {a.path for a in partial}
+def test_ctrl_c_stops_a_run_within_seconds_while_its_server_is_away(tmp_path):
+    with MlflowServer(tmp_path / "server") as server:
+        served = ServedRun(copy_project(tmp_path / "project"), server, 500)
+        served.kill_server_after(2)
+        served.wait_for_buffer()
+        pressed = time.monotonic()
+        served.signal(signal.SIGINT)
+        output = served.finish(timeout=60)
+        assert time.monotonic() - pressed < 15
+        assert served.process.returncode == 130, (
+            f"{parent_ctrl_c_state()}\n{output[-3000:]}"
+        )
+        assert "Interrupted: search stopped after" in output
+        assert "Traceback" not in output and "(killed) is kept in" in output
+        server.restart()
+        uploaded = upload(served.project, output)
+        assert uploaded.returncode == 0, uploaded.stderr[-3000:]
+        run = served.run()
+        assert run.info.status == "KILLED"
+        assert f"stopped search are saved in MLflow run {run.info.run_id}," in output
+        steps = served.steps()
+        assert steps == list(range(len(steps))) and len(steps) >= 2
+        partial = served.client.list_artifacts(run.info.run_id, "partial")
+        assert "partial/partial_trial_history.csv" in {a.path for a in partial}
 
 
 def test_ctrl_c_ends_a_benchmark_run_killed(tmp_path):
