@@ -9,7 +9,7 @@ encoder, another 3 s. This writes the same archive, through skops's own
 get_state, with the names kept in a set and the schema compact (indentation
 is for readers; skops reads either), straight into the file instead of a
 buffer of the whole model first: 5 s for that ensemble, and a peak lower by
-the archive's size. tests/test_model_types.py checks that it holds the
+the archive's size. tests/test_skops_file.py checks that it holds the
 schema and arrays skops.io.dump writes.
 """
 
